@@ -1,0 +1,182 @@
+//! `opledger-admin`: schema migrations, tenants, API keys and ledger invariant checks.
+//!
+//! Runs with the owner role's database URL (`--database-url` or `OPLEDGER_ADMIN_DATABASE_URL`).
+//! Issued API keys are printed once on stdout and never stored in clear.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use opledger_store::keys::Role;
+use opledger_store::{MIGRATOR, Store, StoreConfig};
+
+#[derive(Parser, Debug)]
+#[command(name = "opledger-admin", about = "opledger administration")]
+struct Cli {
+    /// PostgreSQL URL of the owner role.
+    #[arg(long, env = "OPLEDGER_ADMIN_DATABASE_URL", hide_env_values = true)]
+    database_url: String,
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Applies pending schema migrations.
+    Migrate,
+    /// Tenants.
+    Tenant {
+        #[command(subcommand)]
+        command: TenantCommand,
+    },
+    /// API keys.
+    Key {
+        #[command(subcommand)]
+        command: KeyCommand,
+    },
+    /// Checks ledger and operation invariants; exits 1 when any is violated.
+    CheckInvariants,
+}
+
+#[derive(Subcommand, Debug)]
+enum TenantCommand {
+    /// Creates a tenant and prints its id.
+    Create {
+        /// Lowercase letters, digits, '-' and '_'.
+        name: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum KeyCommand {
+    /// Issues an API key; the key is printed once and cannot be shown again.
+    Create {
+        /// The tenant's name.
+        #[arg(long)]
+        tenant: String,
+        /// client, approver, operator or service.
+        #[arg(long)]
+        role: String,
+        /// A label for humans.
+        #[arg(long, default_value = "")]
+        label: String,
+    },
+    /// Revokes an API key by its id.
+    Revoke {
+        /// The key id (the 16 hex digits after `olk_`).
+        key_id: String,
+    },
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let config = StoreConfig {
+        max_connections: 2,
+        ..StoreConfig::default()
+    };
+    let store = Store::connect(&cli.database_url, config)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot connect to the database: {}", e.log_safe()))?;
+    match cli.command {
+        Command::Migrate => {
+            MIGRATOR
+                .run(store.pool())
+                .await
+                .context("migration failed")?;
+            let applied = MIGRATOR.iter().count();
+            print(
+                cli.json,
+                &format!("schema is current ({applied} migrations)"),
+                serde_json::json!({ "migrations": applied }),
+            );
+        }
+        Command::Tenant {
+            command: TenantCommand::Create { name },
+        } => {
+            let tenant_id = store
+                .create_tenant(&name)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot create tenant: {}", e.log_safe()))?;
+            print(
+                cli.json,
+                &tenant_id.to_string(),
+                serde_json::json!({ "tenant_id": tenant_id.to_string(), "name": name }),
+            );
+        }
+        Command::Key {
+            command:
+                KeyCommand::Create {
+                    tenant,
+                    role,
+                    label,
+                },
+        } => {
+            let role =
+                Role::parse(&role).context("role must be client, approver, operator or service")?;
+            let tenant_id = store
+                .tenant_by_name(&tenant)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", e.log_safe()))?
+                .context("no such tenant")?;
+            let issued = store
+                .create_api_key(tenant_id, role, &label)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", e.log_safe()))?;
+            print(
+                cli.json,
+                issued.token.as_str(),
+                serde_json::json!({ "key_id": issued.key_id, "api_key": issued.token.as_str(), "tenant_id": tenant_id.to_string(), "role": role.as_str() }),
+            );
+        }
+        Command::Key {
+            command: KeyCommand::Revoke { key_id },
+        } => {
+            store
+                .revoke_api_key(&key_id)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", e.log_safe()))?;
+            print(
+                cli.json,
+                "revoked",
+                serde_json::json!({ "revoked": key_id }),
+            );
+        }
+        Command::CheckInvariants => {
+            let violations = store
+                .check_invariants()
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", e.log_safe()))?;
+            let report: Vec<_> = violations
+                .iter()
+                .map(|v| serde_json::json!({ "invariant": v.invariant, "rows": v.rows }))
+                .collect();
+            let text = if violations.is_empty() {
+                format!(
+                    "all {} invariants hold",
+                    opledger_store::invariants::CHECKS.len()
+                )
+            } else {
+                violations
+                    .iter()
+                    .map(|v| format!("VIOLATED: {} ({:?})", v.invariant, v.rows))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            print(cli.json, &text, serde_json::json!({ "violations": report }));
+            if !violations.is_empty() {
+                std::process::exit(1);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print(json: bool, text: &str, value: serde_json::Value) {
+    if json {
+        println!("{value}");
+    } else {
+        println!("{text}");
+    }
+}

@@ -1,0 +1,99 @@
+//! The store's error type.
+
+use opledger_domain::payload::PayloadField;
+use opledger_domain::state::{OperationState, TransitionError};
+
+/// Everything a store call can refuse or fail with. Messages never carry keys, addresses or memos.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The idempotency key was used before by this tenant with a different payload.
+    #[error("idempotency key reused with a different payload")]
+    KeyReused {
+        /// The payload fields that differ from the stored operation, in field order.
+        fields: Vec<PayloadField>,
+    },
+    /// The source account's available balance does not cover the amount.
+    #[error("insufficient funds in the source account")]
+    InsufficientFunds,
+    /// No such operation, account or key for this tenant.
+    #[error("{what} not found")]
+    NotFound {
+        /// What was looked up.
+        what: &'static str,
+    },
+    /// The domain transition table refuses the move or the actor.
+    #[error(transparent)]
+    Transition(#[from] TransitionError),
+    /// The conditional update matched no row: the operation is not in the expected state (or the
+    /// hash or lease predicate failed). Nothing changed.
+    #[error("operation is in state {current:?}, not the expected one")]
+    Conflict {
+        /// The state found after the refused update, if the operation exists.
+        current: Option<OperationState>,
+    },
+    /// A hold was not in the state the transition needed: a ledger invariant would break.
+    #[error("hold of the operation is not {expected}")]
+    HoldMismatch {
+        /// The hold status the transition required.
+        expected: &'static str,
+    },
+    /// A stored value no longer parses as its domain type (corruption or a bypassed constraint).
+    #[error("stored {what} is invalid")]
+    Corrupt {
+        /// What failed to parse.
+        what: &'static str,
+    },
+    /// The database refused or failed the statement.
+    #[error("database error")]
+    Database(#[from] sqlx::Error),
+}
+
+impl StoreError {
+    /// True when the database could not be reached or timed out: the caller may retry.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Database(
+                sqlx::Error::Io(_)
+                    | sqlx::Error::PoolTimedOut
+                    | sqlx::Error::PoolClosed
+                    | sqlx::Error::Tls(_)
+            )
+        )
+    }
+}
+
+impl StoreError {
+    /// A description that is safe to log: for database errors the SQLSTATE, constraint and kind
+    /// only, never the server's detail text (which can quote row values such as destinations).
+    pub fn log_safe(&self) -> String {
+        match self {
+            StoreError::Database(sqlx::Error::Database(db)) => format!(
+                "database error sqlstate={} constraint={}",
+                db.code().as_deref().unwrap_or("-"),
+                db.constraint().unwrap_or("-")
+            ),
+            StoreError::Database(sqlx::Error::Io(e)) => {
+                format!("database io error kind={:?}", e.kind())
+            }
+            StoreError::Database(other) => format!("database error: {}", variant_name(other)),
+            other => other.to_string(),
+        }
+    }
+}
+
+fn variant_name(error: &sqlx::Error) -> &'static str {
+    match error {
+        sqlx::Error::PoolTimedOut => "pool timed out",
+        sqlx::Error::PoolClosed => "pool closed",
+        sqlx::Error::RowNotFound => "row not found",
+        sqlx::Error::Tls(_) => "tls",
+        sqlx::Error::Protocol(_) => "protocol",
+        sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => "decode",
+        sqlx::Error::Configuration(_) => "configuration",
+        _ => "other",
+    }
+}
+
+/// Result of a store call.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -1,0 +1,85 @@
+//! The one mapping from store errors to gRPC statuses.
+
+use opledger_grpc::status::{ErrorReason, error_status, error_status_with};
+use opledger_store::StoreError;
+use tonic::{Code, Status};
+use tonic_types::ErrorDetails;
+
+/// Maps every store error to a status with `ErrorInfo`. Exhaustive: a new variant must be mapped.
+pub fn store_status(error: StoreError) -> Status {
+    match error {
+        StoreError::KeyReused { fields } => {
+            let names: Vec<&str> = fields.iter().map(|f| f.as_str()).collect();
+            let mut details = ErrorDetails::new();
+            for name in &names {
+                details.add_precondition_failure_violation(
+                    "IDEMPOTENCY_KEY_REUSED",
+                    format!("payload.{name}"),
+                    "differs from the payload first sent with this idempotency key",
+                );
+            }
+            error_status_with(
+                Code::FailedPrecondition,
+                ErrorReason::IdempotencyKeyReused,
+                format!(
+                    "idempotency key was already used with a different payload (differs in: {})",
+                    names.join(", ")
+                ),
+                &[("fields", &names.join(","))],
+                details,
+            )
+        }
+        StoreError::InsufficientFunds => error_status(
+            Code::FailedPrecondition,
+            ErrorReason::InsufficientFunds,
+            "available balance of the source account does not cover the amount",
+            &[],
+        ),
+        StoreError::NotFound { what } => error_status(
+            Code::NotFound,
+            ErrorReason::NotFound,
+            format!("{what} not found"),
+            &[("resource", what)],
+        ),
+        StoreError::Transition(e) => error_status(
+            Code::FailedPrecondition,
+            ErrorReason::IllegalTransition,
+            e.to_string(),
+            &[],
+        ),
+        StoreError::Conflict { current } => error_status(
+            Code::Aborted,
+            ErrorReason::ConcurrentModification,
+            "operation changed concurrently; read it again",
+            &[("state", current.map(|s| s.as_str()).unwrap_or("NONE"))],
+        ),
+        e @ (StoreError::HoldMismatch { .. } | StoreError::Corrupt { .. }) => {
+            tracing::error!(error = %e.log_safe(), "store invariant failure");
+            error_status(
+                Code::Internal,
+                ErrorReason::InternalError,
+                "internal error",
+                &[],
+            )
+        }
+        e @ StoreError::Database(_) => {
+            if e.is_unavailable() {
+                tracing::warn!(error = %e.log_safe(), "database unavailable");
+                error_status(
+                    Code::Unavailable,
+                    ErrorReason::StoreUnavailable,
+                    "store unavailable; retry with the same idempotency key",
+                    &[],
+                )
+            } else {
+                tracing::error!(error = %e.log_safe(), "database error");
+                error_status(
+                    Code::Internal,
+                    ErrorReason::InternalError,
+                    "internal error; retry with the same idempotency key",
+                    &[],
+                )
+            }
+        }
+    }
+}
