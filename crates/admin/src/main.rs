@@ -35,6 +35,24 @@ enum Command {
         #[command(subcommand)]
         command: KeyCommand,
     },
+    /// Credits a tenant's account idempotently (the same store path as the CreditAccount RPC).
+    Credit {
+        /// The tenant's name.
+        #[arg(long)]
+        tenant: String,
+        /// The account name.
+        #[arg(long)]
+        account: String,
+        /// The asset code.
+        #[arg(long)]
+        asset: String,
+        /// Amount in minimal units.
+        #[arg(long)]
+        amount: String,
+        /// Idempotency key of this credit: running the command again with it credits nothing.
+        #[arg(long)]
+        key: String,
+    },
     /// Checks ledger and operation invariants; exits 1 when any is violated.
     CheckInvariants,
 }
@@ -141,6 +159,46 @@ async fn main() -> anyhow::Result<()> {
                 cli.json,
                 "revoked",
                 serde_json::json!({ "revoked": key_id }),
+            );
+        }
+        Command::Credit {
+            tenant,
+            account,
+            asset,
+            amount,
+            key,
+        } => {
+            use opledger_domain::{amount::Amount, idempotency::IdempotencyKey, payload};
+            let tenant_id = store
+                .tenant_by_name(&tenant)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", e.log_safe()))?
+                .context("no such tenant")?;
+            let key = IdempotencyKey::parse(&key).map_err(|e| anyhow::anyhow!("--key: {e}"))?;
+            let account = payload::AccountName::parse(&account)
+                .map_err(|e| anyhow::anyhow!("--account: {e}"))?;
+            let asset =
+                payload::AssetCode::parse(&asset).map_err(|e| anyhow::anyhow!("--asset: {e}"))?;
+            let amount = Amount::parse(&amount).map_err(|e| anyhow::anyhow!("--amount: {e}"))?;
+            anyhow::ensure!(!amount.is_zero(), "--amount must be greater than zero");
+            let credited = store
+                .credit_account(opledger_store::ledger::NewCredit {
+                    tenant_id,
+                    key: &key,
+                    account: &account,
+                    asset: &asset,
+                    amount,
+                })
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot credit: {}", e.log_safe()))?;
+            let b = &credited.balance;
+            print(
+                cli.json,
+                &format!(
+                    "available {} held {} (replayed: {})",
+                    b.available, b.held, credited.replayed
+                ),
+                serde_json::json!({ "available": b.available.to_string(), "held": b.held.to_string(), "replayed": credited.replayed }),
             );
         }
         Command::CheckInvariants => {

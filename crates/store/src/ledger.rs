@@ -46,16 +46,11 @@ pub struct NewCredit<'a> {
     pub amount: Amount,
 }
 
-/// Moves the payload amount from available to held and records the hold, in the caller's
-/// transaction. Returns false, changing nothing, when the available balance is too small.
-pub(crate) async fn place_hold(
-    conn: &mut PgConnection,
-    tenant_id: TenantId,
-    op_id: OperationId,
-    payload: &WithdrawalPayload,
-) -> Result<bool> {
-    let rows = sqlx::query(
-        "WITH acct AS ( \
+/// The second statement of the create transaction: moves the amount from available to held (only
+/// if available covers it), records the hold, its journal entry and two postings. Parameters: `$1`
+/// tenant, `$2` op id, `$3` account, `$4` amount, `$5` asset. Affects 2 rows on success, 0 when
+/// funds are insufficient. Public so benchmarks run the exact same SQL.
+pub const PLACE_HOLD_SQL: &str = "WITH acct AS ( \
            UPDATE ledger_accounts SET available = available - $4::numeric, \
              held = held + $4::numeric, version = version + 1 \
            WHERE tenant_id = $1 AND account = $3 AND asset = $5 AND available >= $4::numeric \
@@ -69,16 +64,25 @@ pub(crate) async fn place_hold(
          INSERT INTO ledger_postings (entry_id, line, tenant_id, account, asset, bucket, amount) \
          SELECT entry.entry_id, l.line, $1, $3, $5, l.bucket, l.amount FROM entry, \
            (VALUES (1::smallint, 'available', -($4::numeric)), (2::smallint, 'held', $4::numeric)) \
-           AS l(line, bucket, amount)",
-    )
-    .bind(tenant_id.as_uuid())
-    .bind(op_id.as_uuid())
-    .bind(payload.source_account.as_str())
-    .bind(payload.amount.to_string())
-    .bind(payload.asset.as_str())
-    .execute(&mut *conn)
-    .await?
-    .rows_affected();
+           AS l(line, bucket, amount)";
+
+/// Moves the payload amount from available to held and records the hold, in the caller's
+/// transaction. Returns false, changing nothing, when the available balance is too small.
+pub(crate) async fn place_hold(
+    conn: &mut PgConnection,
+    tenant_id: TenantId,
+    op_id: OperationId,
+    payload: &WithdrawalPayload,
+) -> Result<bool> {
+    let rows = sqlx::query(PLACE_HOLD_SQL)
+        .bind(tenant_id.as_uuid())
+        .bind(op_id.as_uuid())
+        .bind(payload.source_account.as_str())
+        .bind(payload.amount.to_string())
+        .bind(payload.asset.as_str())
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
     Ok(rows == 2)
 }
 

@@ -103,6 +103,12 @@ macro_rules! select_operation {
     };
 }
 
+/// The replay lookup: `$1` tenant, `$2` key digest. Public so benchmarks run the exact same SQL.
+pub const LOOKUP_BY_KEY_SQL: &str = concat!(
+    select_operation!(),
+    " WHERE o.tenant_id = $1 AND o.idempotency_key_hash = $2"
+);
+
 #[derive(sqlx::FromRow)]
 struct OperationRow {
     op_id: uuid::Uuid,
@@ -223,11 +229,7 @@ impl Store {
         payload: &WithdrawalPayload,
         hash: PayloadHash,
     ) -> Result<Option<Created>> {
-        let sql = concat!(
-            select_operation!(),
-            " WHERE o.tenant_id = $1 AND o.idempotency_key_hash = $2"
-        );
-        let row: Option<OperationRow> = sqlx::query_as(sql)
+        let row: Option<OperationRow> = sqlx::query_as(LOOKUP_BY_KEY_SQL)
             .bind(tenant_id.as_uuid())
             .bind(key_digest.as_slice())
             .fetch_optional(&self.pool)
@@ -290,18 +292,12 @@ impl Store {
     }
 }
 
-/// Inserts the operation, its payload and its first log row in one statement; `None` when the
-/// tenant already used the key.
-async fn insert_operation(
-    conn: &mut PgConnection,
-    new: &NewWithdrawal<'_>,
-    key_digest: &[u8; 32],
-    hash: PayloadHash,
-    risk_window: std::time::Duration,
-) -> Result<Option<Operation>> {
-    let p = new.payload;
-    let row: Option<(Vec<String>, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
-        "WITH ins AS ( \
+/// The first statement of the create transaction: inserts the operation (the unique constraint
+/// decides key ownership), its payload and its first log row, and raises the risk flag. Parameters:
+/// `$1` tenant, `$2` op id, `$3` key digest, `$4` payload hash, `$5` initial state, `$6`..`$13`
+/// payload fields, `$14` risk window in seconds, `$15` actor, `$16` actor id. Returns no row when
+/// the key is taken. Public so benchmarks run the exact same SQL.
+pub const INSERT_OPERATION_SQL: &str = "WITH ins AS ( \
            INSERT INTO withdrawal_ops (tenant_id, op_id, idempotency_key_hash, payload_hash, state, risk_flags) \
            VALUES ($1, $2, $3, $4, $5, CASE WHEN EXISTS ( \
                SELECT 1 FROM withdrawal_payloads r WHERE r.tenant_id = $1 AND r.destination = $9 \
@@ -318,26 +314,38 @@ async fn insert_operation(
          log AS ( \
            INSERT INTO operation_transitions (tenant_id, op_id, from_state, to_state, actor, actor_id, reason, version) \
            SELECT tenant_id, op_id, NULL, $5, $15, $16, 'created', 0 FROM ins) \
-         SELECT risk_flags, created_at, updated_at FROM ins",
-    )
-    .bind(p.tenant_id.as_uuid())
-    .bind(new.op_id.as_uuid())
-    .bind(key_digest.as_slice())
-    .bind(hash.as_bytes().as_slice())
-    .bind(INITIAL_STATE.as_str())
-    .bind(p.source_account.as_str())
-    .bind(p.asset.as_str())
-    .bind(p.network.as_str())
-    .bind(p.destination.as_str())
-    .bind(p.memo.as_ref().map(|m| m.as_str()))
-    .bind(p.amount.to_string())
-    .bind(p.fee_cap.to_string())
-    .bind(i64::from(p.policy_version))
-    .bind(i64::try_from(risk_window.as_secs()).unwrap_or(i64::MAX))
-    .bind(CREATOR.as_str())
-    .bind(new.actor_id)
-    .fetch_optional(&mut *conn)
-    .await?;
+         SELECT risk_flags, created_at, updated_at FROM ins";
+
+/// Inserts the operation, its payload and its first log row in one statement; `None` when the
+/// tenant already used the key.
+async fn insert_operation(
+    conn: &mut PgConnection,
+    new: &NewWithdrawal<'_>,
+    key_digest: &[u8; 32],
+    hash: PayloadHash,
+    risk_window: std::time::Duration,
+) -> Result<Option<Operation>> {
+    let p = new.payload;
+    let row: Option<(Vec<String>, DateTime<Utc>, DateTime<Utc>)> =
+        sqlx::query_as(INSERT_OPERATION_SQL)
+            .bind(p.tenant_id.as_uuid())
+            .bind(new.op_id.as_uuid())
+            .bind(key_digest.as_slice())
+            .bind(hash.as_bytes().as_slice())
+            .bind(INITIAL_STATE.as_str())
+            .bind(p.source_account.as_str())
+            .bind(p.asset.as_str())
+            .bind(p.network.as_str())
+            .bind(p.destination.as_str())
+            .bind(p.memo.as_ref().map(|m| m.as_str()))
+            .bind(p.amount.to_string())
+            .bind(p.fee_cap.to_string())
+            .bind(i64::from(p.policy_version))
+            .bind(i64::try_from(risk_window.as_secs()).unwrap_or(i64::MAX))
+            .bind(CREATOR.as_str())
+            .bind(new.actor_id)
+            .fetch_optional(&mut *conn)
+            .await?;
     let Some((flags, created_at, updated_at)) = row else {
         return Ok(None);
     };

@@ -1,0 +1,33 @@
+//! `opledger-bench`: benchmarks against a baseline measured in the same run.
+//!
+//! `opledger-bench create --admin-url URL` provisions a fresh database, starts the real
+//! `opledger-operations` binary (built next to this one), drives `CreateWithdrawal` over gRPC at
+//! each concurrency, replays created keys, and runs the very same SQL of the create transaction
+//! (the store's own statement texts) through `pgbench` as the ceiling. It prints creates/s,
+//! p50/p99 latency, the ratio to the ceiling and the machine it ran on.
+
+mod create;
+mod pgbench;
+mod report;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "opledger-bench")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// CreateWithdrawal over gRPC versus the raw SQL of the same transaction through pgbench.
+    Create(create::Args),
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Create(args) => create::run(args).await,
+    }
+}

@@ -1,0 +1,464 @@
+//! Per-test databases cloned from a migrated template database.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
+use sha2::{Digest, Sha256};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{AssertSqlSafe, Connection, PgConnection, PgPool};
+use url::Url;
+
+/// The environment variable holding the URL of the test cluster's maintenance database
+/// (`postgres`), as a superuser. `scripts/test.sh` sets it.
+pub const TEST_DATABASE_URL_ENV: &str = "OPLEDGER_TEST_DATABASE_URL";
+
+/// Key of the session advisory lock that serialises template creation across test processes.
+const TEMPLATE_LOCK_KEY: i64 = 0x6f70_6c65_6467_0001; // "opledg" + 1
+
+/// The services' group role, created by the migrations.
+const APP_GROUP_ROLE: &str = "opledger_app";
+/// The login role the services use in tests, a member of [`APP_GROUP_ROLE`].
+const APP_LOGIN_ROLE: &str = "opledger_app_login";
+const APP_LOGIN_PASSWORD: &str = "opledger-app-test";
+
+const POOL_MAX_CONNECTIONS: u32 = 8;
+const POOL_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
+const CREATE_ATTEMPTS: u32 = 10;
+
+/// A fresh database of its own for one test, with every migration applied.
+///
+/// Databases are never dropped automatically: `scripts/test.sh` throws the whole cluster away.
+#[derive(Debug, Clone)]
+pub struct TestDatabase {
+    /// Database name (`opledger_t_<uuid>`).
+    pub name: String,
+    /// URL of this database as the cluster's superuser (owner of every object).
+    pub url: String,
+    /// URL of this database as `opledger_app_login`, a login member of the `opledger_app` group
+    /// role: what the services use, so that the database grants are really exercised.
+    pub app_url: String,
+}
+
+impl TestDatabase {
+    /// Creates a new database from the migrated template (making the template first if this
+    /// cluster does not have it yet).
+    pub async fn create() -> anyhow::Result<TestDatabase> {
+        let admin_url = admin_url()?;
+        let template = template_name();
+
+        let mut conn = PgConnection::connect(admin_url.as_str())
+            .await
+            .with_context(|| {
+                format!("connecting to the test cluster at {admin_url} ({TEST_DATABASE_URL_ENV})")
+            })?;
+
+        with_template_lock(&mut conn, &admin_url, &template).await?;
+
+        let name = format!("opledger_t_{}", uuid::Uuid::new_v4().simple());
+        create_from_template(&mut conn, &name, &template).await?;
+        conn.close().await.ok();
+
+        Ok(TestDatabase {
+            url: database_url(&admin_url, &name),
+            app_url: app_url(&admin_url, &name)?,
+            name,
+        })
+    }
+
+    /// A small pool (at most 8 connections) on this database as the superuser.
+    pub async fn admin_pool(&self) -> anyhow::Result<PgPool> {
+        pool(&self.url)
+            .await
+            .with_context(|| format!("connecting to test database {} as superuser", self.name))
+    }
+
+    /// A small pool (at most 8 connections) on this database as `opledger_app_login`.
+    pub async fn app_pool(&self) -> anyhow::Result<PgPool> {
+        pool(&self.app_url).await.with_context(|| {
+            format!(
+                "connecting to test database {} as {APP_LOGIN_ROLE} (does the migration that \
+                 creates the {APP_GROUP_ROLE} role exist?)",
+                self.name
+            )
+        })
+    }
+
+    /// Drops this database (for tests that create many); every connection to it is closed.
+    pub async fn drop_database(self) -> anyhow::Result<()> {
+        let admin_url = admin_url()?;
+        let mut conn = PgConnection::connect(admin_url.as_str())
+            .await
+            .with_context(|| format!("connecting to the test cluster at {admin_url}"))?;
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            quote_ident(&self.name)
+        )))
+        .execute(&mut conn)
+        .await
+        .with_context(|| format!("dropping test database {}", self.name))?;
+        conn.close().await.ok();
+        Ok(())
+    }
+}
+
+/// Name of the template database for the migrations compiled into `opledger-store`:
+/// `opledger_tpl_` and the first 16 hex digits of a SHA-256 over every migration's version and
+/// checksum, so that a changed migration gets a template of its own.
+pub fn template_name() -> String {
+    let mut hasher = Sha256::new();
+    for migration in opledger_store::MIGRATOR.iter() {
+        hasher.update(migration.version.to_be_bytes());
+        hasher.update((migration.checksum.len() as u64).to_be_bytes());
+        hasher.update(&migration.checksum[..]);
+    }
+    let digest = hex::encode(hasher.finalize());
+    format!("opledger_tpl_{}", &digest[..16])
+}
+
+fn admin_url() -> anyhow::Result<Url> {
+    let raw = std::env::var(TEST_DATABASE_URL_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .ok_or_else(|| {
+            anyhow!(
+                "{TEST_DATABASE_URL_ENV} is not set: run scripts/test.sh, which provisions a \
+                 throwaway PostgreSQL cluster"
+            )
+        })?;
+    let url = Url::parse(raw.trim())
+        .with_context(|| format!("{TEST_DATABASE_URL_ENV} is not a valid URL: {raw}"))?;
+    Ok(url)
+}
+
+/// The admin URL pointing at database `name` (user, password and parameters kept).
+fn database_url(admin: &Url, name: &str) -> String {
+    let mut url = admin.clone();
+    url.set_path(&format!("/{name}"));
+    url.to_string()
+}
+
+/// `postgres://opledger_app_login:opledger-app-test@HOST:PORT/<name>`, host and port from the
+/// admin URL.
+fn app_url(admin: &Url, name: &str) -> anyhow::Result<String> {
+    let options = PgConnectOptions::from_str(admin.as_str())
+        .with_context(|| format!("parsing {TEST_DATABASE_URL_ENV} ({admin})"))?;
+    let host = options.get_host();
+    let port = options.get_port();
+    let url = if host.starts_with('/') {
+        // A unix socket folder.
+        let mut url = Url::parse(&format!(
+            "postgres://{APP_LOGIN_ROLE}:{APP_LOGIN_PASSWORD}@localhost:{port}/{name}"
+        ))?;
+        url.query_pairs_mut().append_pair("host", host);
+        url.to_string()
+    } else if host.contains(':') && !host.starts_with('[') {
+        format!("postgres://{APP_LOGIN_ROLE}:{APP_LOGIN_PASSWORD}@[{host}]:{port}/{name}")
+    } else {
+        format!("postgres://{APP_LOGIN_ROLE}:{APP_LOGIN_PASSWORD}@{host}:{port}/{name}")
+    };
+    Ok(url)
+}
+
+async fn pool(url: &str) -> Result<PgPool, sqlx::Error> {
+    PgPoolOptions::new()
+        .max_connections(POOL_MAX_CONNECTIONS)
+        .acquire_timeout(POOL_ACQUIRE_TIMEOUT)
+        .connect(url)
+        .await
+}
+
+fn quote_ident(ident: &str) -> String {
+    format!("\"{}\"", ident.replace('"', "\"\""))
+}
+
+/// Runs [`ensure_template_and_roles`] under the cluster-wide advisory lock, so that concurrent
+/// test processes build the template once.
+async fn with_template_lock(
+    conn: &mut PgConnection,
+    admin_url: &Url,
+    template: &str,
+) -> anyhow::Result<()> {
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(TEMPLATE_LOCK_KEY)
+        .execute(&mut *conn)
+        .await
+        .context("taking the template advisory lock")?;
+    let result = ensure_template_and_roles(conn, admin_url, template).await;
+    // The lock is a session lock: closing the connection would release it as well.
+    let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)")
+        .bind(TEMPLATE_LOCK_KEY)
+        .execute(&mut *conn)
+        .await
+        .context("releasing the template advisory lock");
+    result?;
+    unlocked?;
+    Ok(())
+}
+
+async fn ensure_template_and_roles(
+    conn: &mut PgConnection,
+    admin_url: &Url,
+    template: &str,
+) -> anyhow::Result<()> {
+    let state: Option<bool> =
+        sqlx::query_scalar("SELECT datistemplate FROM pg_database WHERE datname = $1")
+            .bind(template)
+            .fetch_optional(&mut *conn)
+            .await
+            .context("looking up the template database")?;
+
+    if state != Some(true) {
+        if state.is_some() {
+            // Left half-made by a process that died while building it.
+            tracing::warn!(template, "dropping a half-made template database");
+            sqlx::raw_sql(AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                quote_ident(template)
+            )))
+            .execute(&mut *conn)
+            .await
+            .with_context(|| format!("dropping the half-made template database {template}"))?;
+        }
+        build_template(conn, admin_url, template).await?;
+    }
+
+    ensure_app_login_role(conn).await
+}
+
+async fn build_template(
+    conn: &mut PgConnection,
+    admin_url: &Url,
+    template: &str,
+) -> anyhow::Result<()> {
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "CREATE DATABASE {}",
+        quote_ident(template)
+    )))
+    .execute(&mut *conn)
+    .await
+    .with_context(|| format!("creating the template database {template}"))?;
+
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(POOL_ACQUIRE_TIMEOUT)
+        .connect(&database_url(admin_url, template))
+        .await
+        .with_context(|| format!("connecting to the template database {template}"))?;
+    let migrated = opledger_store::MIGRATOR.run(&pool).await;
+    pool.close().await;
+    migrated.with_context(|| {
+        format!("applying the opledger-store migrations to the template database {template}")
+    })?;
+
+    // Marked ready last: a template that is not `datistemplate` is a half-made one.
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "ALTER DATABASE {} WITH is_template true",
+        quote_ident(template)
+    )))
+    .execute(&mut *conn)
+    .await
+    .with_context(|| format!("marking {template} as a template"))?;
+    Ok(())
+}
+
+/// Creates the login role the services use in tests, once the migrations made its group role.
+async fn ensure_app_login_role(conn: &mut PgConnection) -> anyhow::Result<()> {
+    let group_exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)")
+            .bind(APP_GROUP_ROLE)
+            .fetch_one(&mut *conn)
+            .await
+            .context("looking up the opledger_app role")?;
+    if !group_exists {
+        // No migration creates it yet.
+        return Ok(());
+    }
+    let login_exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)")
+            .bind(APP_LOGIN_ROLE)
+            .fetch_one(&mut *conn)
+            .await
+            .context("looking up the opledger_app_login role")?;
+    if !login_exists {
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "CREATE ROLE {} LOGIN PASSWORD '{APP_LOGIN_PASSWORD}' IN ROLE {}",
+            quote_ident(APP_LOGIN_ROLE),
+            quote_ident(APP_GROUP_ROLE)
+        )))
+        .execute(&mut *conn)
+        .await
+        .context("creating the opledger_app_login role")?;
+        return Ok(());
+    }
+    let member: bool = sqlx::query_scalar("SELECT pg_has_role($1, $2, 'MEMBER')")
+        .bind(APP_LOGIN_ROLE)
+        .bind(APP_GROUP_ROLE)
+        .fetch_one(&mut *conn)
+        .await
+        .context("checking the membership of opledger_app_login")?;
+    if !member {
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "GRANT {} TO {}",
+            quote_ident(APP_GROUP_ROLE),
+            quote_ident(APP_LOGIN_ROLE)
+        )))
+        .execute(&mut *conn)
+        .await
+        .context("granting opledger_app to opledger_app_login")?;
+    }
+    Ok(())
+}
+
+/// `CREATE DATABASE name TEMPLATE template`, retried while another session still uses the
+/// template (a backend of the migration pool that has not exited yet, say).
+async fn create_from_template(
+    conn: &mut PgConnection,
+    name: &str,
+    template: &str,
+) -> anyhow::Result<()> {
+    let sql = format!(
+        "CREATE DATABASE {} TEMPLATE {}",
+        quote_ident(name),
+        quote_ident(template)
+    );
+    let mut attempt = 1;
+    loop {
+        match sqlx::raw_sql(AssertSqlSafe(sql.clone()))
+            .execute(&mut *conn)
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(e) if attempt < CREATE_ATTEMPTS && is_template_in_use(&e) => {
+                tracing::debug!(template, attempt, "template in use, retrying: {e}");
+                tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
+                attempt += 1;
+            }
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!("creating test database {name} from template {template}")
+                });
+            }
+        }
+    }
+}
+
+fn is_template_in_use(error: &sqlx::Error) -> bool {
+    match error.as_database_error() {
+        // 55006 object_in_use: "source database ... is being accessed by other users".
+        Some(db) => {
+            db.code().as_deref() == Some("55006")
+                || db.message().contains("is being accessed by other users")
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn has_migrations_table(pool: &PgPool) -> anyhow::Result<bool> {
+        Ok(
+            sqlx::query_scalar("SELECT to_regclass('public._sqlx_migrations') IS NOT NULL")
+                .fetch_one(pool)
+                .await?,
+        )
+    }
+
+    #[tokio::test]
+    async fn two_databases_are_distinct_and_migrated() -> anyhow::Result<()> {
+        let a = TestDatabase::create().await?;
+        let b = TestDatabase::create().await?;
+        assert_ne!(a.name, b.name);
+        assert_ne!(a.url, b.url);
+
+        let expected_migrations = opledger_store::MIGRATOR
+            .iter()
+            .filter(|m| !m.migration_type.is_down_migration())
+            .count();
+        for db in [&a, &b] {
+            let pool = db.admin_pool().await?;
+            let current: String = sqlx::query_scalar("SELECT current_database()")
+                .fetch_one(&pool)
+                .await?;
+            assert_eq!(current, db.name);
+            assert!(
+                has_migrations_table(&pool).await?,
+                "{} has no _sqlx_migrations table",
+                db.name
+            );
+            let applied: i64 =
+                sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations WHERE success")
+                    .fetch_one(&pool)
+                    .await?;
+            assert_eq!(usize::try_from(applied)?, expected_migrations);
+            pool.close().await;
+        }
+
+        // A write in one database is not seen in the other.
+        let pool_a = a.admin_pool().await?;
+        sqlx::raw_sql("CREATE TABLE testkit_probe (id int)")
+            .execute(&pool_a)
+            .await?;
+        pool_a.close().await;
+        let pool_b = b.admin_pool().await?;
+        let probe: Option<String> =
+            sqlx::query_scalar("SELECT to_regclass('public.testkit_probe')::text")
+                .fetch_one(&pool_b)
+                .await?;
+        assert_eq!(probe, None);
+        pool_b.close().await;
+
+        b.drop_database().await?;
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn app_pool_connects_as_the_app_login_role() -> anyhow::Result<()> {
+        let db = TestDatabase::create().await?;
+        let admin = db.admin_pool().await?;
+        let group_exists: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)")
+                .bind(APP_GROUP_ROLE)
+                .fetch_one(&admin)
+                .await?;
+        admin.close().await;
+        if !group_exists {
+            // The migrations do not create opledger_app yet: no login role to check.
+            return Ok(());
+        }
+        let app = db.app_pool().await?;
+        let (user, in_group): (String, bool) =
+            sqlx::query_as("SELECT current_user::text, pg_has_role(current_user, $1, 'MEMBER')")
+                .bind(APP_GROUP_ROLE)
+                .fetch_one(&app)
+                .await?;
+        assert_eq!(user, APP_LOGIN_ROLE);
+        assert!(in_group);
+        app.close().await;
+        Ok(())
+    }
+
+    #[test]
+    fn app_url_uses_host_and_port_of_the_admin_url() -> anyhow::Result<()> {
+        let admin = Url::parse("postgres://opledger_admin@127.0.0.1:54321/postgres")?;
+        assert_eq!(
+            app_url(&admin, "opledger_t_x")?,
+            "postgres://opledger_app_login:opledger-app-test@127.0.0.1:54321/opledger_t_x"
+        );
+        assert_eq!(
+            database_url(&admin, "opledger_t_x"),
+            "postgres://opledger_admin@127.0.0.1:54321/opledger_t_x"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn template_name_is_stable() {
+        let name = template_name();
+        assert_eq!(name, template_name());
+        assert_eq!(name.len(), "opledger_tpl_".len() + 16);
+        assert!(name.starts_with("opledger_tpl_"));
+    }
+}

@@ -1,0 +1,76 @@
+//! Test-only helpers for opledger; never linked into a service binary (only ever a
+//! `[dev-dependencies]` entry).
+//!
+//! * [`TestDatabase`]: a fresh PostgreSQL database per test, cloned from a template database that
+//!   holds every migration of `opledger-store`. The cluster comes from `scripts/test.sh`, which
+//!   exports its superuser URL as `OPLEDGER_TEST_DATABASE_URL`.
+//! * [`ChildService`]: a real service binary of the workspace run as a child process, its output
+//!   captured to a log file.
+//! * [`free_port`] and [`wait_for_tcp`]: loopback ports for those services.
+
+mod child;
+mod database;
+
+pub use child::ChildService;
+pub use database::{TEST_DATABASE_URL_ENV, TestDatabase, template_name};
+
+use std::net::{SocketAddr, TcpListener};
+use std::time::Duration;
+
+use anyhow::bail;
+
+/// A TCP port on 127.0.0.1 that was free when this returned (bound, read, released).
+///
+/// Another process may take it before the caller binds it; tests live with that small race.
+pub fn free_port() -> u16 {
+    let listener =
+        TcpListener::bind("127.0.0.1:0").expect("binding 127.0.0.1:0 to find a free port");
+    listener
+        .local_addr()
+        .expect("reading the local address of a bound listener")
+        .port()
+}
+
+/// Waits until something accepts TCP connections on `addr`, or fails after `timeout`.
+pub async fn wait_for_tcp(addr: SocketAddr, timeout: Duration) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let last_error = match tokio::time::timeout(
+            remaining.max(Duration::from_millis(1)),
+            tokio::net::TcpStream::connect(addr),
+        )
+        .await
+        {
+            Ok(Ok(_stream)) => return Ok(()),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "connect timed out".to_owned(),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "nothing accepted TCP connections on {addr} within {timeout:?} (last error: {last_error})"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn free_port_and_wait_for_tcp() -> anyhow::Result<()> {
+        let port = free_port();
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        // Nobody listens yet: waiting times out with an error.
+        assert!(
+            wait_for_tcp(addr, Duration::from_millis(200))
+                .await
+                .is_err()
+        );
+        let _listener = tokio::net::TcpListener::bind(addr).await?;
+        wait_for_tcp(addr, Duration::from_secs(5)).await?;
+        Ok(())
+    }
+}

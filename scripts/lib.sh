@@ -1,0 +1,70 @@
+# shellcheck shell=bash
+# Shared helpers for the scripts in this folder. Source it; do not run it.
+#
+#   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+#
+# Everything here writes diagnostics to stderr so that scripts can keep stdout for their result
+# (a URL, a path).
+
+# The repository root: the parent of the folder holding this file.
+OPLEDGER_REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+export OPLEDGER_REPO_ROOT
+
+log() {
+    printf '[%s] %s\n' "${OPLEDGER_LOG_PREFIX:-opledger}" "$*" >&2
+}
+
+die() {
+    printf '[%s] error: %s\n' "${OPLEDGER_LOG_PREFIX:-opledger}" "$*" >&2
+    exit 1
+}
+
+is_root() {
+    [[ "$(id -u)" -eq 0 ]]
+}
+
+# Absolute form of a path that may not exist yet (its parent need not exist either).
+abs_path() {
+    local p="$1"
+    case "$p" in
+        /*) ;;
+        *) p="$PWD/$p" ;;
+    esac
+    # Normalise "//", "/./" and a trailing "/" without resolving symlinks.
+    p="$(printf '%s' "$p" | sed -e 's#//*#/#g' -e 's#/\./#/#g' -e 's#/\.$##' -e 's#\(.\)/$#\1#')"
+    printf '%s\n' "$p"
+}
+
+# Hex SHA-256 of a string.
+sha256_hex() {
+    printf '%s' "$1" | sha256sum | cut -d' ' -f1
+}
+
+# A TCP port on 127.0.0.1 that is free right now.
+pick_free_port() {
+    local port
+    if command -v python3 >/dev/null 2>&1 &&
+        port="$(python3 -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()' 2>/dev/null)" && [[ -n "$port" ]]; then
+        printf '%s\n' "$port"
+        return 0
+    fi
+    # Fallback: probe random ports with bash's /dev/tcp; a refused connection means free.
+    local i
+    for ((i = 0; i < 200; i++)); do
+        port=$((20000 + RANDOM % 40000))
+        if ! port_in_use "$port"; then
+            printf '%s\n' "$port"
+            return 0
+        fi
+    done
+    die "could not find a free TCP port on 127.0.0.1"
+}
+
+# True when something accepts TCP connections on 127.0.0.1:PORT.
+port_in_use() {
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The one command that runs every test of the workspace:
+#
+#   bash scripts/test.sh [RUNNER ARGS...]
+#
+#   1. makes sure PostgreSQL is installed (scripts/pg.sh ensure-installed);
+#   2. checks formatting (cargo fmt) and lints (cargo clippy -D warnings);
+#   3. builds the workspace binaries (tests run them as child processes, see opledger-testkit);
+#   4. starts a throwaway PostgreSQL cluster in .data/test-pg (destroyed on exit, whatever happens)
+#      and exports OPLEDGER_TEST_DATABASE_URL;
+#   5. runs cargo nextest (or cargo test when nextest is missing) with RUNNER ARGS appended,
+#      e.g. `bash scripts/test.sh -p opledger-testkit`, and exits with the runner's status.
+set -euo pipefail
+
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+export OPLEDGER_LOG_PREFIX="test.sh"
+cd "$OPLEDGER_REPO_ROOT"
+
+PG_SH="$OPLEDGER_REPO_ROOT/scripts/pg.sh"
+TEST_PG_DIR="$OPLEDGER_REPO_ROOT/.data/test-pg"
+
+log "PostgreSQL: $(bash "$PG_SH" ensure-installed)"
+
+log "cargo fmt --all -- --check"
+cargo fmt --all -- --check ||
+    die "formatting differs from rustfmt: run 'cargo fmt --all' and commit the result"
+
+log "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings ||
+    die "clippy found problems (warnings are errors): fix them before running the tests"
+
+log "cargo build --workspace --bins"
+cargo build --workspace --bins || die "cargo build --workspace --bins failed"
+
+# shellcheck disable=SC2317 # invoked by the EXIT trap
+cleanup() {
+    local status=$?
+    trap - EXIT INT TERM
+    bash "$PG_SH" destroy "$TEST_PG_DIR" || log "warning: could not destroy $TEST_PG_DIR"
+    exit "$status"
+}
+
+bash "$PG_SH" destroy "$TEST_PG_DIR"
+mkdir -p "$OPLEDGER_REPO_ROOT/.data"
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+OPLEDGER_TEST_DATABASE_URL="$(OPLEDGER_PG_FAST=1 bash "$PG_SH" start "$TEST_PG_DIR")"
+export OPLEDGER_TEST_DATABASE_URL
+log "OPLEDGER_TEST_DATABASE_URL=$OPLEDGER_TEST_DATABASE_URL"
+
+# `--workspace` unless the caller selects packages with -p/--package.
+scope=(--workspace)
+for arg in "$@"; do
+    case "$arg" in
+        --) break ;;
+        -p | --package | -p* | --package=*) scope=() ;;
+    esac
+done
+
+if cargo nextest --version >/dev/null 2>&1; then
+    runner=(cargo nextest run "${scope[@]+"${scope[@]}"}" --no-fail-fast)
+else
+    log "cargo-nextest not found: falling back to cargo test"
+    runner=(cargo test "${scope[@]+"${scope[@]}"}" --no-fail-fast)
+fi
+log "${runner[*]} $*"
+status=0
+"${runner[@]}" "$@" || status=$?
+exit "$status"

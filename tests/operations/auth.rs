@@ -1,0 +1,126 @@
+//! Authentication and roles: refused calls change nothing and reveal nothing.
+
+use opledger_proto::v1::{CreateWithdrawalRequest, CreditAccountRequest, GetBalanceRequest};
+use opledger_tests::{ALICE, Stack, authed, new_key, payload, reason};
+use tonic::Request;
+
+#[tokio::test]
+async fn unauthenticated_wrong_secret_and_wrong_role_are_refused() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack.fund(&acme, "treasury", "ETH", "1000").await?;
+    let mut client = stack.client().await?;
+    let request = || CreateWithdrawalRequest {
+        idempotency_key: new_key(),
+        payload: Some(payload("1", ALICE)),
+    };
+
+    let err = client
+        .create_withdrawal(Request::new(request()))
+        .await
+        .expect_err("no key");
+    assert_eq!(err.code(), tonic::Code::Unauthenticated);
+    assert_eq!(reason(&err), "CREDENTIALS_MISSING");
+
+    // Right key id, wrong secret.
+    let forged = format!(
+        "{}{}",
+        &acme.client[..acme.client.len() - 1],
+        if acme.client.ends_with('0') { '1' } else { '0' }
+    );
+    for token in [forged.as_str(), "olk_garbage", "Basic abc"] {
+        let err = client
+            .create_withdrawal(authed(token, request()))
+            .await
+            .expect_err("bad key");
+        assert_eq!(err.code(), tonic::Code::Unauthenticated);
+        assert_eq!(reason(&err), "CREDENTIALS_INVALID");
+        assert!(!err.message().contains(token));
+    }
+
+    // An approver may not create withdrawals; a client may not credit accounts.
+    let err = client
+        .create_withdrawal(authed(&acme.approver, request()))
+        .await
+        .expect_err("role");
+    assert_eq!(err.code(), tonic::Code::PermissionDenied);
+    assert_eq!(reason(&err), "ROLE_NOT_ALLOWED");
+    let err = client
+        .credit_account(authed(
+            &acme.client,
+            CreditAccountRequest {
+                idempotency_key: new_key(),
+                account: "treasury".into(),
+                asset: "ETH".into(),
+                amount: "5".into(),
+            },
+        ))
+        .await
+        .expect_err("role");
+    assert_eq!(reason(&err), "ROLE_NOT_ALLOWED");
+
+    // A revoked key stops working (new authenticator cache: a fresh key id was never cached).
+    let issued = stack
+        .admin
+        .create_api_key(acme.id, opledger_store::keys::Role::Client, "short-lived")
+        .await
+        .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
+    stack
+        .admin
+        .revoke_api_key(&issued.key_id)
+        .await
+        .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
+    let err = client
+        .create_withdrawal(authed(issued.token.as_str(), request()))
+        .await
+        .expect_err("revoked");
+    assert_eq!(reason(&err), "CREDENTIALS_INVALID");
+
+    assert_eq!(stack.count("withdrawal_ops", acme.id).await?, 0);
+    assert_eq!(stack.balance(acme.id, "treasury", "ETH").await?, (1000, 0));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_tenant_cannot_read_another_tenants_balance() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    let globex = stack.tenant("globex").await?;
+    stack.fund(&acme, "treasury", "ETH", "1000").await?;
+    let mut client = stack.client().await?;
+    let ask = || GetBalanceRequest {
+        account: "treasury".into(),
+        asset: "ETH".into(),
+    };
+    let own = client
+        .get_balance(authed(&acme.client, ask()))
+        .await?
+        .into_inner();
+    assert_eq!((own.available.as_str(), own.held.as_str()), ("1000", "0"));
+    let err = client
+        .get_balance(authed(&globex.client, ask()))
+        .await
+        .expect_err("other tenant");
+    assert_eq!(err.code(), tonic::Code::NotFound);
+    Ok(())
+}
+
+#[tokio::test]
+async fn health_and_reflection_are_served() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", stack.addr))?
+        .connect()
+        .await?;
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let status = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "opledger.v1.OperationsService".into(),
+        })
+        .await?
+        .into_inner();
+    assert_eq!(
+        status.status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+    Ok(())
+}

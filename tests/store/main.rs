@@ -1,0 +1,5 @@
+//! The store against real PostgreSQL: the transition function, the compare-and-swap, hold
+//! resolution, and immutability enforced by the database itself.
+
+mod immutability;
+mod transitions;

@@ -1,0 +1,225 @@
+//! Shared harness of the integration suites: a fresh database per test, the operations service
+//! started in-process on a loopback port (connected as the application role, so the database
+//! grants are exercised), tenants with keys, and authenticated requests.
+
+use anyhow::Context;
+use opledger_domain::ids::TenantId;
+use opledger_proto::v1 as pb;
+use opledger_proto::v1::operations_service_client::OperationsServiceClient;
+use opledger_store::keys::Role;
+use opledger_store::{Store, StoreConfig};
+use opledger_testkit::TestDatabase;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tonic::Request;
+use tonic::transport::Channel;
+
+/// One test's world: a fresh database and a running operations service.
+#[derive(Debug)]
+pub struct Stack {
+    /// The test's database.
+    pub db: TestDatabase,
+    /// A store on the superuser connection, for setup and for inspecting rows.
+    pub admin: Store,
+    /// The service's address.
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    server: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+/// A tenant with one key per role.
+#[derive(Debug, Clone)]
+pub struct Tenant {
+    /// The tenant's id.
+    pub id: TenantId,
+    /// Its name.
+    pub name: String,
+    /// A client key.
+    pub client: String,
+    /// An approver key.
+    pub approver: String,
+    /// An operator key.
+    pub operator: String,
+}
+
+impl Stack {
+    /// A fresh database with the operations service in front of it.
+    pub async fn start() -> anyhow::Result<Stack> {
+        let db = TestDatabase::create().await?;
+        let admin = Store::from_pool(db.admin_pool().await?, StoreConfig::default());
+        let app = Store::connect(
+            &db.app_url,
+            StoreConfig {
+                max_connections: 20,
+                ..StoreConfig::default()
+            },
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("app role cannot connect: {}", e.log_safe()))?;
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(opledger_operations::serve(
+            listener,
+            app,
+            Duration::from_secs(30),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        Ok(Stack {
+            db,
+            admin,
+            addr,
+            stop: Some(stop),
+            server: Some(server),
+        })
+    }
+
+    /// Creates a tenant with a key of each role.
+    pub async fn tenant(&self, name: &str) -> anyhow::Result<Tenant> {
+        let id = self
+            .admin
+            .create_tenant(name)
+            .await
+            .context("create tenant")?;
+        let key = |role| async move {
+            self.admin
+                .create_api_key(id, role, "test")
+                .await
+                .map(|k| k.token.as_str().to_owned())
+                .context("create key")
+        };
+        Ok(Tenant {
+            id,
+            name: name.to_owned(),
+            client: key(Role::Client).await?,
+            approver: key(Role::Approver).await?,
+            operator: key(Role::Operator).await?,
+        })
+    }
+
+    /// A client of the service.
+    pub async fn client(&self) -> anyhow::Result<OperationsServiceClient<Channel>> {
+        Ok(OperationsServiceClient::connect(format!("http://{}", self.addr)).await?)
+    }
+
+    /// Credits `amount` of `asset` to the tenant's `account` through the API.
+    pub async fn fund(
+        &self,
+        tenant: &Tenant,
+        account: &str,
+        asset: &str,
+        amount: &str,
+    ) -> anyhow::Result<()> {
+        let mut client = self.client().await?;
+        client
+            .credit_account(authed(
+                &tenant.operator,
+                pb::CreditAccountRequest {
+                    idempotency_key: new_key(),
+                    account: account.to_owned(),
+                    asset: asset.to_owned(),
+                    amount: amount.to_owned(),
+                },
+            ))
+            .await?;
+        Ok(())
+    }
+
+    /// Stops the service (as a deploy would) and waits for it.
+    pub async fn stop(&mut self) -> anyhow::Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(server) = self.server.take() {
+            server.await??;
+        }
+        Ok(())
+    }
+
+    /// Counts rows of `table` for `tenant` (table names are test constants, never input).
+    pub async fn count(&self, table: &'static str, tenant: TenantId) -> anyhow::Result<i64> {
+        let sql = format!("SELECT count(*) FROM {table} WHERE tenant_id = $1");
+        let (n,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(tenant.as_uuid())
+            .fetch_one(self.admin.pool())
+            .await?;
+        Ok(n)
+    }
+
+    /// (available, held) of an account, read directly from the database.
+    pub async fn balance(
+        &self,
+        tenant: TenantId,
+        account: &str,
+        asset: &str,
+    ) -> anyhow::Result<(u128, u128)> {
+        let account = opledger_domain::payload::AccountName::parse(account)?;
+        let asset = opledger_domain::payload::AssetCode::parse(asset)?;
+        let balance = self
+            .admin
+            .balance(tenant, &account, &asset)
+            .await
+            .map_err(|e| anyhow::anyhow!(e.log_safe()))?
+            .context("no such account")?;
+        Ok((balance.available.get(), balance.held.get()))
+    }
+
+    /// Fails when any ledger or operation invariant is violated.
+    pub async fn assert_invariants(&self) -> anyhow::Result<()> {
+        let violations = self
+            .admin
+            .check_invariants()
+            .await
+            .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
+        anyhow::ensure!(violations.is_empty(), "invariants violated: {violations:?}");
+        Ok(())
+    }
+}
+
+/// A request carrying `authorization: Bearer <token>`.
+pub fn authed<T>(token: &str, message: T) -> Request<T> {
+    let mut request = Request::new(message);
+    if let Ok(value) = format!("Bearer {token}").parse() {
+        request.metadata_mut().insert("authorization", value);
+    }
+    request
+}
+
+/// A fresh, valid idempotency key (a UUIDv4 string).
+pub fn new_key() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// A valid payload for tests.
+pub fn payload(amount: &str, destination: &str) -> pb::WithdrawalPayload {
+    pb::WithdrawalPayload {
+        source_account: "treasury".to_owned(),
+        asset: "ETH".to_owned(),
+        network: "anvil".to_owned(),
+        destination: destination.to_owned(),
+        memo: None,
+        amount: amount.to_owned(),
+        fee_cap: "1000000000000000".to_owned(),
+        policy_version: 1,
+    }
+}
+
+/// Destination addresses for tests.
+pub const ALICE: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+/// A second destination.
+pub const BOB: &str = "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc";
+
+/// The `ErrorInfo.reason` of a status, or "" when it has none.
+pub fn reason(status: &tonic::Status) -> String {
+    use tonic_types::StatusExt;
+    status
+        .get_error_details()
+        .error_info()
+        .map(|i| i.reason.clone())
+        .unwrap_or_default()
+}
