@@ -111,7 +111,7 @@ async fn health_and_reflection_are_served() -> anyhow::Result<()> {
     let channel = tonic::transport::Channel::from_shared(format!("http://{}", stack.addr))?
         .connect()
         .await?;
-    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
     let status = health
         .check(tonic_health::pb::HealthCheckRequest {
             service: "opledger.v1.OperationsService".into(),
@@ -121,6 +121,33 @@ async fn health_and_reflection_are_served() -> anyhow::Result<()> {
     assert_eq!(
         status.status,
         tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    let mut reflection = ServerReflectionClient::new(channel);
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut responses = reflection
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await?
+        .into_inner();
+    let first = responses.message().await?.and_then(|r| r.message_response);
+    let Some(MessageResponse::ListServicesResponse(list)) = first else {
+        anyhow::bail!("reflection did not list services: {first:?}");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    assert!(
+        names.contains(&"opledger.v1.OperationsService".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"grpc.health.v1.Health".to_owned()),
+        "{names:?}"
     );
     Ok(())
 }

@@ -26,6 +26,10 @@ pub struct Args {
     /// Concurrencies to measure.
     #[arg(long, value_delimiter = ',', default_values_t = [16_usize, 64])]
     concurrency: Vec<usize>,
+    /// Source accounts the workers spread over (worker i uses account i mod N). 1 puts every
+    /// create on one hot balance row: the worst case of the design's serialization point.
+    #[arg(long, default_value_t = 1)]
+    accounts: usize,
 }
 
 const DB: &str = "opledger_bench";
@@ -72,7 +76,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let host = admin.get_host().to_owned();
     let port = admin.get_port();
-    let app_url = format!("postgres://{APP_USER}:{APP_PASSWORD}@{host}:{port}/{DB}");
+    // The service reaches PostgreSQL the way the admin URL does: TCP, or a unix socket folder.
+    let app_url = if host.starts_with('/') {
+        format!("postgres://{APP_USER}:{APP_PASSWORD}@localhost:{port}/{DB}?host={host}")
+    } else {
+        format!("postgres://{APP_USER}:{APP_PASSWORD}@{host}:{port}/{DB}")
+    };
     let grpc_port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0")?;
         l.local_addr()?.port()
@@ -81,23 +90,28 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let endpoint = format!("http://127.0.0.1:{grpc_port}");
     wait_ready(&endpoint).await?;
 
+    anyhow::ensure!(args.accounts >= 1, "--accounts must be at least 1");
+    let accounts = args.accounts;
     let mut client = OperationsServiceClient::connect(endpoint.clone()).await?;
-    client
-        .credit_account(authed(
-            operator_key.token.as_str(),
-            pb::CreditAccountRequest {
-                idempotency_key: uuid::Uuid::new_v4().to_string(),
-                account: "treasury".into(),
-                asset: "ETH".into(),
-                amount: "1000000000000000000000000000000".into(),
-            },
-        ))
-        .await?;
+    for i in 0..accounts {
+        let credit = pb::CreditAccountRequest {
+            idempotency_key: uuid::Uuid::new_v4().to_string(),
+            account: account_name(i),
+            asset: "ETH".into(),
+            amount: "1000000000000000000000000000000".into(),
+        };
+        client
+            .credit_account(authed(operator_key.token.as_str(), credit))
+            .await?;
+    }
 
     let token: Arc<str> = Arc::from(client_key.token.as_str());
     let duration = Duration::from_secs(args.seconds);
     // Warm up connections, caches and the service's statement cache.
-    let _ = creates(&endpoint, &token, 8, Duration::from_secs(2)).await?;
+    let _ = creates(&endpoint, &token, 8, accounts, Duration::from_secs(2)).await?;
+    // Steady state: planner statistics exist, as they do on any database autovacuum has seen.
+    // Without this the service's cached generic plans would be the ones made on empty tables.
+    sqlx::query("ANALYZE").execute(&owner).await?;
 
     let dir = std::env::temp_dir().join(format!("opledger-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -105,9 +119,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     let mut replay_keys = Vec::new();
     for &c in &args.concurrency {
-        let (summary, keys) = creates(&endpoint, &token, c, duration).await?;
+        let (summary, keys) = creates(&endpoint, &token, c, accounts, duration).await?;
         replay_keys = keys;
-        let ceiling = pgbench::run(&bench_url, &tenant.to_string(), c, duration, &dir)?;
+        let ceiling = pgbench::run(&bench_url, &tenant.to_string(), c, accounts, duration, &dir)?;
         rows.push((c, summary, ceiling));
     }
     let replay_c = args.concurrency.iter().copied().max().unwrap_or(64);
@@ -119,20 +133,23 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     println!("opledger-bench create: CreateWithdrawal over gRPC vs the same SQL through pgbench");
     println!("machine: {}", machine());
     println!(
-        "phase: {} s each; service and PostgreSQL on this machine, loopback",
-        args.seconds
+        "phase: {} s each; {} source account(s); service, PostgreSQL (fsync on) and both clients \
+         on this machine over loopback",
+        args.seconds, args.accounts
     );
     println!(
-        "| concurrency | creates/s | p50 ms | p99 ms | errors | pgbench tx/s | pgbench p50 ms | pgbench p99 ms | ratio |"
+        "| concurrency | creates | creates/s | p50 ms | p99 ms | errors | pgbench tx | pgbench tx/s | pgbench p50 ms | pgbench p99 ms | ratio |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for (c, s, p) in &rows {
         println!(
-            "| {c} | {:.0} | {} | {} | {} | {:.0} | {} | {} | {:.2} |",
+            "| {c} | {} | {:.0} | {} | {} | {} | {} | {:.0} | {} | {} | {:.2} |",
+            s.count,
             s.per_sec,
             ms(s.p50),
             ms(s.p99),
             s.errors,
+            p.count,
             p.per_sec,
             ms(p.p50),
             ms(p.p99),
@@ -178,7 +195,7 @@ fn spawn_service(app_url: &str, port: u16) -> anyhow::Result<std::process::Child
         .env("OPLEDGER_OPERATIONS_DATABASE_URL", app_url)
         .env("OPLEDGER_OPERATIONS_LISTEN", format!("127.0.0.1:{port}"))
         .env("OPLEDGER_OPERATIONS_DB_MAX_CONNECTIONS", "32")
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", "info")
         .stdout(std::process::Stdio::null())
         .spawn()?)
 }
@@ -209,11 +226,16 @@ fn random_destination() -> String {
     format!("0x{hex}")
 }
 
-fn request(key: String) -> pb::CreateWithdrawalRequest {
+/// The name of bench account `i` (the same names the pgbench script uses).
+fn account_name(i: usize) -> String {
+    format!("treasury-{i}")
+}
+
+fn request(key: String, account: &str) -> pb::CreateWithdrawalRequest {
     pb::CreateWithdrawalRequest {
         idempotency_key: key,
         payload: Some(pb::WithdrawalPayload {
-            source_account: "treasury".into(),
+            source_account: account.to_owned(),
             asset: "ETH".into(),
             network: "anvil".into(),
             destination: random_destination(),
@@ -238,6 +260,7 @@ async fn creates(
     endpoint: &str,
     token: &Arc<str>,
     c: usize,
+    accounts: usize,
     duration: Duration,
 ) -> anyhow::Result<(Summary, Vec<pb::CreateWithdrawalRequest>)> {
     let chans = channels(endpoint, c.min(16)).await?;
@@ -246,10 +269,11 @@ async fn creates(
     for i in 0..c {
         let mut client = OperationsServiceClient::new(chans[i % chans.len()].clone());
         let token = token.clone();
+        let account = account_name(i % accounts);
         tasks.push(tokio::spawn(async move {
             let (mut lat, mut errors, mut made) = (Vec::new(), 0_usize, Vec::new());
             while start.elapsed() < duration {
-                let req = request(uuid::Uuid::new_v4().to_string());
+                let req = request(uuid::Uuid::new_v4().to_string(), &account);
                 let t = Instant::now();
                 match client.create_withdrawal(authed(&token, req.clone())).await {
                     Ok(_) => {

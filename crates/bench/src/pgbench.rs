@@ -32,11 +32,13 @@ pub fn substitute(sql: &str, params: &[&str]) -> anyhow::Result<String> {
 
 /// The pgbench script of one create: the replay lookup, then BEGIN, the operation insert, the
 /// hold, COMMIT: the same statements the store executes, with per-transaction random identities.
-pub fn create_script() -> anyhow::Result<String> {
+pub fn create_script(accounts: usize) -> anyhow::Result<String> {
     let op_id = "(lpad(to_hex(:r1::bigint), 16, '0') || lpad(to_hex(:r2::bigint), 16, '0'))::uuid";
     let key = "sha256(('k' || :r1::text || ':' || :r2::text)::bytea)";
     let hash = "sha256(('p' || :r1::text || ':' || :r2::text)::bytea)";
     let destination = "('0x' || lpad(to_hex(:r1::bigint), 40, '0'))";
+    // Client i uses account i mod N, like the gRPC workers.
+    let account = format!("('treasury-' || (:client_id % {accounts}))");
     let lookup = substitute(LOOKUP_BY_KEY_SQL, &[":tenant::uuid", key])?;
     let insert = substitute(
         INSERT_OPERATION_SQL,
@@ -46,7 +48,7 @@ pub fn create_script() -> anyhow::Result<String> {
             key,
             hash,
             "'REQUESTED'",
-            "'treasury'",
+            &account,
             "'ETH'",
             "'anvil'",
             destination,
@@ -61,7 +63,7 @@ pub fn create_script() -> anyhow::Result<String> {
     )?;
     let hold = substitute(
         PLACE_HOLD_SQL,
-        &[":tenant::uuid", op_id, "'treasury'", "'100'", "'ETH'"],
+        &[":tenant::uuid", op_id, &account, "'100'", "'ETH'"],
     )?;
     Ok(format!(
         "\\set r1 random(1, 4000000000000000000)\n\\set r2 random(1, 4000000000000000000)\n\
@@ -74,11 +76,12 @@ pub fn run(
     url: &str,
     tenant: &str,
     clients: usize,
+    accounts: usize,
     duration: Duration,
     dir: &Path,
 ) -> anyhow::Result<Summary> {
     let script = dir.join("create.sql");
-    std::fs::write(&script, create_script()?)?;
+    std::fs::write(&script, create_script(accounts)?)?;
     let prefix = dir.join(format!("pgbench-c{clients}"));
     let status = std::process::Command::new("pgbench")
         .args(["-n", "-M", "prepared", "-j", "2", "-l"])
@@ -134,7 +137,7 @@ mod tests {
 
     #[test]
     fn the_script_has_no_unsubstituted_parameter() {
-        let script = create_script().expect("script");
+        let script = create_script(4).expect("script");
         assert!(!script.contains('$'), "{script}");
         assert!(script.contains("BEGIN;") && script.contains("COMMIT;"));
     }

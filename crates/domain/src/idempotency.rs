@@ -16,9 +16,16 @@ pub const MIN_LEN: usize = 16;
 /// Maximum key length in bytes.
 pub const MAX_LEN: usize = 255;
 /// Minimum number of distinct characters in a key.
-pub const MIN_DISTINCT_CHARS: usize = 8;
-/// Minimum Shannon entropy over the key's characters, in bits per character.
-pub const MIN_ENTROPY_BITS_PER_CHAR: f64 = 3.0;
+pub const MIN_DISTINCT_CHARS: usize = 6;
+/// Minimum estimated entropy of the whole key in bits: the empirical Shannon entropy of its
+/// characters times its length. A per-character threshold would refuse some random hex keys (a
+/// 32-digit UUID can repeat digits enough to dip below 3 bits per character); a total does not,
+/// while short keys with little variety still fail. About 1 in 25,000 random 16-digit hex keys is
+/// refused by these estimates; 32 or more random characters (a UUID) always pass.
+pub const MIN_ENTROPY_BITS: f64 = 32.0;
+/// Minimum empirical Shannon entropy per character, in bits: low enough that random hex passes
+/// (it averages above 3.2), high enough to refuse long runs of one character.
+pub const MIN_ENTROPY_BITS_PER_CHAR: f64 = 2.0;
 
 /// Domain-separation prefix hashed before the key bytes in [`IdempotencyKey::digest`].
 const DIGEST_DOMAIN: &[u8] = b"opledger/idempotency-key/v1\x00";
@@ -49,7 +56,7 @@ pub enum IdempotencyKeyError {
     /// The key is made only of digits and may be an account or card number.
     #[error("idempotency key looks like an account or card number")]
     LooksLikeAccountNumber,
-    /// The key has too few distinct characters or too little entropy per character.
+    /// The key has too few distinct characters or too little estimated entropy in total.
     #[error("idempotency key has too little entropy")]
     LowEntropy,
 }
@@ -125,7 +132,7 @@ fn contains_evm_address(bytes: &[u8]) -> bool {
     })
 }
 
-/// Too few distinct characters, or Shannon entropy below the threshold.
+/// Too few distinct characters, or estimated total entropy below the threshold.
 fn is_low_entropy(bytes: &[u8]) -> bool {
     let mut counts = [0usize; 256];
     for &b in bytes {
@@ -145,7 +152,7 @@ fn is_low_entropy(bytes: &[u8]) -> bool {
             -p * p.log2()
         })
         .sum();
-    entropy < MIN_ENTROPY_BITS_PER_CHAR
+    entropy < MIN_ENTROPY_BITS_PER_CHAR || entropy * total < MIN_ENTROPY_BITS
 }
 
 #[cfg(test)]
@@ -226,7 +233,7 @@ mod tests {
         assert_eq!(err("1111222233334444"), LooksLikeAccountNumber);
         assert_eq!(err("aaaaaaaaaaaaaaaa"), LowEntropy);
         assert_eq!(err("abababababababab"), LowEntropy);
-        assert_eq!(err("abcdefgabcdefgabcdefg"), LowEntropy);
+        assert_eq!(err("abcdeabcdeabcdeabcde"), LowEntropy);
         assert_eq!(
             err("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaabcdefgh"),
             LowEntropy

@@ -53,9 +53,13 @@ impl Store {
     /// Connects a pool to `url` (the URL itself is never logged: it may carry a password).
     pub async fn connect(url: &str, config: StoreConfig) -> Result<Store> {
         let options = PgConnectOptions::from_str(url)?.application_name("opledger");
+        // No ping before every acquire: it would add a round trip to every call. A connection
+        // that died while idle fails its first statement instead, and every write path is safe to
+        // retry (idempotency keys, conditional updates).
         let pool = PgPoolOptions::new()
             .max_connections(config.max_connections)
             .acquire_timeout(config.acquire_timeout)
+            .test_before_acquire(false)
             .connect_with(options)
             .await?;
         Ok(Store { pool, config })

@@ -14,7 +14,7 @@ use opledger_domain::payload::{
     AccountName, AssetCode, Destination, Memo, NetworkId, PayloadHash, WithdrawalPayload,
 };
 use opledger_domain::state::{CREATOR, INITIAL_STATE, OperationState};
-use sqlx::PgConnection;
+use sqlx::{Connection, PgConnection};
 
 /// A risk signal recorded on an operation. Flags never merge, drop or block operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,25 +185,20 @@ impl Store {
         let tenant_id = new.payload.tenant_id;
         let key_digest = new.key.digest();
         let hash = new.payload.hash();
-        // A replay is answered from the stored row without a write transaction. This read decides
-        // nothing on its own: a miss falls through to the insert, where the unique constraint
-        // decides.
-        if let Some(found) = self
-            .replay(tenant_id, &key_digest, new.payload, hash)
-            .await?
-        {
+        // One connection for the whole call. A replay is answered from the stored row without a
+        // write transaction. This read decides nothing on its own: a miss falls through to the
+        // insert, where the unique constraint decides.
+        let mut conn = self.pool.acquire().await?;
+        if let Some(found) = replay(&mut conn, tenant_id, &key_digest, new.payload, hash).await? {
             return Ok(found);
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = conn.begin().await?;
         let inserted =
             insert_operation(&mut tx, &new, &key_digest, hash, self.config.risk_window).await?;
         let Some(operation) = inserted else {
             tx.rollback().await?;
             // The key exists: another request won the insert. Report what it stored.
-            return match self
-                .replay(tenant_id, &key_digest, new.payload, hash)
-                .await?
-            {
+            return match replay(&mut conn, tenant_id, &key_digest, new.payload, hash).await? {
                 Some(found) => Ok(found),
                 None => Err(StoreError::Conflict { current: None }),
             };
@@ -220,32 +215,6 @@ impl Store {
             operation,
             replayed: false,
         })
-    }
-
-    async fn replay(
-        &self,
-        tenant_id: TenantId,
-        key_digest: &[u8; 32],
-        payload: &WithdrawalPayload,
-        hash: PayloadHash,
-    ) -> Result<Option<Created>> {
-        let row: Option<OperationRow> = sqlx::query_as(LOOKUP_BY_KEY_SQL)
-            .bind(tenant_id.as_uuid())
-            .bind(key_digest.as_slice())
-            .fetch_optional(&self.pool)
-            .await?;
-        let Some(row) = row else { return Ok(None) };
-        let stored = row.into_operation(tenant_id)?;
-        if stored.payload_hash == hash {
-            Ok(Some(Created {
-                operation: stored,
-                replayed: true,
-            }))
-        } else {
-            Err(StoreError::KeyReused {
-                fields: stored.payload.differing_fields(payload),
-            })
-        }
     }
 
     /// One operation of `tenant_id`, or `None` (another tenant's operation is `None` too).
@@ -315,6 +284,34 @@ pub const INSERT_OPERATION_SQL: &str = "WITH ins AS ( \
            INSERT INTO operation_transitions (tenant_id, op_id, from_state, to_state, actor, actor_id, reason, version) \
            SELECT tenant_id, op_id, NULL, $5, $15, $16, 'created', 0 FROM ins) \
          SELECT risk_flags, created_at, updated_at FROM ins";
+
+/// Looks up the operation a key created; `None` when the key is unused, an error when it was used
+/// with another payload.
+async fn replay(
+    conn: &mut PgConnection,
+    tenant_id: TenantId,
+    key_digest: &[u8; 32],
+    payload: &WithdrawalPayload,
+    hash: PayloadHash,
+) -> Result<Option<Created>> {
+    let row: Option<OperationRow> = sqlx::query_as(LOOKUP_BY_KEY_SQL)
+        .bind(tenant_id.as_uuid())
+        .bind(key_digest.as_slice())
+        .fetch_optional(&mut *conn)
+        .await?;
+    let Some(row) = row else { return Ok(None) };
+    let stored = row.into_operation(tenant_id)?;
+    if stored.payload_hash == hash {
+        Ok(Some(Created {
+            operation: stored,
+            replayed: true,
+        }))
+    } else {
+        Err(StoreError::KeyReused {
+            fields: stored.payload.differing_fields(payload),
+        })
+    }
+}
 
 /// Inserts the operation, its payload and its first log row in one statement; `None` when the
 /// tenant already used the key.

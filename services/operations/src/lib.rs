@@ -20,7 +20,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 
 /// Serves the operations API, health and reflection on `listener` until `shutdown` resolves.
 pub async fn serve(
@@ -39,7 +39,10 @@ pub async fn serve(
         .add_service(health_service)
         .add_service(server::reflection()?)
         .add_service(OperationsServiceServer::new(api))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(
+            TcpIncoming::from(listener).with_nodelay(Some(true)),
+            shutdown,
+        )
         .await?;
     Ok(())
 }

@@ -1,0 +1,17 @@
+-- Login roles for a deployment. Run as a superuser once per cluster, after `opledger-admin migrate`
+-- (the migrations create the NOLOGIN group roles opledger_app and opledger_signer).
+--
+--   * the owner: the role that runs `opledger-admin migrate` and the admin CLI; owns every object;
+--     never used by a long-running service;
+--   * one login role per service, each a member of opledger_app, so that a leaked service password
+--     cannot alter history, payloads or hashes (see the GRANTs in crates/store/migrations);
+--   * the signer (issue 3) gets its own login role in opledger_signer only.
+--
+-- Replace the passwords (or use your platform's secret store / IAM auth) before running.
+
+CREATE ROLE opledger_owner LOGIN PASSWORD 'change-me-owner';
+GRANT CREATE ON DATABASE opledger TO opledger_owner;
+
+CREATE ROLE opledger_operations LOGIN PASSWORD 'change-me-operations' IN ROLE opledger_app;
+ALTER ROLE opledger_operations SET statement_timeout = '10s';
+ALTER ROLE opledger_operations SET idle_in_transaction_session_timeout = '30s';

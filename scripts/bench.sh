@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Benchmarks, each against a baseline measured in the same run.
+#
+#   scripts/bench.sh create [ARGS...]   CreateWithdrawal over gRPC vs the same SQL via pgbench
+#                                       (ARGS go to `opledger-bench create`, e.g. --seconds 20);
+#                                       without ARGS it runs twice: one hot source account
+#                                       (--accounts 1) and 64 source accounts (--accounts 64)
+#
+# Builds release binaries, provisions a throwaway PostgreSQL cluster under .data/bench-pg with
+# durable settings (fsync and synchronous_commit on, like production), runs the benchmark and
+# destroys the cluster.
+set -euo pipefail
+
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+export OPLEDGER_LOG_PREFIX="bench.sh"
+cd "$OPLEDGER_REPO_ROOT"
+
+what="${1:-create}"
+shift || true
+[[ "$what" == "create" ]] || die "unknown benchmark '$what' (known: create)"
+
+bash scripts/pg.sh ensure-installed >/dev/null
+log "cargo build --release"
+cargo build --release -p opledger-operations -p opledger-bench >&2
+
+dir="$OPLEDGER_REPO_ROOT/.data/bench-pg"
+bash scripts/pg.sh destroy "$dir"
+trap 'bash scripts/pg.sh destroy "$dir" || true' EXIT
+url="$(OPLEDGER_PG_FAST=0 bash scripts/pg.sh start "$dir")"
+if [[ $# -eq 0 ]]; then
+    for accounts in 1 64; do
+        "$OPLEDGER_REPO_ROOT/target/release/opledger-bench" create --admin-url "$url" --accounts "$accounts"
+        echo
+    done
+else
+    "$OPLEDGER_REPO_ROOT/target/release/opledger-bench" create --admin-url "$url" "$@"
+fi
