@@ -42,7 +42,11 @@ async fn kill_at(failpoint: &str, committed: bool) -> anyhow::Result<()> {
     let outcome = client
         .create_withdrawal(authed(&acme.client, request.clone()))
         .await;
-    assert!(outcome.is_err(), "the process died before replying");
+    assert!(
+        outcome.is_err(),
+        "the service replied instead of dying at {failpoint}: its binary was built without the \
+         `failpoints` feature (build it with `cargo build --workspace --bins`, as scripts/test.sh does)"
+    );
     let status = child.wait_exit(Duration::from_secs(10));
     assert!(
         status.is_some_and(|s| !s.success()),

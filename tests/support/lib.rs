@@ -4,7 +4,9 @@
 
 use anyhow::Context;
 use opledger_domain::ids::TenantId;
+use opledger_grpc::server::serve_api;
 use opledger_proto::v1 as pb;
+use opledger_proto::v1::approvals_service_client::ApprovalsServiceClient;
 use opledger_proto::v1::operations_service_client::OperationsServiceClient;
 use opledger_store::keys::Role;
 use opledger_store::{Store, StoreConfig};
@@ -17,17 +19,19 @@ use tokio::task::JoinHandle;
 use tonic::Request;
 use tonic::transport::Channel;
 
-/// One test's world: a fresh database and a running operations service.
+/// One test's world: a fresh database with the operations and approvals services in front of it.
 #[derive(Debug)]
 pub struct Stack {
     /// The test's database.
     pub db: TestDatabase,
     /// A store on the superuser connection, for setup and for inspecting rows.
     pub admin: Store,
-    /// The service's address.
+    /// The operations service's address.
     pub addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    server: Option<JoinHandle<anyhow::Result<()>>>,
+    /// The approvals service's address.
+    pub approvals_addr: SocketAddr,
+    stop: Vec<oneshot::Sender<()>>,
+    servers: Vec<JoinHandle<Result<(), opledger_grpc::server::ServeError>>>,
 }
 
 /// A tenant with one key per role.
@@ -59,23 +63,42 @@ impl Stack {
         )
         .await
         .map_err(|e| anyhow::anyhow!("app role cannot connect: {}", e.log_safe()))?;
+        let (mut stop, mut servers) = (Vec::new(), Vec::new());
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let (stop, stopped) = oneshot::channel::<()>();
-        let server = tokio::spawn(opledger_operations::serve(
+        let (tx, rx) = oneshot::channel::<()>();
+        stop.push(tx);
+        servers.push(tokio::spawn(serve_api(
+            listener,
+            app.clone(),
+            Duration::from_secs(30),
+            opledger_operations::SERVICE_NAME,
+            opledger_operations::routes,
+            async move {
+                let _ = rx.await;
+            },
+        )));
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let approvals_addr = listener.local_addr()?;
+        let (tx, rx) = oneshot::channel::<()>();
+        stop.push(tx);
+        servers.push(tokio::spawn(serve_api(
             listener,
             app,
             Duration::from_secs(30),
+            opledger_approvals::SERVICE_NAME,
+            opledger_approvals::routes,
             async move {
-                let _ = stopped.await;
+                let _ = rx.await;
             },
-        ));
+        )));
         Ok(Stack {
             db,
             admin,
             addr,
-            stop: Some(stop),
-            server: Some(server),
+            approvals_addr,
+            stop,
+            servers,
         })
     }
 
@@ -100,6 +123,37 @@ impl Stack {
             approver: key(Role::Approver).await?,
             operator: key(Role::Operator).await?,
         })
+    }
+
+    /// Another API key of `role` for the tenant (a second approver, say).
+    pub async fn key(&self, tenant: &Tenant, role: Role) -> anyhow::Result<String> {
+        let issued = self
+            .admin
+            .create_api_key(tenant.id, role, "test")
+            .await
+            .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
+        Ok(issued.token.as_str().to_owned())
+    }
+
+    /// Creates a withdrawal through the API and returns it.
+    pub async fn withdraw(
+        &self,
+        tenant: &Tenant,
+        amount: &str,
+        to: &str,
+    ) -> anyhow::Result<pb::Withdrawal> {
+        let mut client = self.client().await?;
+        let created = client
+            .create_withdrawal(authed(
+                &tenant.client,
+                pb::CreateWithdrawalRequest {
+                    idempotency_key: new_key(),
+                    payload: Some(payload(amount, to)),
+                },
+            ))
+            .await?
+            .into_inner();
+        created.withdrawal.context("no withdrawal in the response")
     }
 
     /// A client of the service.
@@ -130,12 +184,17 @@ impl Stack {
         Ok(())
     }
 
-    /// Stops the service (as a deploy would) and waits for it.
+    /// A client of the approvals service.
+    pub async fn approvals(&self) -> anyhow::Result<ApprovalsServiceClient<Channel>> {
+        Ok(ApprovalsServiceClient::connect(format!("http://{}", self.approvals_addr)).await?)
+    }
+
+    /// Stops the services (as a deploy would) and waits for them.
     pub async fn stop(&mut self) -> anyhow::Result<()> {
-        if let Some(stop) = self.stop.take() {
+        for stop in self.stop.drain(..) {
             let _ = stop.send(());
         }
-        if let Some(server) = self.server.take() {
+        for server in self.servers.drain(..) {
             server.await??;
         }
         Ok(())

@@ -4,7 +4,7 @@
 //! It holds typed identifiers ([`ids`]), integer amounts in minimal units
 //! ([`amount`]), client idempotency keys ([`idempotency`]), the withdrawal
 //! payload and its canonical hash ([`payload`]), and the single table of legal
-//! operation state transitions ([`state`]).
+//! operation state transitions ([`state`]), and approval policies ([`policy`]).
 //!
 //! This crate must never do I/O, know about protobuf, a database, a clock-driven
 //! scheduler or async runtimes, use floating point for money, or put a sensitive
@@ -17,6 +17,7 @@ pub mod amount;
 pub mod idempotency;
 pub mod ids;
 pub mod payload;
+pub mod policy;
 pub mod state;
 
 pub use amount::{Amount, AmountError};

@@ -1,11 +1,16 @@
 //! The gRPC edge shared by opledger services: API-key authentication, typed error statuses with
-//! `google.rpc.ErrorInfo`, and the standard server furniture (health, reflection, logging).
+//! `google.rpc.ErrorInfo`, the one mapping of store errors to statuses, conversions of the shared
+//! wire types, and the standard server furniture (health, reflection, logging).
 //!
 //! Services use this crate at their edge only. It never decides business outcomes.
 
 pub mod auth;
+pub mod config;
+pub mod convert;
 pub mod server;
 pub mod status;
+mod store_error;
 
 pub use auth::{Authenticator, Principal};
 pub use status::{ErrorReason, error_status};
+pub use store_error::store_status;

@@ -1,6 +1,111 @@
-//! Standard server furniture: logging, health and reflection.
+//! Standard server furniture: logging, health, reflection, and serving a service's routes.
 
-use tonic_health::server::HealthReporter;
+use crate::Authenticator;
+use opledger_store::{Store, StoreConfig, StoreError};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tonic::service::Routes;
+use tonic::transport::server::TcpIncoming;
+use tonic_health::ServingStatus;
+
+/// Why a service could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The database could not be reached at start (the URL is never printed).
+    #[error("cannot connect to the database: {0}")]
+    Database(String),
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The configured address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The reflection service could not be built from the descriptors.
+    #[error("reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    /// The gRPC server failed.
+    #[error("grpc server: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Builds a service's routes from its store and authenticator.
+pub type MakeRoutes = fn(Store, Arc<Authenticator>) -> Routes;
+
+/// Serves one opledger API (`make` builds its routes) with health and reflection on `listener`
+/// until `shutdown` resolves. Tests call this in-process; [`run`] calls it from `main`.
+pub async fn serve_api(
+    listener: TcpListener,
+    store: Store,
+    auth_cache_ttl: Duration,
+    service_name: &str,
+    make: MakeRoutes,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    let auth = Arc::new(Authenticator::new(store.clone(), auth_cache_ttl));
+    serve(listener, service_name, make(store, auth), shutdown).await
+}
+
+/// Connects the store, binds `listen` and serves one API until Ctrl-C or SIGTERM.
+pub async fn run(
+    database_url: &str,
+    store_config: StoreConfig,
+    listen: SocketAddr,
+    auth_cache_ttl: Duration,
+    service_name: &str,
+    make: MakeRoutes,
+) -> Result<(), ServeError> {
+    let store = Store::connect(database_url, store_config)
+        .await
+        .map_err(|e: StoreError| ServeError::Database(e.log_safe()))?;
+    let listener = TcpListener::bind(listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: listen,
+            source,
+        })?;
+    serve_api(
+        listener,
+        store,
+        auth_cache_ttl,
+        service_name,
+        make,
+        shutdown_signal(),
+    )
+    .await
+}
+
+/// Serves `routes` plus health (reporting `service_name` as serving) and reflection on
+/// `listener`, with TCP_NODELAY, until `shutdown` resolves.
+pub async fn serve(
+    listener: TcpListener,
+    service_name: &str,
+    routes: Routes,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_service_status(service_name, ServingStatus::Serving)
+        .await;
+    let routes = routes
+        .add_service(health_service)
+        .add_service(reflection()?);
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(listen = %addr, service = service_name, "listening");
+    }
+    tonic::transport::Server::builder()
+        .add_routes(routes)
+        .serve_with_incoming_shutdown(
+            TcpIncoming::from(listener).with_nodelay(Some(true)),
+            shutdown,
+        )
+        .await?;
+    Ok(())
+}
 
 /// Starts JSON logs filtered by `RUST_LOG` (default `info`). Safe to call more than once.
 pub fn init_logging() {
@@ -10,14 +115,6 @@ pub fn init_logging() {
         .json()
         .with_env_filter(filter)
         .try_init();
-}
-
-/// The standard gRPC health service and its reporter.
-pub fn health() -> (
-    HealthReporter,
-    tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>,
-) {
-    tonic_health::server::health_reporter()
 }
 
 /// The gRPC server-reflection service over every opledger proto.

@@ -31,6 +31,22 @@ pub enum StoreError {
         /// The state found after the refused update, if the operation exists.
         current: Option<OperationState>,
     },
+    /// The payload hash named by the caller is not the operation's stored hash. Nothing changed
+    /// (a security event was recorded).
+    #[error("payload hash does not match the stored operation")]
+    HashMismatch,
+    /// The operation carries risk flags the approver did not acknowledge.
+    #[error("risk flags not acknowledged")]
+    RiskFlagsNotAcknowledged {
+        /// The flags still to acknowledge.
+        flags: Vec<crate::operations::RiskFlag>,
+    },
+    /// The operation is no longer awaiting approval.
+    #[error("operation is not awaiting approval (state {state:?})")]
+    NotPending {
+        /// Its current state.
+        state: OperationState,
+    },
     /// A hold was not in the state the transition needed: a ledger invariant would break.
     #[error("hold of the operation is not {expected}")]
     HoldMismatch {

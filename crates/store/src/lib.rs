@@ -4,6 +4,7 @@
 //! an operation's state except through [`Store::transition`], which checks the domain transition
 //! table and the acting role before one conditional `UPDATE` executed by the database.
 
+pub mod approvals;
 mod error;
 pub mod invariants;
 pub mod keys;

@@ -32,7 +32,7 @@ impl RiskFlag {
         }
     }
 
-    fn parse(s: &str) -> Result<RiskFlag> {
+    pub(crate) fn parse(s: &str) -> Result<RiskFlag> {
         match s {
             "SAME_DESTINATION_AND_AMOUNT" => Ok(RiskFlag::SameDestinationAndAmount),
             _ => Err(StoreError::Corrupt { what: "risk flag" }),
@@ -233,6 +233,29 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?;
         row.map(|r| r.into_operation(tenant_id)).transpose()
+    }
+
+    /// REQUESTED operations of `tenant_id`, oldest first, after `after`.
+    pub(crate) async fn list_requested(
+        &self,
+        tenant_id: TenantId,
+        after: Option<OperationId>,
+        limit: u32,
+    ) -> Result<Vec<Operation>> {
+        let sql = concat!(
+            select_operation!(),
+            " WHERE o.tenant_id = $1 AND o.state = 'REQUESTED' \
+             AND ($2::uuid IS NULL OR o.op_id > $2) ORDER BY o.op_id LIMIT $3"
+        );
+        let rows: Vec<OperationRow> = sqlx::query_as(sql)
+            .bind(tenant_id.as_uuid())
+            .bind(after.map(|a| a.as_uuid()))
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter()
+            .map(|r| r.into_operation(tenant_id))
+            .collect()
     }
 
     /// Operations of `tenant_id`, newest first.

@@ -5,5 +5,5 @@ async fn main() -> anyhow::Result<()> {
     opledger_grpc::server::init_logging();
     let file = std::env::var_os("OPLEDGER_OPERATIONS_CONFIG").map(std::path::PathBuf::from);
     let config = opledger_operations::Config::load(file.as_deref())?;
-    opledger_operations::run(config).await
+    Ok(opledger_operations::run(config).await?)
 }

@@ -1,9 +1,9 @@
 //! The `OperationsService` gRPC handlers: authenticate, convert at the edge, call the store.
 
-use crate::error::store_status;
 use crate::{convert, paging};
 use opledger_domain::ids::OperationId;
 use opledger_grpc::Authenticator;
+use opledger_grpc::store_status;
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::operations_service_server::OperationsService;
 use opledger_store::Store;

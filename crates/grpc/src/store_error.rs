@@ -1,6 +1,6 @@
 //! The one mapping from store errors to gRPC statuses.
 
-use opledger_grpc::status::{ErrorReason, error_status, error_status_with};
+use crate::status::{ErrorReason, error_status, error_status_with};
 use opledger_store::StoreError;
 use tonic::{Code, Status};
 use tonic_types::ErrorDetails;
@@ -46,6 +46,34 @@ pub fn store_status(error: StoreError) -> Status {
             ErrorReason::IllegalTransition,
             e.to_string(),
             &[],
+        ),
+        StoreError::HashMismatch => error_status(
+            Code::FailedPrecondition,
+            ErrorReason::PayloadHashMismatch,
+            "payload_hash is not the withdrawal's stored payload hash: read the withdrawal again \
+             and review what would be executed",
+            &[],
+        ),
+        StoreError::RiskFlagsNotAcknowledged { flags } => {
+            let names: Vec<&str> = flags.iter().map(|f| f.as_str()).collect();
+            error_status(
+                Code::FailedPrecondition,
+                ErrorReason::RiskFlagsNotAcknowledged,
+                format!(
+                    "acknowledge the withdrawal's risk flags first: {}",
+                    names.join(", ")
+                ),
+                &[("flags", &names.join(","))],
+            )
+        }
+        StoreError::NotPending { state } => error_status(
+            Code::FailedPrecondition,
+            ErrorReason::NotPendingApproval,
+            format!(
+                "withdrawal is not awaiting approval (state {})",
+                state.as_str()
+            ),
+            &[("state", state.as_str())],
         ),
         StoreError::Conflict { current } => error_status(
             Code::Aborted,

@@ -1,0 +1,9 @@
+//! `opledger-approvals`: loads configuration and serves. See the crate docs.
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    opledger_grpc::server::init_logging();
+    let file = std::env::var_os("OPLEDGER_APPROVALS_CONFIG").map(std::path::PathBuf::from);
+    let config = opledger_approvals::Config::load(file.as_deref())?;
+    Ok(opledger_approvals::run(config).await?)
+}

@@ -1,0 +1,231 @@
+//! The `ApprovalsService` gRPC handlers: authenticate, convert at the edge, call the store.
+
+use opledger_domain::amount::Amount;
+use opledger_domain::ids::OperationId;
+use opledger_domain::payload::AssetCode;
+use opledger_domain::policy::{ApprovalPolicy, ApprovalRule};
+use opledger_grpc::status::invalid_field;
+use opledger_grpc::{Authenticator, convert, store_status};
+use opledger_proto::v1 as pb;
+use opledger_proto::v1::approvals_service_server::ApprovalsService;
+use opledger_store::Store;
+use opledger_store::approvals::Approve;
+use opledger_store::keys::Role;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tonic::{Request, Response, Status};
+
+const DEFAULT_PAGE_SIZE: u32 = 50;
+const MAX_PAGE_SIZE: u32 = 500;
+const MAX_REASON_LEN: usize = 200;
+
+/// The handlers' shared state.
+#[derive(Debug, Clone)]
+pub struct ApprovalsApi {
+    store: Store,
+    auth: Arc<Authenticator>,
+}
+
+impl ApprovalsApi {
+    /// Handlers over this store and authenticator.
+    pub fn new(store: Store, auth: Arc<Authenticator>) -> ApprovalsApi {
+        ApprovalsApi { store, auth }
+    }
+}
+
+fn asset(raw: &str) -> Result<AssetCode, Status> {
+    AssetCode::parse(raw).map_err(|e| invalid_field("asset", &e.to_string()))
+}
+
+fn policy_to_wire(asset: &AssetCode, policy: &ApprovalPolicy) -> pb::ApprovalPolicy {
+    pb::ApprovalPolicy {
+        asset: asset.as_str().to_owned(),
+        rules: policy
+            .rules()
+            .iter()
+            .map(|r| pb::ApprovalRule {
+                min_amount: r.min_amount.to_string(),
+                required_approvals: r.required_approvals,
+            })
+            .collect(),
+    }
+}
+
+#[tonic::async_trait]
+impl ApprovalsService for ApprovalsApi {
+    async fn list_pending_approvals(
+        &self,
+        request: Request<pb::ListPendingApprovalsRequest>,
+    ) -> Result<Response<pb::ListPendingApprovalsResponse>, Status> {
+        let caller = self
+            .auth
+            .authorize(&request, &[Role::Approver, Role::Operator])
+            .await?;
+        let body = request.into_inner();
+        let limit = match body.page_size {
+            0 => DEFAULT_PAGE_SIZE,
+            n if n < 0 => return Err(invalid_field("page_size", "must not be negative")),
+            n => u32::try_from(n).unwrap_or(MAX_PAGE_SIZE).min(MAX_PAGE_SIZE),
+        };
+        let after = if body.page_token.is_empty() {
+            None
+        } else {
+            Some(convert::operation_id("page_token", &body.page_token)?)
+        };
+        let mut pending = self
+            .store
+            .pending_approvals(caller.tenant_id, after, limit + 1)
+            .await
+            .map_err(store_status)?;
+        let more = pending.len() > limit as usize;
+        pending.truncate(limit as usize);
+        let mut policies: HashMap<String, ApprovalPolicy> = HashMap::new();
+        let mut out = Vec::with_capacity(pending.len());
+        for p in &pending {
+            let asset = &p.operation.payload.asset;
+            if !policies.contains_key(asset.as_str()) {
+                let policy = self
+                    .store
+                    .approval_policy(caller.tenant_id, asset)
+                    .await
+                    .map_err(store_status)?;
+                policies.insert(asset.as_str().to_owned(), policy);
+            }
+            let required = policies
+                .get(asset.as_str())
+                .map_or(1, |policy| policy.required_for(p.operation.payload.amount));
+            out.push(pb::PendingApproval {
+                withdrawal: Some(convert::withdrawal(&p.operation)),
+                approvals: p.approvals,
+                required_approvals: required,
+            });
+        }
+        let next_page_token = match (more, pending.last()) {
+            (true, Some(last)) => last.operation.op_id.to_string(),
+            _ => String::new(),
+        };
+        Ok(Response::new(pb::ListPendingApprovalsResponse {
+            pending: out,
+            next_page_token,
+        }))
+    }
+
+    async fn approve_withdrawal(
+        &self,
+        request: Request<pb::ApproveWithdrawalRequest>,
+    ) -> Result<Response<pb::ApproveWithdrawalResponse>, Status> {
+        let caller = self.auth.authorize(&request, &[Role::Approver]).await?;
+        let body = request.into_inner();
+        let op_id: OperationId = convert::operation_id("withdrawal_id", &body.withdrawal_id)?;
+        let payload_hash = convert::payload_hash("payload_hash", &body.payload_hash)?;
+        let acknowledged = body
+            .acknowledged_risk_flags
+            .iter()
+            .map(|f| convert::risk_flag_from_wire("acknowledged_risk_flags", *f))
+            .collect::<Result<Vec<_>, _>>()?;
+        let approved = self
+            .store
+            .approve(&Approve {
+                tenant_id: caller.tenant_id,
+                op_id,
+                approver_id: &caller.key_id,
+                payload_hash,
+                acknowledged: &acknowledged,
+            })
+            .await
+            .map_err(store_status)?;
+        tracing::info!(
+            %op_id,
+            approvals = approved.approvals,
+            required = approved.required,
+            state = approved.state.as_str(),
+            "approval recorded"
+        );
+        Ok(Response::new(pb::ApproveWithdrawalResponse {
+            state: convert::state_to_wire(approved.state) as i32,
+            approvals: approved.approvals,
+            required_approvals: approved.required,
+            already_approved: approved.already_approved,
+            approve_time: Some(convert::timestamp(approved.approved_at)),
+        }))
+    }
+
+    async fn reject_withdrawal(
+        &self,
+        request: Request<pb::RejectWithdrawalRequest>,
+    ) -> Result<Response<pb::RejectWithdrawalResponse>, Status> {
+        let caller = self
+            .auth
+            .authorize(&request, &[Role::Approver, Role::Operator])
+            .await?;
+        let body = request.into_inner();
+        let op_id = convert::operation_id("withdrawal_id", &body.withdrawal_id)?;
+        let reason = body.reason.trim();
+        if reason.is_empty()
+            || reason.chars().count() > MAX_REASON_LEN
+            || reason.chars().any(char::is_control)
+        {
+            return Err(invalid_field(
+                "reason",
+                "must be 1 to 200 printable characters",
+            ));
+        }
+        self.store
+            .reject(caller.tenant_id, op_id, &caller.key_id, reason)
+            .await
+            .map_err(store_status)?;
+        tracing::info!(%op_id, "withdrawal rejected, hold released");
+        Ok(Response::new(pb::RejectWithdrawalResponse {
+            state: pb::WithdrawalState::Rejected as i32,
+        }))
+    }
+
+    async fn set_approval_policy(
+        &self,
+        request: Request<pb::SetApprovalPolicyRequest>,
+    ) -> Result<Response<pb::ApprovalPolicy>, Status> {
+        let caller = self.auth.authorize(&request, &[Role::Operator]).await?;
+        let body = request.into_inner();
+        let asset = asset(&body.asset)?;
+        let rules = body
+            .rules
+            .iter()
+            .map(|r| {
+                Ok(ApprovalRule {
+                    min_amount: Amount::parse(&r.min_amount)
+                        .map_err(|e| invalid_field("rules.min_amount", &e.to_string()))?,
+                    required_approvals: r.required_approvals,
+                })
+            })
+            .collect::<Result<Vec<_>, Status>>()?;
+        let policy =
+            ApprovalPolicy::new(rules).map_err(|e| invalid_field("rules", &e.to_string()))?;
+        self.store
+            .set_approval_policy(caller.tenant_id, &asset, &policy)
+            .await
+            .map_err(store_status)?;
+        tracing::info!(
+            asset = asset.as_str(),
+            rules = policy.rules().len(),
+            "approval policy set"
+        );
+        Ok(Response::new(policy_to_wire(&asset, &policy)))
+    }
+
+    async fn get_approval_policy(
+        &self,
+        request: Request<pb::GetApprovalPolicyRequest>,
+    ) -> Result<Response<pb::ApprovalPolicy>, Status> {
+        let caller = self
+            .auth
+            .authorize(&request, &[Role::Approver, Role::Operator])
+            .await?;
+        let asset = asset(&request.get_ref().asset)?;
+        let policy = self
+            .store
+            .approval_policy(caller.tenant_id, &asset)
+            .await
+            .map_err(store_status)?;
+        Ok(Response::new(policy_to_wire(&asset, &policy)))
+    }
+}
