@@ -8,7 +8,9 @@
 #   3. builds the workspace binaries (tests run them as child processes, see opledger-testkit);
 #   4. starts a throwaway PostgreSQL cluster in .data/test-pg (destroyed on exit, whatever happens)
 #      and exports OPLEDGER_TEST_DATABASE_URL;
-#   5. runs cargo nextest (or cargo test when nextest is missing) with RUNNER ARGS appended,
+#   5. installs the pinned anvil EVM node from npm if needed (scripts/anvil.sh install) and
+#      exports its path as OPLEDGER_ANVIL_BIN (opledger-testkit's Anvil runs it);
+#   6. runs cargo nextest (or cargo test when nextest is missing) with RUNNER ARGS appended,
 #      e.g. `bash scripts/test.sh -p opledger-testkit`, and exits with the runner's status.
 set -euo pipefail
 
@@ -19,6 +21,7 @@ cd "$OPLEDGER_REPO_ROOT"
 
 PG_SH="$OPLEDGER_REPO_ROOT/scripts/pg.sh"
 TEST_PG_DIR="$OPLEDGER_REPO_ROOT/.data/test-pg"
+ANVIL_SH="$OPLEDGER_REPO_ROOT/scripts/anvil.sh"
 
 log "PostgreSQL: $(bash "$PG_SH" ensure-installed)"
 
@@ -49,6 +52,10 @@ trap 'exit 143' TERM
 OPLEDGER_TEST_DATABASE_URL="$(OPLEDGER_PG_FAST=1 bash "$PG_SH" start "$TEST_PG_DIR")"
 export OPLEDGER_TEST_DATABASE_URL
 log "OPLEDGER_TEST_DATABASE_URL=$OPLEDGER_TEST_DATABASE_URL"
+
+OPLEDGER_ANVIL_BIN="$(bash "$ANVIL_SH" install)"
+export OPLEDGER_ANVIL_BIN
+log "OPLEDGER_ANVIL_BIN=$OPLEDGER_ANVIL_BIN"
 
 # `--workspace` unless the caller selects packages with -p/--package.
 scope=(--workspace)

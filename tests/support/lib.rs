@@ -2,6 +2,8 @@
 //! started in-process on a loopback port (connected as the application role, so the database
 //! grants are exercised), tenants with keys, and authenticated requests.
 
+pub mod signer;
+
 use anyhow::Context;
 use opledger_domain::ids::TenantId;
 use opledger_grpc::server::serve_api;

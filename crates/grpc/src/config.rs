@@ -47,8 +47,9 @@ where
     if let Some(file) = file {
         figment = figment.merge(Toml::file_exact(file));
     }
+    // `{prefix}CONFIG` names the file itself; it is not a setting.
     Ok(figment
-        .merge(Env::prefixed(prefix))
+        .merge(Env::prefixed(prefix).ignore(&["config"]))
         .extract()
         .map_err(Box::new)?)
 }
@@ -68,4 +69,39 @@ pub fn check_database(url: &DatabaseUrl, max_connections: u32) -> Result<(), Con
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Default, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Sample {
+        port: u16,
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment::Jail's closure returns figment::Error
+    fn the_variable_naming_the_file_is_not_a_setting_but_unknown_keys_are_refused() {
+        // Runs in its own process under nextest; the variables are unique to this test.
+        let file =
+            std::env::temp_dir().join(format!("opledger-config-{}.toml", std::process::id()));
+        std::fs::write(&file, "port = 7\n").expect("write");
+        let loaded = figment::Jail::try_with(|jail| {
+            jail.set_env("OPLTEST_CONFIG", file.display().to_string());
+            jail.set_env("OPLTEST_PORT", "9");
+            let sample: Sample = load("OPLTEST_", Some(&file)).map_err(|e| e.to_string())?;
+            // Jail chdirs into a temporary folder; the file path is absolute.
+            assert_eq!(sample.port, 9, "the environment overrides the file");
+            jail.set_env("OPLTEST_PROT", "1");
+            assert!(
+                load::<Sample>("OPLTEST_", Some(&file)).is_err(),
+                "a typo is refused"
+            );
+            Ok(())
+        });
+        assert!(loaded.is_ok(), "{loaded:?}");
+        let _ = std::fs::remove_file(&file);
+    }
 }

@@ -10,6 +10,7 @@ pub mod invariants;
 pub mod keys;
 pub mod ledger;
 pub mod operations;
+pub mod signing;
 pub mod transition;
 
 pub use error::{Result, StoreError};

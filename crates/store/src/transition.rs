@@ -48,6 +48,9 @@ pub struct TransitionRequest<'a> {
     /// When set, the new state carries a lease owned by `actor_id` for this long; otherwise any
     /// lease is cleared.
     pub lease_for: Option<Duration>,
+    /// When set, recorded as the operation's signed transaction reference (its first attempt's
+    /// hash); an existing reference is never overwritten.
+    pub signed_tx_ref: Option<&'a str>,
 }
 
 impl<'a> TransitionRequest<'a> {
@@ -72,6 +75,7 @@ impl<'a> TransitionRequest<'a> {
             expected_hash: None,
             lease_guard: LeaseGuard::Any,
             lease_for: None,
+            signed_tx_ref: None,
         }
     }
 }
@@ -111,7 +115,8 @@ pub async fn transition_in(
         "UPDATE withdrawal_ops SET state = $4, version = version + 1, updated_at = now(), \
            lease_owner = CASE WHEN $8::float8 IS NULL THEN NULL ELSE $9 END, \
            lease_expires_at = CASE WHEN $8::float8 IS NULL THEN NULL \
-             ELSE now() + $8::float8 * interval '1 second' END \
+             ELSE now() + $8::float8 * interval '1 second' END, \
+           signed_tx_ref = COALESCE(signed_tx_ref, $10) \
          WHERE tenant_id = $1 AND op_id = $2 AND state = $3 \
            AND ($5::bytea IS NULL OR payload_hash = $5) \
            AND ($6::smallint = 0 \
@@ -128,6 +133,7 @@ pub async fn transition_in(
     .bind(lease_owner)
     .bind(lease_secs)
     .bind(request.actor_id)
+    .bind(request.signed_tx_ref)
     .fetch_optional(&mut *conn)
     .await?;
     let Some((version,)) = updated else {

@@ -88,14 +88,7 @@ impl ChildService {
 
     /// The last `lines` lines of the child's output so far.
     pub fn log_tail(&self, lines: usize) -> String {
-        match std::fs::read(&self.log_path) {
-            Ok(bytes) => {
-                let text = String::from_utf8_lossy(&bytes);
-                let all: Vec<&str> = text.lines().collect();
-                all[all.len().saturating_sub(lines)..].join("\n")
-            }
-            Err(e) => format!("(cannot read {}: {e})", self.log_path.display()),
-        }
+        crate::child::tail_of(&self.log_path, lines)
     }
 
     /// True while the child has not exited.
@@ -181,6 +174,18 @@ fn binary_path(bin: &str) -> anyhow::Result<PathBuf> {
         );
     }
     Ok(path)
+}
+
+/// The last `lines` lines of a log file, or why it cannot be read.
+pub(crate) fn tail_of(path: &Path, lines: usize) -> String {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let all: Vec<&str> = text.lines().collect();
+            all[all.len().saturating_sub(lines)..].join("\n")
+        }
+        Err(e) => format!("(cannot read {}: {e})", path.display()),
+    }
 }
 
 #[cfg(test)]

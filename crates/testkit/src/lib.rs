@@ -7,10 +7,17 @@
 //! * [`ChildService`]: a real service binary of the workspace run as a child process, its output
 //!   captured to a log file.
 //! * [`free_port`] and [`wait_for_tcp`]: loopback ports for those services.
+//! * [`Anvil`]: a real anvil EVM node (Foundry) per test on 127.0.0.1, with JSON-RPC helpers
+//!   for fault tests (automine off, dropped transactions, reorgs, snapshots). `scripts/test.sh`
+//!   installs the pinned anvil from npm and exports its path as `OPLEDGER_ANVIL_BIN`.
 
+mod anvil;
 mod child;
 mod database;
 
+pub use anvil::{
+    ANVIL_BIN_ENV, Anvil, AnvilOptions, DEV_KEYS, RpcCallError, RpcError, TxpoolStatus,
+};
 pub use child::ChildService;
 pub use database::{TEST_DATABASE_URL_ENV, TestDatabase, template_name};
 

@@ -1,0 +1,470 @@
+//! What the signer reads and writes: the signing input, claims, attempts and nonces.
+//!
+//! The signer claims an APPROVED operation (APPROVED -> SIGNING with a lease, committed), verifies
+//! the payload hash, then in ONE transaction allocates the sender's next nonce, persists the signed
+//! attempt and moves the operation to SIGNED. A crash before that commit leaves no attempt and no
+//! advanced nonce; the expired lease is reclaimed (SIGNING -> APPROVED) only while no attempt
+//! exists, and signing the same transaction with the same nonce again yields the same bytes.
+
+use crate::approvals::record_security_event;
+use crate::operations::Operation;
+use crate::transition::{LeaseGuard, TransitionRequest, transition_in};
+use crate::{Result, Store, StoreError};
+use chrono::{DateTime, Utc};
+use opledger_domain::ids::{OperationId, TenantId};
+use opledger_domain::payload::PayloadHash;
+use opledger_domain::state::{Actor, OperationState};
+use std::time::Duration;
+
+/// Which transaction an attempt is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptKind {
+    /// The withdrawal's transfer.
+    Original,
+    /// Same nonce, recipient and amount, higher fees.
+    FeeBump,
+    /// A 0-value self-transfer at the same nonce.
+    Cancel,
+}
+
+impl AttemptKind {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptKind::Original => "ORIGINAL",
+            AttemptKind::FeeBump => "FEE_BUMP",
+            AttemptKind::Cancel => "CANCEL",
+        }
+    }
+
+    fn parse(s: &str) -> Result<AttemptKind> {
+        match s {
+            "ORIGINAL" => Ok(AttemptKind::Original),
+            "FEE_BUMP" => Ok(AttemptKind::FeeBump),
+            "CANCEL" => Ok(AttemptKind::Cancel),
+            _ => Err(StoreError::Corrupt {
+                what: "attempt kind",
+            }),
+        }
+    }
+}
+
+/// A signed transaction to persist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewAttempt {
+    /// Original, fee bump or cancel.
+    pub kind: AttemptKind,
+    /// Chain id the transaction is signed for.
+    pub chain_id: u64,
+    /// Sender address, 0x-prefixed lowercase.
+    pub sender: String,
+    /// The nonce it uses.
+    pub nonce: u64,
+    /// 0x-prefixed transaction hash.
+    pub tx_hash: String,
+    /// EIP-2718 bytes: exactly what may be broadcast.
+    pub raw_tx: Vec<u8>,
+    /// Gas limit.
+    pub gas_limit: u64,
+    /// Wei.
+    pub max_fee_per_gas: u128,
+    /// Wei.
+    pub max_priority_fee_per_gas: u128,
+}
+
+/// A persisted attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// 1 for the original, then 2, 3, ...
+    pub attempt: u32,
+    /// The network it was signed for.
+    pub network: String,
+    /// The signed transaction.
+    pub signed: NewAttempt,
+    /// When it was persisted.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A sending account: the tenant's hot wallet on one network.
+#[derive(Debug, Clone, Copy)]
+pub struct Sender<'a> {
+    /// The network id.
+    pub network: &'a str,
+    /// 0x-prefixed lowercase address.
+    pub address: &'a str,
+    /// The nonce of its first transaction (the account's on-chain nonce when the wallet was put
+    /// in service); later nonces come from the store.
+    pub initial_nonce: u64,
+}
+
+/// The operation as the signer must verify it.
+#[derive(Debug, Clone)]
+pub struct SigningInput {
+    /// The stored operation, payload fields included.
+    pub operation: Operation,
+    /// The payload hash of every approval of this operation.
+    pub approved_hashes: Vec<PayloadHash>,
+    /// The current lease owner, if any.
+    pub lease_owner: Option<String>,
+    /// True when there is no lease or it has expired.
+    pub lease_expired: bool,
+}
+
+#[derive(sqlx::FromRow)]
+struct AttemptRow {
+    attempt: i32,
+    kind: String,
+    network: String,
+    chain_id: i64,
+    sender: String,
+    nonce: i64,
+    tx_hash: String,
+    raw_tx: Vec<u8>,
+    gas_limit: i64,
+    max_fee_per_gas: String,
+    max_priority_fee_per_gas: String,
+    created_at: DateTime<Utc>,
+}
+
+impl AttemptRow {
+    fn into_attempt(self) -> Result<Attempt> {
+        let corrupt = |_| StoreError::Corrupt { what: "attempt" };
+        Ok(Attempt {
+            attempt: u32::try_from(self.attempt).map_err(corrupt)?,
+            network: self.network,
+            signed: NewAttempt {
+                kind: AttemptKind::parse(&self.kind)?,
+                chain_id: u64::try_from(self.chain_id).map_err(corrupt)?,
+                sender: self.sender,
+                nonce: u64::try_from(self.nonce).map_err(corrupt)?,
+                tx_hash: self.tx_hash,
+                raw_tx: self.raw_tx,
+                gas_limit: u64::try_from(self.gas_limit).map_err(corrupt)?,
+                max_fee_per_gas: self
+                    .max_fee_per_gas
+                    .parse()
+                    .map_err(|_| StoreError::Corrupt {
+                        what: "attempt fee",
+                    })?,
+                max_priority_fee_per_gas: self.max_priority_fee_per_gas.parse().map_err(|_| {
+                    StoreError::Corrupt {
+                        what: "attempt fee",
+                    }
+                })?,
+            },
+            created_at: self.created_at,
+        })
+    }
+}
+
+const SELECT_ATTEMPTS: &str = "SELECT attempt, kind, network, chain_id, sender, nonce, tx_hash, \
+     raw_tx, gas_limit, max_fee_per_gas::text AS max_fee_per_gas, \
+     max_priority_fee_per_gas::text AS max_priority_fee_per_gas, created_at \
+     FROM tx_attempts WHERE tenant_id = $1 AND op_id = $2 ORDER BY attempt";
+
+impl Store {
+    /// The operation, its approvals' hashes and its lease, or `None` for another tenant's or a
+    /// missing operation.
+    pub async fn signing_input(
+        &self,
+        tenant_id: TenantId,
+        op_id: OperationId,
+    ) -> Result<Option<SigningInput>> {
+        let Some(operation) = self.get_withdrawal(tenant_id, op_id).await? else {
+            return Ok(None);
+        };
+        let hashes: Vec<(Vec<u8>,)> = sqlx::query_as(
+            "SELECT payload_hash FROM approvals WHERE tenant_id = $1 AND op_id = $2",
+        )
+        .bind(tenant_id.as_uuid())
+        .bind(op_id.as_uuid())
+        .fetch_all(&self.pool)
+        .await?;
+        let approved_hashes = hashes
+            .iter()
+            .map(|(h,)| PayloadHash::try_from(h.as_slice()))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|_| StoreError::Corrupt {
+                what: "approval hash",
+            })?;
+        let (lease_owner, lease_expired): (Option<String>, bool) = sqlx::query_as(
+            "SELECT lease_owner, coalesce(lease_expires_at <= now(), true) FROM withdrawal_ops \
+             WHERE tenant_id = $1 AND op_id = $2",
+        )
+        .bind(tenant_id.as_uuid())
+        .bind(op_id.as_uuid())
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(Some(SigningInput {
+            operation,
+            approved_hashes,
+            lease_owner,
+            lease_expired,
+        }))
+    }
+
+    /// Every attempt of the operation, oldest first.
+    pub async fn attempts(&self, tenant_id: TenantId, op_id: OperationId) -> Result<Vec<Attempt>> {
+        let rows: Vec<AttemptRow> = sqlx::query_as(SELECT_ATTEMPTS)
+            .bind(tenant_id.as_uuid())
+            .bind(op_id.as_uuid())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(AttemptRow::into_attempt).collect()
+    }
+
+    /// APPROVED -> SIGNING with a lease for `owner`, only while the stored hash is `hash`.
+    pub async fn claim_for_signing(
+        &self,
+        tenant_id: TenantId,
+        op_id: OperationId,
+        owner: &str,
+        hash: PayloadHash,
+        lease: Duration,
+    ) -> Result<()> {
+        let mut claim = TransitionRequest::new(
+            tenant_id,
+            op_id,
+            OperationState::Approved,
+            OperationState::Signing,
+            Actor::Signer,
+            owner,
+            "claimed for signing",
+        );
+        claim.expected_hash = Some(hash);
+        claim.lease_for = Some(lease);
+        self.transition(&claim).await.map(|_| ())
+    }
+
+    /// SIGNING -> APPROVED: gives a claim back. With `owner` the lease must be that owner's and
+    /// live; without, it must have expired. Refused once any attempt exists.
+    pub async fn release_claim(
+        &self,
+        tenant_id: TenantId,
+        op_id: OperationId,
+        owner: Option<&str>,
+        actor_id: &str,
+        reason: &str,
+    ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        let (signed,): (bool,) = sqlx::query_as(
+            "SELECT EXISTS (SELECT 1 FROM tx_attempts WHERE tenant_id = $1 AND op_id = $2)",
+        )
+        .bind(tenant_id.as_uuid())
+        .bind(op_id.as_uuid())
+        .fetch_one(&mut *tx)
+        .await?;
+        if signed {
+            return Err(StoreError::Conflict {
+                current: Some(OperationState::Signing),
+            });
+        }
+        let mut release = TransitionRequest::new(
+            tenant_id,
+            op_id,
+            OperationState::Signing,
+            OperationState::Approved,
+            Actor::Signer,
+            actor_id,
+            reason,
+        );
+        release.lease_guard = match owner {
+            Some(owner) => LeaseGuard::HeldBy(owner),
+            None => LeaseGuard::Expired,
+        };
+        transition_in(&mut tx, &release).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// In one transaction: takes the sender's next nonce (starting at `initial_nonce` for a new
+    /// sender), calls `sign` with it, persists the original attempt, advances the nonce and moves
+    /// the operation SIGNING -> SIGNED under `owner`'s lease. Nothing is kept if any step fails.
+    pub async fn persist_signed<E>(
+        &self,
+        tenant_id: TenantId,
+        op_id: OperationId,
+        owner: &str,
+        sender: &Sender<'_>,
+        sign: impl FnOnce(u64) -> std::result::Result<NewAttempt, E>,
+    ) -> Result<std::result::Result<Attempt, E>> {
+        let (network, initial_nonce) = (sender.network, sender.initial_nonce);
+        let sender = sender.address;
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO signer_nonces (network, sender, next_nonce) VALUES ($1, $2, $3) \
+             ON CONFLICT (network, sender) DO NOTHING",
+        )
+        .bind(network)
+        .bind(sender)
+        .bind(i64::try_from(initial_nonce).map_err(|_| StoreError::Corrupt { what: "nonce" })?)
+        .execute(&mut *tx)
+        .await?;
+        let (next,): (i64,) = sqlx::query_as(
+            "SELECT next_nonce FROM signer_nonces WHERE network = $1 AND sender = $2 FOR UPDATE",
+        )
+        .bind(network)
+        .bind(sender)
+        .fetch_one(&mut *tx)
+        .await?;
+        let nonce = u64::try_from(next).map_err(|_| StoreError::Corrupt { what: "nonce" })?;
+        let signed = match sign(nonce) {
+            Ok(signed) => signed,
+            Err(e) => return Ok(Err(e)),
+        };
+        if signed.nonce != nonce || signed.kind != AttemptKind::Original || signed.sender != sender
+        {
+            return Err(StoreError::Corrupt {
+                what: "signed attempt",
+            });
+        }
+        let attempt = insert_attempt(&mut tx, tenant_id, op_id, 1, network, &signed).await?;
+        sqlx::query("UPDATE signer_nonces SET next_nonce = next_nonce + 1 WHERE network = $1 AND sender = $2")
+            .bind(network)
+            .bind(sender)
+            .execute(&mut *tx)
+            .await?;
+        let mut done = TransitionRequest::new(
+            tenant_id,
+            op_id,
+            OperationState::Signing,
+            OperationState::Signed,
+            Actor::Signer,
+            owner,
+            "signed and persisted",
+        );
+        done.lease_guard = LeaseGuard::HeldBy(owner);
+        done.signed_tx_ref = Some(&signed.tx_hash);
+        transition_in(&mut tx, &done).await?;
+        opledger_failpoint::hit("sign.before_commit");
+        tx.commit().await?;
+        opledger_failpoint::hit("sign.after_commit");
+        Ok(Ok(attempt))
+    }
+
+    /// Persists a replacement (fee bump or cancel) of the latest attempt as the next attempt;
+    /// `sign` receives the latest attempt. Only for SIGNED, BROADCAST or UNKNOWN operations.
+    pub async fn persist_replacement<E>(
+        &self,
+        tenant_id: TenantId,
+        op_id: OperationId,
+        sign: impl FnOnce(&Attempt) -> std::result::Result<NewAttempt, E>,
+    ) -> Result<std::result::Result<Attempt, E>> {
+        let mut tx = self.pool.begin().await?;
+        let state: Option<(String,)> = sqlx::query_as(
+            "SELECT state FROM withdrawal_ops WHERE tenant_id = $1 AND op_id = $2 FOR UPDATE",
+        )
+        .bind(tenant_id.as_uuid())
+        .bind(op_id.as_uuid())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((state,)) = state else {
+            return Err(StoreError::NotFound { what: "withdrawal" });
+        };
+        let state: OperationState = state
+            .parse()
+            .map_err(|_| StoreError::Corrupt { what: "state" })?;
+        if !matches!(
+            state,
+            OperationState::Signed | OperationState::Broadcast | OperationState::Unknown
+        ) {
+            return Err(StoreError::Conflict {
+                current: Some(state),
+            });
+        }
+        let rows: Vec<AttemptRow> = sqlx::query_as(SELECT_ATTEMPTS)
+            .bind(tenant_id.as_uuid())
+            .bind(op_id.as_uuid())
+            .fetch_all(&mut *tx)
+            .await?;
+        let latest = rows
+            .into_iter()
+            .map(AttemptRow::into_attempt)
+            .collect::<Result<Vec<_>>>()?
+            .pop()
+            .ok_or(StoreError::Corrupt {
+                what: "signed operation without attempt",
+            })?;
+        let signed = match sign(&latest) {
+            Ok(signed) => signed,
+            Err(e) => return Ok(Err(e)),
+        };
+        if signed.nonce != latest.signed.nonce || signed.kind == AttemptKind::Original {
+            return Err(StoreError::Corrupt {
+                what: "replacement attempt",
+            });
+        }
+        let attempt = insert_attempt(
+            &mut tx,
+            tenant_id,
+            op_id,
+            latest.attempt + 1,
+            &latest.network,
+            &signed,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Ok(attempt))
+    }
+
+    /// Records a security-relevant refusal (a fixed description, never a payload value).
+    pub async fn record_security_event(
+        &self,
+        tenant_id: TenantId,
+        op_id: OperationId,
+        kind: &str,
+        actor: Actor,
+        actor_id: &str,
+        detail: &str,
+    ) -> Result<()> {
+        let mut conn = self.pool.acquire().await?;
+        record_security_event(
+            &mut conn,
+            tenant_id,
+            Some(op_id),
+            kind,
+            actor,
+            actor_id,
+            detail,
+        )
+        .await
+    }
+}
+
+async fn insert_attempt(
+    conn: &mut sqlx::PgConnection,
+    tenant_id: TenantId,
+    op_id: OperationId,
+    number: u32,
+    network: &str,
+    signed: &NewAttempt,
+) -> Result<Attempt> {
+    let as_i64 = |v: u64| i64::try_from(v).map_err(|_| StoreError::Corrupt { what: "attempt" });
+    let (created_at,): (DateTime<Utc>,) = sqlx::query_as(
+        "INSERT INTO tx_attempts (tenant_id, op_id, attempt, kind, network, chain_id, sender, nonce, \
+           tx_hash, raw_tx, gas_limit, max_fee_per_gas, max_priority_fee_per_gas) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::numeric, $13::numeric) \
+         RETURNING created_at",
+    )
+    .bind(tenant_id.as_uuid())
+    .bind(op_id.as_uuid())
+    .bind(i32::try_from(number).map_err(|_| StoreError::Corrupt { what: "attempt" })?)
+    .bind(signed.kind.as_str())
+    .bind(network)
+    .bind(as_i64(signed.chain_id)?)
+    .bind(&signed.sender)
+    .bind(as_i64(signed.nonce)?)
+    .bind(&signed.tx_hash)
+    .bind(&signed.raw_tx)
+    .bind(as_i64(signed.gas_limit)?)
+    .bind(signed.max_fee_per_gas.to_string())
+    .bind(signed.max_priority_fee_per_gas.to_string())
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(Attempt {
+        attempt: number,
+        network: network.to_owned(),
+        signed: signed.clone(),
+        created_at,
+    })
+}

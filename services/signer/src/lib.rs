@@ -1,0 +1,69 @@
+//! The signer: the security boundary between an approved withdrawal and signed bytes.
+//!
+//! It recomputes the payload hash from the stored fields and refuses (recording a security event)
+//! unless it equals the stored and the approved hash; claims the operation with a conditional
+//! update and a lease; allocates the nonce, signs and persists the attempt and moves the operation
+//! to SIGNED in one transaction before it answers. Its only outbound connection is its database
+//! (as `opledger_signer`, which can write nothing but signing columns and attempts); keys are
+//! decrypted once into zeroizing memory and never leave the key provider.
+
+pub mod config;
+mod service;
+pub mod signing;
+pub mod wallets;
+
+pub use config::Config;
+pub use service::{SignerApi, signer_status};
+pub use signing::Signer;
+pub use wallets::Wallets;
+
+use opledger_grpc::server::{self, ServeError};
+pub use opledger_proto::v1::signer_service_server::SERVICE_NAME;
+use opledger_proto::v1::signer_service_server::SignerServiceServer;
+use opledger_store::Store;
+use std::sync::Arc;
+use tonic::service::Routes;
+
+/// The service's routes for a signer and the SHA-256 of each accepted caller token.
+pub fn routes(signer: Signer, callers: Vec<[u8; 32]>) -> Routes {
+    Routes::new(SignerServiceServer::new(SignerApi::new(signer, callers)))
+}
+
+/// Why the signer could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A wallet could not be loaded.
+    #[error(transparent)]
+    Wallet(#[from] wallets::WalletError),
+    /// The server could not start or failed.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+}
+
+/// Loads the wallets, connects the store, binds the address and serves until Ctrl-C or SIGTERM.
+pub async fn run(config: Config) -> Result<(), StartError> {
+    let wallets = Arc::new(Wallets::load(&config)?);
+    tracing::info!(wallets = wallets.len(), "signer keys loaded");
+    let callers = config
+        .caller_token_sha256
+        .iter()
+        .filter_map(|h| hex::decode(h).ok()?.try_into().ok())
+        .collect();
+    let store = Store::connect(&config.database_url.0, config.store_config())
+        .await
+        .map_err(|e| ServeError::Database(e.log_safe()))?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let signer = Signer::new(store, Arc::new(config), wallets);
+    Ok(server::serve(
+        listener,
+        SERVICE_NAME,
+        routes(signer, callers),
+        server::shutdown_signal(),
+    )
+    .await?)
+}

@@ -1,0 +1,418 @@
+//! The signing procedure: verify, claim, sign, persist, answer. No step trusts a value it did not
+//! recompute from the stored fields.
+
+use crate::config::{Config, NetworkConfig};
+use crate::wallets::{Wallet, Wallets};
+use alloy_primitives::{Address, U256};
+use opledger_domain::ids::{OperationId, TenantId};
+use opledger_domain::payload::WithdrawalPayload;
+use opledger_domain::state::{Actor, OperationState};
+use opledger_evm::signer::{self as evm, SignError};
+use opledger_evm::tx::{self, TransferKind, TransferRequest, TxError};
+use opledger_store::signing::{Attempt, AttemptKind, NewAttempt, Sender, SigningInput};
+use opledger_store::{Store, StoreError};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why the signer refused or failed. Messages carry no address, amount, memo or key material.
+#[derive(Debug, thiserror::Error)]
+pub enum SignerError {
+    /// No such withdrawal for the tenant.
+    #[error("withdrawal not found")]
+    NotFound,
+    /// The recomputed payload hash differs from the stored or the approved hash. Recorded as a
+    /// security event; nothing was signed.
+    #[error("payload hash recomputed from the stored fields does not match the approved hash")]
+    HashMismatch,
+    /// The operation is not APPROVED (or is claimed by a live lease: `retry`).
+    #[error("withdrawal is not signable in state {}", state.as_str())]
+    NotSignable {
+        /// Its state.
+        state: OperationState,
+        /// True when another signer holds a live lease: retry later.
+        retry: bool,
+    },
+    /// The fee the signer would spend is above the payload's fee cap.
+    #[error("network fee would exceed the payload's fee cap")]
+    FeeCapExceeded,
+    /// No wallet, network or asset configuration for this withdrawal.
+    #[error("signer has no {0} configured for this withdrawal")]
+    NotConfigured(&'static str),
+    /// Building or signing the transaction failed.
+    #[error("signing failed: {0}")]
+    Sign(#[from] SignError),
+    /// A replacement could not be derived.
+    #[error("replacement refused: {0}")]
+    Replacement(#[from] TxError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The signer's state: store, configuration and keys.
+#[derive(Debug, Clone)]
+pub struct Signer {
+    store: Store,
+    config: Arc<Config>,
+    wallets: Arc<Wallets>,
+}
+
+/// A signed attempt and whether an earlier call had already persisted it.
+#[derive(Debug, Clone)]
+pub struct Signed {
+    /// The latest persisted attempt.
+    pub attempt: Attempt,
+    /// True when nothing new was signed by this call.
+    pub already_signed: bool,
+}
+
+impl Signer {
+    /// A signer over this store, configuration and wallets.
+    pub fn new(store: Store, config: Arc<Config>, wallets: Arc<Wallets>) -> Signer {
+        Signer {
+            store,
+            config,
+            wallets,
+        }
+    }
+
+    /// Signs an APPROVED withdrawal once; any later call returns the persisted attempt.
+    pub async fn sign_withdrawal(
+        &self,
+        tenant: TenantId,
+        op: OperationId,
+    ) -> Result<Signed, SignerError> {
+        if let Some(stored) = self.stored(tenant, op).await? {
+            return Ok(stored);
+        }
+        let input = self
+            .store
+            .signing_input(tenant, op)
+            .await?
+            .ok_or(SignerError::NotFound)?;
+        let state = input.operation.state;
+        if !matches!(state, OperationState::Approved | OperationState::Signing) {
+            // Signed by a concurrent call between our two reads: answer with its artifact.
+            return match self.stored(tenant, op).await? {
+                Some(stored) => Ok(stored),
+                None => Err(SignerError::NotSignable {
+                    state,
+                    retry: false,
+                }),
+            };
+        }
+        self.verify(tenant, op, &input).await?;
+        let (wallet, request) = self.plan(tenant, &input.operation.payload)?;
+        let owner = format!(
+            "{}:{}",
+            self.config.instance_id,
+            uuid::Uuid::new_v4().simple()
+        );
+        if let Err(e) = self.claim(tenant, op, &owner, &input).await {
+            // Another call claimed first; if it has finished, its artifact is the answer.
+            return match self.stored(tenant, op).await? {
+                Some(stored) => Ok(stored),
+                None => Err(e),
+            };
+        }
+        opledger_failpoint::hit("sign.after_claim");
+        // Verify again under the claim: the stored fields must still produce the approved hash.
+        let under_claim = self
+            .store
+            .signing_input(tenant, op)
+            .await?
+            .ok_or(SignerError::NotFound)?;
+        if let Err(e) = self.verify(tenant, op, &under_claim).await {
+            self.store
+                .release_claim(tenant, op, Some(&owner), &owner, "verification failed")
+                .await?;
+            return Err(e);
+        }
+        let payload = &under_claim.operation.payload;
+        let sender = Sender {
+            network: payload.network.as_str(),
+            address: &wallet.address,
+            initial_nonce: wallet.initial_nonce,
+        };
+        let key = wallet.key.clone();
+        let persisted = self
+            .store
+            .persist_signed(tenant, op, &owner, &sender, |nonce| {
+                let request = TransferRequest {
+                    nonce,
+                    ..request.clone()
+                };
+                let signed = evm::sign(&request, key.as_ref())?;
+                opledger_failpoint::hit("sign.after_sign");
+                Ok::<_, SignError>(new_attempt(
+                    AttemptKind::Original,
+                    request.chain_id,
+                    &signed,
+                ))
+            })
+            .await?;
+        match persisted {
+            Ok(attempt) => {
+                tracing::info!(%op, nonce = attempt.signed.nonce, "withdrawal signed and persisted");
+                Ok(Signed {
+                    attempt,
+                    already_signed: false,
+                })
+            }
+            Err(e) => {
+                self.store
+                    .release_claim(tenant, op, Some(&owner), &owner, "signing failed")
+                    .await?;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// The latest persisted attempt, if the operation was signed.
+    async fn stored(
+        &self,
+        tenant: TenantId,
+        op: OperationId,
+    ) -> Result<Option<Signed>, SignerError> {
+        Ok(self
+            .store
+            .attempts(tenant, op)
+            .await?
+            .pop()
+            .map(|attempt| Signed {
+                attempt,
+                already_signed: true,
+            }))
+    }
+
+    /// Persists and returns a fee bump or cancel replacing the latest attempt (same nonce).
+    pub async fn sign_replacement(
+        &self,
+        tenant: TenantId,
+        op: OperationId,
+        kind: AttemptKind,
+    ) -> Result<Signed, SignerError> {
+        let input = self
+            .store
+            .signing_input(tenant, op)
+            .await?
+            .ok_or(SignerError::NotFound)?;
+        self.verify(tenant, op, &input).await?;
+        let payload = &input.operation.payload;
+        let (wallet, network) = self.wallet(tenant, payload)?;
+        let fee_cap = payload.fee_cap.get();
+        let key = wallet.key.clone();
+        let persisted = self
+            .store
+            .persist_replacement(tenant, op, |latest| {
+                let previous = evm::decode(&latest.signed.raw_tx)?
+                    .transfer_request()
+                    .ok_or(SignError::Unsupported("stored attempt is not a transfer"))?;
+                let request = match kind {
+                    AttemptKind::FeeBump => tx::bump(&previous, network.fee_bump_percent, fee_cap)
+                        .map_err(SignError::from)?,
+                    AttemptKind::Cancel | AttemptKind::Original => {
+                        cancel_request(&previous, network, key.address())?
+                    }
+                };
+                let signed = evm::sign(&request, key.as_ref())?;
+                Ok::<_, SignError>(new_attempt(kind, request.chain_id, &signed))
+            })
+            .await?;
+        let attempt = persisted.map_err(|e| match e {
+            SignError::Request(refused) => SignerError::Replacement(refused),
+            other => SignerError::Sign(other),
+        })?;
+        tracing::info!(%op, attempt = attempt.attempt, kind = kind.as_str(), "replacement signed and persisted");
+        Ok(Signed {
+            attempt,
+            already_signed: false,
+        })
+    }
+
+    /// Recomputes the payload hash from the stored fields; it must equal the stored hash and the
+    /// hash of every approval (and there must be at least one approval).
+    async fn verify(
+        &self,
+        tenant: TenantId,
+        op: OperationId,
+        input: &SigningInput,
+    ) -> Result<(), SignerError> {
+        let recomputed = input.operation.payload.hash();
+        let approved = !input.approved_hashes.is_empty()
+            && input.approved_hashes.iter().all(|h| *h == recomputed);
+        if recomputed == input.operation.payload_hash && approved {
+            return Ok(());
+        }
+        self.store
+            .record_security_event(
+                tenant,
+                op,
+                "SIGNER_HASH_MISMATCH",
+                Actor::Signer,
+                &self.config.instance_id,
+                "payload hash recomputed from stored fields differs from the stored or approved hash",
+            )
+            .await?;
+        tracing::error!(%op, "refused to sign: recomputed payload hash does not match");
+        Err(SignerError::HashMismatch)
+    }
+
+    async fn claim(
+        &self,
+        tenant: TenantId,
+        op: OperationId,
+        owner: &str,
+        input: &SigningInput,
+    ) -> Result<(), SignerError> {
+        let lease = Duration::from_secs(self.config.lease_secs);
+        let hash = input.operation.payload_hash;
+        match input.operation.state {
+            OperationState::Approved => {}
+            OperationState::Signing if input.lease_expired => {
+                // The previous claimant died before persisting anything: take the claim back.
+                self.store
+                    .release_claim(tenant, op, None, owner, "expired lease reclaimed")
+                    .await?;
+            }
+            OperationState::Signing => {
+                return Err(SignerError::NotSignable {
+                    state: OperationState::Signing,
+                    retry: true,
+                });
+            }
+            state => {
+                return Err(SignerError::NotSignable {
+                    state,
+                    retry: false,
+                });
+            }
+        }
+        match self
+            .store
+            .claim_for_signing(tenant, op, owner, hash, lease)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(StoreError::Conflict {
+                current: Some(state),
+            }) => Err(SignerError::NotSignable {
+                state,
+                retry: state == OperationState::Signing,
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn wallet(
+        &self,
+        tenant: TenantId,
+        payload: &WithdrawalPayload,
+    ) -> Result<(&Wallet, &NetworkConfig), SignerError> {
+        let network = self
+            .config
+            .networks
+            .get(payload.network.as_str())
+            .ok_or(SignerError::NotConfigured("network"))?;
+        let wallet = self
+            .wallets
+            .get(tenant, payload.network.as_str())
+            .ok_or(SignerError::NotConfigured("wallet"))?;
+        Ok((wallet, network))
+    }
+
+    /// The wallet and the transfer (nonce left at 0) the payload asks for, within its fee cap.
+    fn plan(
+        &self,
+        tenant: TenantId,
+        payload: &WithdrawalPayload,
+    ) -> Result<(Wallet, TransferRequest), SignerError> {
+        let (wallet, network) = self.wallet(tenant, payload)?;
+        let to: Address = payload
+            .destination
+            .as_str()
+            .parse()
+            .map_err(|_| SignerError::NotConfigured("destination format"))?;
+        let amount = U256::from(payload.amount.get());
+        let (kind, gas_limit) = if payload.asset.as_str() == network.native_asset {
+            (
+                TransferKind::Native { value: amount },
+                network.gas_limit_native,
+            )
+        } else {
+            let token = network
+                .tokens
+                .get(payload.asset.as_str())
+                .ok_or(SignerError::NotConfigured("asset"))?;
+            let token: Address = token
+                .parse()
+                .map_err(|_| SignerError::NotConfigured("token address"))?;
+            (
+                TransferKind::Erc20 { token, amount },
+                network.gas_limit_erc20,
+            )
+        };
+        let fee = |s: &str| {
+            s.parse::<u128>()
+                .map_err(|_| SignerError::NotConfigured("fees"))
+        };
+        let request = TransferRequest {
+            chain_id: network.chain_id,
+            nonce: 0,
+            to,
+            kind,
+            gas_limit,
+            max_fee_per_gas: fee(&network.max_fee_per_gas)?,
+            max_priority_fee_per_gas: fee(&network.max_priority_fee_per_gas)?,
+        };
+        tx::build(&request).map_err(SignError::from)?;
+        if tx::max_network_fee(&request) > payload.fee_cap.get() {
+            return Err(SignerError::FeeCapExceeded);
+        }
+        Ok((wallet.clone(), request))
+    }
+}
+
+/// A cancel at the previous attempt's nonce, paying at least 10% more than it (nodes refuse a
+/// cheaper replacement), within the network's cancel budget.
+fn cancel_request(
+    previous: &TransferRequest,
+    network: &NetworkConfig,
+    from: Address,
+) -> Result<TransferRequest, SignError> {
+    let budget: u128 = network
+        .cancel_max_fee_per_gas
+        .parse()
+        .map_err(|_| SignError::Unsupported("cancel budget"))?;
+    let raise = |fee: u128| fee.saturating_add(fee.div_ceil(10));
+    let max_fee = raise(previous.max_fee_per_gas);
+    if max_fee > budget {
+        let gas = u128::from(network.gas_limit_native);
+        return Err(SignError::from(TxError::FeeCapExceeded {
+            required: gas.saturating_mul(max_fee),
+            fee_cap: gas.saturating_mul(budget),
+        }));
+    }
+    Ok(tx::cancel(
+        previous.chain_id,
+        previous.nonce,
+        from,
+        network.gas_limit_native,
+        max_fee,
+        raise(previous.max_priority_fee_per_gas).min(max_fee),
+    ))
+}
+
+fn new_attempt(kind: AttemptKind, chain_id: u64, signed: &evm::SignedTransaction) -> NewAttempt {
+    NewAttempt {
+        kind,
+        chain_id,
+        sender: format!("{:#x}", signed.from),
+        nonce: signed.nonce,
+        tx_hash: format!("{:#x}", signed.hash),
+        raw_tx: signed.raw.clone(),
+        gas_limit: signed.gas_limit,
+        max_fee_per_gas: signed.max_fee_per_gas,
+        max_priority_fee_per_gas: signed.max_priority_fee_per_gas,
+    }
+}

@@ -1,0 +1,8 @@
+//! The signer against real PostgreSQL (as its own restricted role), real gRPC on loopback and a
+//! real anvil node.
+
+mod control_02;
+mod control_04;
+mod control_06;
+mod isolation;
+mod signing;

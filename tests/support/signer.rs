@@ -1,0 +1,215 @@
+//! The signer in tests: its own database login role (a member of `opledger_signer` only), a hot
+//! wallet holding anvil's first public dev key, and the service in-process or as a child process.
+
+use anyhow::Context;
+use opledger_domain::ids::TenantId;
+use opledger_evm::signer::{KdfCost, LocalKey, encrypt_keystore};
+use opledger_proto::v1 as pb;
+use opledger_proto::v1::signer_service_client::SignerServiceClient;
+use opledger_signer::config::{Config, NetworkConfig, WalletConfig};
+use opledger_signer::{Signer, Wallets};
+use opledger_store::{Store, StoreConfig};
+use opledger_testkit::{DEV_KEYS, TestDatabase};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tonic::Request;
+use tonic::transport::Channel;
+use zeroize::Zeroizing;
+
+/// The token tests present to the signer.
+pub const CALLER_TOKEN: &str = "test-broadcaster-token-5b0e2f7c9a41";
+/// The hot wallet's address (anvil dev account 0), lowercase.
+pub const HOT_WALLET: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
+/// The network id and chain id the tests sign for.
+pub const NETWORK: &str = "anvil";
+/// anvil's default chain id.
+pub const CHAIN_ID: u64 = 31337;
+/// A token the signer knows (any address: ERC-20 bytes are checked by decoding, not mined).
+pub const TOKEN: &str = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
+
+const SIGNER_LOGIN: &str = "opledger_signer_login";
+const SIGNER_PASSWORD: &str = "opledger-signer-test";
+
+/// The URL of `db` as the signer's login role (created once per cluster).
+pub async fn signer_url(db: &TestDatabase) -> anyhow::Result<String> {
+    let admin = db.admin_pool().await?;
+    // Roles are cluster-wide and tests run in parallel: tolerate a concurrent creation.
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DO $$ BEGIN \
+           IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{SIGNER_LOGIN}') THEN \
+             CREATE ROLE {SIGNER_LOGIN} LOGIN PASSWORD '{SIGNER_PASSWORD}' IN ROLE opledger_signer; \
+           END IF; \
+         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
+    )))
+    .execute(&admin)
+    .await?;
+    let url = db.app_url.replacen(
+        "opledger_app_login:opledger-app-test@",
+        &format!("{SIGNER_LOGIN}:{SIGNER_PASSWORD}@"),
+        1,
+    );
+    anyhow::ensure!(url != db.app_url, "unexpected app url shape");
+    Ok(url)
+}
+
+/// The anvil network as the signer sees it.
+pub fn network() -> NetworkConfig {
+    NetworkConfig {
+        chain_id: CHAIN_ID,
+        native_asset: "ETH".into(),
+        tokens: BTreeMap::from([("USDC".to_owned(), TOKEN.to_owned())]),
+        gas_limit_native: 21_000,
+        gas_limit_erc20: 100_000,
+        max_fee_per_gas: "2000000000".into(),
+        max_priority_fee_per_gas: "1000000000".into(),
+        fee_bump_percent: 25,
+        cancel_max_fee_per_gas: "20000000000".into(),
+    }
+}
+
+/// A signer configuration for one tenant's hot wallet.
+pub fn config(
+    database_url: &str,
+    tenant: TenantId,
+    keystore: &Path,
+    passphrase: &Path,
+    lease_secs: u64,
+) -> Config {
+    Config {
+        database_url: opledger_grpc::config::DatabaseUrl(database_url.to_owned()),
+        lease_secs,
+        instance_id: "signer-test".into(),
+        caller_token_sha256: vec![hex::encode(Sha256::digest(CALLER_TOKEN.as_bytes()))],
+        networks: BTreeMap::from([(NETWORK.to_owned(), network())]),
+        wallets: vec![WalletConfig {
+            tenant_id: tenant.to_string(),
+            network: NETWORK.into(),
+            keystore: keystore.to_owned(),
+            passphrase_file: Some(passphrase.to_owned()),
+            passphrase_env: None,
+            initial_nonce: 0,
+        }],
+        ..Config::default()
+    }
+}
+
+fn hot_secret() -> anyhow::Result<Zeroizing<[u8; 32]>> {
+    let bytes = hex::decode(DEV_KEYS[0].1.trim_start_matches("0x"))?;
+    let mut secret = Zeroizing::new([0_u8; 32]);
+    secret.copy_from_slice(&bytes);
+    Ok(secret)
+}
+
+/// Writes the hot wallet as a keystore (light KDF) and its passphrase into `dir`.
+pub fn write_keystore(dir: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let passphrase = b"test passphrase, never a real one";
+    let json = encrypt_keystore(&hot_secret()?, passphrase, KdfCost::Light, &mut rand::rng())?;
+    let (keystore, pass) = (dir.join("hot.json"), dir.join("hot.pass"));
+    std::fs::write(&keystore, json)?;
+    std::fs::write(&pass, passphrase)?;
+    Ok((keystore, pass))
+}
+
+/// A signer served in-process, connected as the signer role.
+#[derive(Debug)]
+pub struct InProcessSigner {
+    /// Its address.
+    pub addr: SocketAddr,
+    server: tokio::task::JoinHandle<Result<(), opledger_grpc::server::ServeError>>,
+}
+
+impl Drop for InProcessSigner {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl InProcessSigner {
+    /// Starts a signer for `tenant` on `db`.
+    pub async fn start(db: &TestDatabase, tenant: TenantId) -> anyhow::Result<InProcessSigner> {
+        let url = signer_url(db).await?;
+        let store = Store::connect(
+            &url,
+            StoreConfig {
+                max_connections: 8,
+                ..StoreConfig::default()
+            },
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("signer role cannot connect: {}", e.log_safe()))?;
+        let config = config(&url, tenant, Path::new("unused"), Path::new("unused"), 30);
+        let mut wallets = Wallets::default();
+        wallets.insert(
+            tenant,
+            NETWORK,
+            Arc::new(LocalKey::from_secret_bytes(hot_secret()?)?),
+            0,
+        );
+        let callers = vec![Sha256::digest(CALLER_TOKEN.as_bytes()).into()];
+        let signer = Signer::new(store, Arc::new(config), Arc::new(wallets));
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let server = tokio::spawn(opledger_grpc::server::serve(
+            listener,
+            opledger_signer::SERVICE_NAME,
+            opledger_signer::routes(signer, callers),
+            std::future::pending(),
+        ));
+        Ok(InProcessSigner { addr, server })
+    }
+}
+
+/// A client of a signer at `addr`.
+pub async fn client(addr: SocketAddr) -> anyhow::Result<SignerServiceClient<Channel>> {
+    Ok(SignerServiceClient::connect(format!("http://{addr}")).await?)
+}
+
+/// A SignWithdrawal request carrying the caller token.
+pub fn sign_request(tenant: TenantId, withdrawal_id: &str) -> Request<pb::SignWithdrawalRequest> {
+    crate::authed(
+        CALLER_TOKEN,
+        pb::SignWithdrawalRequest {
+            tenant_id: tenant.to_string(),
+            withdrawal_id: withdrawal_id.to_owned(),
+        },
+    )
+}
+
+/// Approves `w` with the tenant's approver key (one approver suffices by default).
+pub async fn approve(
+    stack: &crate::Stack,
+    tenant: &crate::Tenant,
+    w: &pb::Withdrawal,
+) -> anyhow::Result<()> {
+    let mut approvals = stack.approvals().await?;
+    let done = approvals
+        .approve_withdrawal(crate::authed(
+            &tenant.approver,
+            pb::ApproveWithdrawalRequest {
+                withdrawal_id: w.withdrawal_id.clone(),
+                payload_hash: w.payload_hash.clone(),
+                acknowledged_risk_flags: w.risk_flags.clone(),
+            },
+        ))
+        .await?
+        .into_inner();
+    anyhow::ensure!(
+        done.state == pb::WithdrawalState::Approved as i32,
+        "not approved"
+    );
+    Ok(())
+}
+
+/// Counts signed attempts of an operation.
+pub async fn attempts(stack: &crate::Stack, withdrawal_id: &str) -> anyhow::Result<i64> {
+    let id: uuid::Uuid = withdrawal_id.parse().context("withdrawal id")?;
+    let (n,): (i64,) = sqlx::query_as("SELECT count(*) FROM tx_attempts WHERE op_id = $1")
+        .bind(id)
+        .fetch_one(stack.admin.pool())
+        .await?;
+    Ok(n)
+}
