@@ -15,3 +15,11 @@ GRANT CREATE ON DATABASE opledger TO opledger_owner;
 CREATE ROLE opledger_operations LOGIN PASSWORD 'change-me-operations' IN ROLE opledger_app;
 ALTER ROLE opledger_operations SET statement_timeout = '10s';
 ALTER ROLE opledger_operations SET idle_in_transaction_session_timeout = '30s';
+
+-- The signer: a member of opledger_signer only. Its grants allow reading what it verifies and
+-- writing only signing columns, attempts and nonces (crates/store/migrations/*_signing.sql).
+CREATE ROLE opledger_signer_svc LOGIN PASSWORD 'change-me-signer' IN ROLE opledger_signer;
+ALTER ROLE opledger_signer_svc SET statement_timeout = '10s';
+
+-- The approvals service, like the operations service, is a member of opledger_app.
+CREATE ROLE opledger_approvals LOGIN PASSWORD 'change-me-approvals' IN ROLE opledger_app;

@@ -90,3 +90,16 @@ fn the_signer_binary_links_no_chain_rpc_or_http_client() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn the_deployment_example_configuration_loads_and_validates() -> anyhow::Result<()> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/signer/signer.example.toml");
+    let config = opledger_signer::Config::load(Some(&path))?;
+    assert!(
+        config.tls.as_ref().is_some_and(|t| t.client_ca.is_some()),
+        "the example uses mutual TLS"
+    );
+    assert_eq!(config.wallets.len(), 1);
+    Ok(())
+}

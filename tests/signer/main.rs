@@ -6,3 +6,4 @@ mod control_04;
 mod control_06;
 mod isolation;
 mod signing;
+mod tls;

@@ -131,6 +131,23 @@ impl Drop for InProcessSigner {
 impl InProcessSigner {
     /// Starts a signer for `tenant` on `db`.
     pub async fn start(db: &TestDatabase, tenant: TenantId) -> anyhow::Result<InProcessSigner> {
+        Self::start_with(db, tenant, None).await
+    }
+
+    /// Starts a signer for `tenant` on `db` that accepts TLS only, with these settings.
+    pub async fn start_tls(
+        db: &TestDatabase,
+        tenant: TenantId,
+        tls: tonic::transport::ServerTlsConfig,
+    ) -> anyhow::Result<InProcessSigner> {
+        Self::start_with(db, tenant, Some(tls)).await
+    }
+
+    async fn start_with(
+        db: &TestDatabase,
+        tenant: TenantId,
+        tls: Option<tonic::transport::ServerTlsConfig>,
+    ) -> anyhow::Result<InProcessSigner> {
         let url = signer_url(db).await?;
         let store = Store::connect(
             &url,
@@ -153,10 +170,11 @@ impl InProcessSigner {
         let signer = Signer::new(store, Arc::new(config), Arc::new(wallets));
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let server = tokio::spawn(opledger_grpc::server::serve(
+        let server = tokio::spawn(opledger_grpc::server::serve_tls(
             listener,
             opledger_signer::SERVICE_NAME,
             opledger_signer::routes(signer, callers),
+            tls,
             std::future::pending(),
         ));
         Ok(InProcessSigner { addr, server })

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tonic::service::Routes;
+use tonic::transport::ServerTlsConfig;
 use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
@@ -87,6 +88,18 @@ pub async fn serve(
     routes: Routes,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
+    serve_tls(listener, service_name, routes, None, shutdown).await
+}
+
+/// Like [`serve`], over TLS when `tls` is given (with a client CA: mutual TLS, so only holders of
+/// a certificate that CA issued can connect at all).
+pub async fn serve_tls(
+    listener: TcpListener,
+    service_name: &str,
+    routes: Routes,
+    tls: Option<ServerTlsConfig>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_service_status(service_name, ServingStatus::Serving)
@@ -97,7 +110,11 @@ pub async fn serve(
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(listen = %addr, service = service_name, "listening");
     }
-    tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls)?;
+    }
+    builder
         .add_routes(routes)
         .serve_with_incoming_shutdown(
             TcpIncoming::from(listener).with_nodelay(Some(true)),

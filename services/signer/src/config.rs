@@ -31,6 +31,23 @@ pub struct Config {
     pub networks: BTreeMap<String, NetworkConfig>,
     /// Hot wallets: one per tenant and network.
     pub wallets: Vec<WalletConfig>,
+    /// TLS on the gRPC port; with `client_ca`, mutual TLS (recommended in production).
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+}
+
+/// The signer's TLS identity and, for mutual TLS, the CA that issues its callers' certificates.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM certificate chain of the signer.
+    pub cert: PathBuf,
+    /// PEM private key of the signer.
+    pub key: PathBuf,
+    /// PEM CA certificate; when set, only clients with a certificate it issued can connect. Use a
+    /// CA that issues certificates to the signer's callers only (the broadcaster).
+    #[serde(default)]
+    pub client_ca: Option<PathBuf>,
 }
 
 /// How the signer builds transactions on one network.
@@ -91,6 +108,7 @@ impl Default for Config {
             caller_token_sha256: Vec::new(),
             networks: BTreeMap::new(),
             wallets: Vec::new(),
+            tls: None,
         }
     }
 }

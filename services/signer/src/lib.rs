@@ -23,6 +23,7 @@ use opledger_proto::v1::signer_service_server::SignerServiceServer;
 use opledger_store::Store;
 use std::sync::Arc;
 use tonic::service::Routes;
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 /// The service's routes for a signer and the SHA-256 of each accepted caller token.
 pub fn routes(signer: Signer, callers: Vec<[u8; 32]>) -> Routes {
@@ -35,6 +36,14 @@ pub enum StartError {
     /// A wallet could not be loaded.
     #[error(transparent)]
     Wallet(#[from] wallets::WalletError),
+    /// A TLS file could not be read.
+    #[error("cannot read the tls {what} file: {source}")]
+    Tls {
+        /// Which file.
+        what: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The server could not start or failed.
     #[error(transparent)]
     Serve(#[from] ServeError),
@@ -58,12 +67,28 @@ pub async fn run(config: Config) -> Result<(), StartError> {
             addr: config.listen,
             source,
         })?;
+    let tls = config.tls.as_ref().map(tls_config).transpose()?;
     let signer = Signer::new(store, Arc::new(config), wallets);
-    Ok(server::serve(
+    let routes = routes(signer, callers);
+    Ok(server::serve_tls(
         listener,
         SERVICE_NAME,
-        routes(signer, callers),
+        routes,
+        tls,
         server::shutdown_signal(),
     )
     .await?)
+}
+
+/// The server TLS settings: identity, and the client CA when mutual TLS is configured.
+pub fn tls_config(tls: &config::TlsConfig) -> Result<ServerTlsConfig, StartError> {
+    let read = |what, path: &std::path::Path| {
+        std::fs::read(path).map_err(|source| StartError::Tls { what, source })
+    };
+    let identity = Identity::from_pem(read("cert", &tls.cert)?, read("key", &tls.key)?);
+    let mut out = ServerTlsConfig::new().identity(identity);
+    if let Some(ca) = &tls.client_ca {
+        out = out.client_ca_root(Certificate::from_pem(read("client_ca", ca)?));
+    }
+    Ok(out)
 }
