@@ -8,7 +8,9 @@
 # between runs, durable settings), creates the `opledger` database, applies migrations, creates
 # the application login role, a demo tenant with client/approver/operator keys (written once to
 # .data/dev/keys.env, mode 600: a dev convenience, never do this with real keys) and funds its
-# `treasury` ETH account. Then it starts the operations service and prints how to call it.
+# `treasury` ETH account, a signer database role, a demo hot wallet keystore (anvil's first PUBLIC
+# dev key, light KDF: development only) and a signer caller token. Then it starts the operations,
+# approvals and signer services and prints how to call them.
 #
 # Environment:
 #   OPLEDGER_DATABASE_URL     owner URL of an existing database to use instead of a local cluster
@@ -29,7 +31,8 @@ if [[ "${1:-}" == "--release" ]]; then
 fi
 
 log "building the workspace binaries ($profile)"
-cargo build "${cargo_flags[@]}" -p opledger-operations -p opledger-admin >&2
+cargo build "${cargo_flags[@]}" -p opledger-operations -p opledger-approvals -p opledger-signer \
+    -p opledger-admin >&2
 bin="$OPLEDGER_REPO_ROOT/target/$profile"
 
 state="$OPLEDGER_REPO_ROOT/.data/dev"
@@ -54,6 +57,7 @@ else
     fi
     app_password="$(cat "$app_password_file")"
     app_url="postgres://opledger_dev_app:${app_password}@${server#postgres://*@}/opledger"
+    signer_url="postgres://opledger_dev_signer:${app_password}@${server#postgres://*@}/opledger"
 fi
 
 log "applying migrations"
@@ -65,6 +69,9 @@ DO \$\$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'opledger_dev_app') THEN
         CREATE ROLE opledger_dev_app LOGIN PASSWORD '${app_password}' IN ROLE opledger_app;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'opledger_dev_signer') THEN
+        CREATE ROLE opledger_dev_signer LOGIN PASSWORD '${app_password}' IN ROLE opledger_signer;
     END IF;
 END
 \$\$;
@@ -90,12 +97,58 @@ fi
     --asset ETH --amount 1000000000000000000000 --key dev-stack-initial-funding-v1 >&2
 
 listen="${OPLEDGER_OPERATIONS_LISTEN:-127.0.0.1:50051}"
+approvals_listen="127.0.0.1:50052"
+signer_listen="127.0.0.1:50053"
+if ! grep -q '^OPLEDGER_DEMO_SIGNER_TOKEN=' "$keys"; then
+    echo "OPLEDGER_DEMO_SIGNER_TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$keys"
+fi
 # shellcheck disable=SC1090
 source "$keys"
+
+# The demo hot wallet: anvil's first dev key, which is PUBLIC. Development only.
+hot="$state/hot.json"
+if [[ ! -s "$hot" ]]; then
+    (umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$state/hot.pass")
+    secret_file="$state/hot.secret"
+    (umask 077 && echo "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80" >"$secret_file")
+    "$bin/opledger-admin" keystore import --secret-file "$secret_file" --out "$hot" \
+        --passphrase-file "$state/hot.pass" --kdf light >&2
+    rm -f "$secret_file"
+fi
+tenant_id="$(psql "$owner_url" -tAc "SELECT tenant_id FROM tenants WHERE name = 'demo'")"
+token_sha="$(printf %s "$OPLEDGER_DEMO_SIGNER_TOKEN" | sha256sum | cut -d' ' -f1)"
+signer_config="$state/signer.toml"
+if [[ -n "${signer_url:-}" ]]; then
+    cat >"$signer_config" <<TOML
+listen = "$signer_listen"
+database_url = "$signer_url"
+instance_id = "dev-signer"
+caller_token_sha256 = ["$token_sha"]
+
+[networks.anvil]
+chain_id = 31337
+native_asset = "ETH"
+gas_limit_native = 21000
+gas_limit_erc20 = 100000
+max_fee_per_gas = "2000000000"
+max_priority_fee_per_gas = "1000000000"
+fee_bump_percent = 25
+cancel_max_fee_per_gas = "20000000000"
+
+[[wallets]]
+tenant_id = "$tenant_id"
+network = "anvil"
+keystore = "$hot"
+passphrase_file = "$state/hot.pass"
+TOML
+    chmod 600 "$signer_config"
+fi
 cat >&2 <<EOF2
 
 opledger dev stack
   operations gRPC   $listen  (health and server reflection enabled)
+  approvals gRPC    $approvals_listen
+  signer gRPC       $signer_listen  (caller token: \$OPLEDGER_DEMO_SIGNER_TOKEN)
   database          $owner_url
   demo keys         $keys
 
@@ -106,7 +159,11 @@ Call it, for example with grpcurl (reflection lists every method):
     $listen opledger.v1.OperationsService/CreateWithdrawal
   grpcurl -plaintext -H "authorization: Bearer \$OPLEDGER_DEMO_CLIENT_KEY" \\
     -d '{"account":"treasury","asset":"ETH"}' $listen opledger.v1.OperationsService/GetBalance
-(source $keys first; Ctrl-C stops the service and the local cluster)
+  grpcurl -plaintext -H "authorization: Bearer \$OPLEDGER_DEMO_APPROVER_KEY" \\
+    -d '{"withdrawal_id":"<id>","payload_hash":"<payload_hash>"}' $approvals_listen opledger.v1.ApprovalsService/ApproveWithdrawal
+  grpcurl -plaintext -H "authorization: Bearer \$OPLEDGER_DEMO_SIGNER_TOKEN" \\
+    -d '{"tenant_id":"$tenant_id","withdrawal_id":"<id>"}' $signer_listen opledger.v1.SignerService/SignWithdrawal
+(source $keys first; Ctrl-C stops the services and the local cluster)
 
 EOF2
 
@@ -116,8 +173,19 @@ cleanup() {
     fi
 }
 trap cleanup EXIT
+pids=()
+OPLEDGER_APPROVALS_DATABASE_URL="$app_url" OPLEDGER_APPROVALS_LISTEN="$approvals_listen" \
+    "$bin/opledger-approvals" &
+pids+=("$!")
+if [[ -s "$signer_config" ]]; then
+    OPLEDGER_SIGNER_CONFIG="$signer_config" "$bin/opledger-signer" &
+    pids+=("$!")
+fi
 OPLEDGER_OPERATIONS_DATABASE_URL="$app_url" OPLEDGER_OPERATIONS_LISTEN="$listen" \
     "$bin/opledger-operations" &
-service_pid=$!
-trap 'kill -TERM "$service_pid" 2>/dev/null || true' INT TERM
-wait "$service_pid" || true
+pids+=("$!")
+trap 'kill -TERM "${pids[@]}" 2>/dev/null || true' INT TERM
+# Stop everything as soon as any service exits.
+wait -n "${pids[@]}" || true
+kill -TERM "${pids[@]}" 2>/dev/null || true
+wait || true

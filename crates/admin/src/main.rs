@@ -11,8 +11,13 @@ use opledger_store::{MIGRATOR, Store, StoreConfig};
 #[derive(Parser, Debug)]
 #[command(name = "opledger-admin", about = "opledger administration")]
 struct Cli {
-    /// PostgreSQL URL of the owner role.
-    #[arg(long, env = "OPLEDGER_ADMIN_DATABASE_URL", hide_env_values = true)]
+    /// PostgreSQL URL of the owner role (not needed for `keystore`).
+    #[arg(
+        long,
+        env = "OPLEDGER_ADMIN_DATABASE_URL",
+        hide_env_values = true,
+        default_value = ""
+    )]
     database_url: String,
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
@@ -55,6 +60,48 @@ enum Command {
     },
     /// Checks ledger and operation invariants; exits 1 when any is violated.
     CheckInvariants,
+    /// Signer keystores (Ethereum keystore v3); works without a database.
+    Keystore {
+        #[command(subcommand)]
+        command: KeystoreCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum KeystoreCommand {
+    /// Generates a new key into an encrypted keystore file and prints its address.
+    New {
+        /// Where to write the keystore JSON (refuses to overwrite).
+        #[arg(long)]
+        out: std::path::PathBuf,
+        /// File holding the passphrase.
+        #[arg(long)]
+        passphrase_file: std::path::PathBuf,
+        /// Key-derivation cost: standard (production) or light (development and tests only).
+        #[arg(long, default_value = "standard")]
+        kdf: Kdf,
+    },
+    /// Encrypts an existing secret key (64 hex digits in a file) into a keystore file.
+    Import {
+        /// File holding the secret key as hex (0x optional).
+        #[arg(long)]
+        secret_file: std::path::PathBuf,
+        /// Where to write the keystore JSON (refuses to overwrite).
+        #[arg(long)]
+        out: std::path::PathBuf,
+        /// File holding the passphrase.
+        #[arg(long)]
+        passphrase_file: std::path::PathBuf,
+        /// Key-derivation cost: standard (production) or light (development and tests only).
+        #[arg(long, default_value = "standard")]
+        kdf: Kdf,
+    },
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+enum Kdf {
+    Standard,
+    Light,
 }
 
 #[derive(Subcommand, Debug)]
@@ -90,6 +137,9 @@ enum KeyCommand {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Command::Keystore { command } = &cli.command {
+        return keystore(command, cli.json);
+    }
     let config = StoreConfig {
         max_connections: 2,
         ..StoreConfig::default()
@@ -201,6 +251,8 @@ async fn main() -> anyhow::Result<()> {
                 serde_json::json!({ "available": b.available.to_string(), "held": b.held.to_string(), "replayed": credited.replayed }),
             );
         }
+        // Handled before connecting to the database.
+        Command::Keystore { .. } => {}
         Command::CheckInvariants => {
             let violations = store
                 .check_invariants()
@@ -237,4 +289,66 @@ fn print(json: bool, text: &str, value: serde_json::Value) {
     } else {
         println!("{text}");
     }
+}
+
+fn read_passphrase(path: &std::path::Path) -> anyhow::Result<zeroize::Zeroizing<Vec<u8>>> {
+    let raw =
+        zeroize::Zeroizing::new(std::fs::read(path).context("cannot read the passphrase file")?);
+    let end = raw
+        .iter()
+        .rposition(|b| *b != b'\n' && *b != b'\r')
+        .map_or(0, |i| i + 1);
+    anyhow::ensure!(end >= 8, "the passphrase must have at least 8 bytes");
+    Ok(zeroize::Zeroizing::new(raw[..end].to_vec()))
+}
+
+fn keystore(command: &KeystoreCommand, json: bool) -> anyhow::Result<()> {
+    use opledger_evm::signer::{KdfCost, KeyProvider, LocalKey, encrypt_keystore};
+    use rand::RngCore;
+    let (secret, out, passphrase_file, kdf) = match command {
+        KeystoreCommand::New {
+            out,
+            passphrase_file,
+            kdf,
+        } => {
+            let mut secret = zeroize::Zeroizing::new([0_u8; 32]);
+            rand::rng().fill_bytes(secret.as_mut());
+            (secret, out, passphrase_file, kdf)
+        }
+        KeystoreCommand::Import {
+            secret_file,
+            out,
+            passphrase_file,
+            kdf,
+        } => {
+            let text = zeroize::Zeroizing::new(
+                std::fs::read_to_string(secret_file).context("cannot read the secret file")?,
+            );
+            let hex_digits = text.trim().trim_start_matches("0x");
+            let mut secret = zeroize::Zeroizing::new([0_u8; 32]);
+            hex::decode_to_slice(hex_digits, secret.as_mut())
+                .context("the secret file must hold 64 hex digits")?;
+            (secret, out, passphrase_file, kdf)
+        }
+    };
+    let cost = match kdf {
+        Kdf::Standard => KdfCost::Standard,
+        Kdf::Light => KdfCost::Light,
+    };
+    anyhow::ensure!(
+        !out.exists(),
+        "{} exists: refusing to overwrite a keystore",
+        out.display()
+    );
+    let passphrase = read_passphrase(passphrase_file)?;
+    let address = LocalKey::from_secret_bytes(secret.clone())?.address();
+    let document = encrypt_keystore(&secret, &passphrase, cost, &mut rand::rng())?;
+    std::fs::write(out, document).context("cannot write the keystore")?;
+    let address = format!("{address:#x}");
+    print(
+        json,
+        &address,
+        serde_json::json!({ "address": address, "keystore": out.display().to_string() }),
+    );
+    Ok(())
 }
