@@ -5,6 +5,10 @@
 #                                       (ARGS go to `opledger-bench create`, e.g. --seconds 20);
 #                                       without ARGS it runs twice: one hot source account
 #                                       (--accounts 1) and 64 source accounts (--accounts 64)
+#   scripts/bench.sh sign [ARGS...]     signatures persisted per second by the real signer
+#                                       (in-process, under its restricted database role) for one
+#                                       and for eight sender addresses, vs evm::sign alone (ARGS
+#                                       go to `opledger-bench sign`, e.g. --withdrawals 4000)
 #
 # Builds release binaries, provisions a throwaway PostgreSQL cluster under .data/bench-pg with
 # durable settings (fsync and synchronous_commit on, like production), runs the benchmark and
@@ -18,7 +22,7 @@ cd "$OPLEDGER_REPO_ROOT"
 
 what="${1:-create}"
 shift || true
-[[ "$what" == "create" ]] || die "unknown benchmark '$what' (known: create)"
+[[ "$what" == "create" || "$what" == "sign" ]] || die "unknown benchmark '$what' (known: create, sign)"
 
 bash scripts/pg.sh ensure-installed >/dev/null
 log "cargo build --release"
@@ -28,7 +32,9 @@ dir="$OPLEDGER_REPO_ROOT/.data/bench-pg"
 bash scripts/pg.sh destroy "$dir"
 trap 'bash scripts/pg.sh destroy "$dir" || true' EXIT
 url="$(OPLEDGER_PG_FAST=0 bash scripts/pg.sh start "$dir")"
-if [[ $# -eq 0 ]]; then
+if [[ "$what" == "sign" ]]; then
+    "$OPLEDGER_REPO_ROOT/target/release/opledger-bench" sign --admin-url "$url" "$@"
+elif [[ $# -eq 0 ]]; then
     for accounts in 1 64; do
         "$OPLEDGER_REPO_ROOT/target/release/opledger-bench" create --admin-url "$url" --accounts "$accounts"
         echo

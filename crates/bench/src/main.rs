@@ -5,10 +5,18 @@
 //! each concurrency, replays created keys, and runs the very same SQL of the create transaction
 //! (the store's own statement texts) through `pgbench` as the ceiling. It prints creates/s,
 //! p50/p99 latency, the ratio to the ceiling and the machine it ran on.
+//!
+//! `opledger-bench sign --admin-url URL` provisions a fresh database, prepares approved
+//! withdrawals and drives the real signer library in-process (under a login role in
+//! `opledger_signer`, as in production) for one sender address and for eight. It prints
+//! signatures persisted per second, p50/p99 latency, the share of call time spent signing versus
+//! in the database, and the ratio to `evm::sign` alone measured in the same run, and verifies the
+//! attempts and nonces in SQL after each phase.
 
 mod create;
 mod pgbench;
 mod report;
+mod sign;
 
 use clap::{Parser, Subcommand};
 
@@ -23,11 +31,14 @@ struct Cli {
 enum Command {
     /// CreateWithdrawal over gRPC versus the raw SQL of the same transaction through pgbench.
     Create(create::Args),
+    /// Signatures persisted per second by the real signer versus evm::sign alone.
+    Sign(sign::Args),
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Create(args) => create::run(args).await,
+        Command::Sign(args) => sign::run(args).await,
     }
 }
