@@ -1,12 +1,13 @@
 //! The create benchmark: gRPC `CreateWithdrawal` against the real service, versus pgbench.
 
+use crate::database::{self, BenchDatabase, LoginRole};
 use crate::pgbench;
 use crate::report::{Summary, machine, ms, summarize};
 use anyhow::Context;
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::operations_service_client::OperationsServiceClient;
 use opledger_store::keys::Role;
-use opledger_store::{MIGRATOR, Store, StoreConfig};
+use opledger_store::{Store, StoreConfig};
 use rand::RngCore;
 use sqlx::postgres::PgConnectOptions;
 use std::str::FromStr;
@@ -38,28 +39,15 @@ const APP_PASSWORD: &str = "opledger-bench-app";
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let admin = PgConnectOptions::from_str(&args.admin_url)?;
-    let maintenance = sqlx::PgPool::connect_with(admin.clone()).await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {DB} WITH (FORCE)"
-    )))
-    .execute(&maintenance)
-    .await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {DB}")))
-        .execute(&maintenance)
-        .await?;
-    let owner = sqlx::PgPool::connect_with(admin.clone().database(DB)).await?;
-    MIGRATOR.run(&owner).await?;
-    let role_exists: Option<(i32,)> = sqlx::query_as("SELECT 1 FROM pg_roles WHERE rolname = $1")
-        .bind(APP_USER)
-        .fetch_optional(&owner)
-        .await?;
-    if role_exists.is_none() {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "CREATE ROLE {APP_USER} LOGIN PASSWORD '{APP_PASSWORD}' IN ROLE opledger_app"
-        )))
-        .execute(&owner)
-        .await?;
-    }
+    let role = LoginRole {
+        user: APP_USER,
+        password: APP_PASSWORD,
+        group: "opledger_app",
+    };
+    let BenchDatabase {
+        owner,
+        role_url: app_url,
+    } = database::fresh(&admin, DB, 10, role).await?;
     let store = Store::from_pool(owner.clone(), StoreConfig::default());
     let tenant = store
         .create_tenant("bench")
@@ -74,14 +62,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
 
-    let host = admin.get_host().to_owned();
-    let port = admin.get_port();
-    // The service reaches PostgreSQL the way the admin URL does: TCP, or a unix socket folder.
-    let app_url = if host.starts_with('/') {
-        format!("postgres://{APP_USER}:{APP_PASSWORD}@localhost:{port}/{DB}?host={host}")
-    } else {
-        format!("postgres://{APP_USER}:{APP_PASSWORD}@{host}:{port}/{DB}")
-    };
     let grpc_port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0")?;
         l.local_addr()?.port()

@@ -14,6 +14,7 @@
 //! attempts and nonces in SQL after each phase.
 
 mod create;
+mod database;
 mod pgbench;
 mod report;
 mod sign;

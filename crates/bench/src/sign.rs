@@ -2,6 +2,7 @@
 //! connected under its restricted database role), for one sender and for several, versus
 //! `evm::sign` alone as the CPU ceiling of signing.
 
+use crate::database::{self, BenchDatabase, LoginRole};
 use crate::report::{Summary, machine, ms, summarize};
 use alloy_primitives::{Address, U256};
 use opledger_domain::ids::{OperationId, TenantId};
@@ -9,8 +10,8 @@ use opledger_evm::signer::{self as evm, LocalKey};
 use opledger_evm::tx::{TransferKind, TransferRequest};
 use opledger_signer::config::{Config, NetworkConfig};
 use opledger_signer::{Signer, Wallets};
-use opledger_store::{MIGRATOR, Store, StoreConfig};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use opledger_store::{Store, StoreConfig};
+use sqlx::postgres::PgConnectOptions;
 use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -92,34 +93,17 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     let started = Instant::now();
     let admin = PgConnectOptions::from_str(&args.admin_url)?;
-    let maintenance = sqlx::PgPool::connect_with(admin.clone()).await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {DB} WITH (FORCE)"
-    )))
-    .execute(&maintenance)
-    .await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {DB}")))
-        .execute(&maintenance)
-        .await?;
-    maintenance.close().await;
-    let owner = PgPoolOptions::new()
-        .max_connections(PREPARE_TASKS as u32)
-        .connect_with(admin.clone().database(DB))
-        .await?;
-    MIGRATOR.run(&owner).await?;
-    let role_exists: Option<(i32,)> = sqlx::query_as("SELECT 1 FROM pg_roles WHERE rolname = $1")
-        .bind(SIGNER_USER)
-        .fetch_optional(&owner)
-        .await?;
-    if role_exists.is_none() {
-        // Like production: a login role in opledger_signer only (not opledger_app), so the
-        // column grants and the trigger guarding the signer's moves apply to every call.
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "CREATE ROLE {SIGNER_USER} LOGIN PASSWORD '{SIGNER_PASSWORD}' IN ROLE opledger_signer"
-        )))
-        .execute(&owner)
-        .await?;
-    }
+    // Like production: a login role in opledger_signer only (not opledger_app), so the column
+    // grants and the trigger guarding the signer's moves apply to every call.
+    let role = LoginRole {
+        user: SIGNER_USER,
+        password: SIGNER_PASSWORD,
+        group: "opledger_signer",
+    };
+    let BenchDatabase {
+        owner,
+        role_url: signer_url,
+    } = database::fresh(&admin, DB, PREPARE_TASKS as u32, role).await?;
     // Setup runs as the superuser; only the signer below uses the restricted role.
     let setup = Store::from_pool(owner.clone(), StoreConfig::default());
 
@@ -153,7 +137,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // Statistics after the bulk load, as autovacuum would provide on any database in use.
     sqlx::query("ANALYZE").execute(&owner).await?;
 
-    let signer_url = role_url(&admin, SIGNER_USER, SIGNER_PASSWORD, DB);
     let mut config = Config {
         instance_id: "bench-signer".into(),
         networks: BTreeMap::from([(NETWORK.to_owned(), network.clone())]),

@@ -16,7 +16,6 @@ use opledger_store::ledger::NewCredit;
 use opledger_store::operations::NewWithdrawal;
 use opledger_store::{Store, StoreError};
 use rand::RngCore;
-use sqlx::postgres::PgConnectOptions;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -47,18 +46,6 @@ pub(super) fn signer_err(e: &SignerError) -> String {
     match e {
         SignerError::Store(s) => s.log_safe(),
         other => other.to_string(),
-    }
-}
-
-/// The URL of `db` as `user`, reaching PostgreSQL the way the admin URL does (TCP or a unix
-/// socket folder).
-pub(super) fn role_url(admin: &PgConnectOptions, user: &str, password: &str, db: &str) -> String {
-    let host = admin.get_host();
-    let port = admin.get_port();
-    if host.starts_with('/') {
-        format!("postgres://{user}:{password}@localhost:{port}/{db}?host={host}")
-    } else {
-        format!("postgres://{user}:{password}@{host}:{port}/{db}")
     }
 }
 

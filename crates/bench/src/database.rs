@@ -1,0 +1,69 @@
+//! A fresh, migrated benchmark database with a login role for the service under test.
+
+use opledger_store::MIGRATOR;
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+/// A benchmark database: the owner's pool and the URL of the restricted login role.
+#[derive(Debug)]
+pub struct BenchDatabase {
+    /// Superuser pool on the new database, for setup and checks.
+    pub owner: PgPool,
+    /// URL of `user` on the new database (TCP or unix socket, like the admin URL).
+    pub role_url: String,
+}
+
+/// A login role of one of the migrations' group roles, the way a deployment creates one.
+#[derive(Debug, Clone, Copy)]
+pub struct LoginRole<'a> {
+    /// Role name.
+    pub user: &'a str,
+    /// Its password (benchmark-only).
+    pub password: &'a str,
+    /// The group role it joins: `opledger_app` or `opledger_signer`.
+    pub group: &'a str,
+}
+
+/// Drops and recreates `db`, applies the migrations and creates `role` if missing.
+pub async fn fresh(
+    admin: &PgConnectOptions,
+    db: &str,
+    pool_size: u32,
+    role: LoginRole<'_>,
+) -> anyhow::Result<BenchDatabase> {
+    let maintenance = PgPool::connect_with(admin.clone()).await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {db} WITH (FORCE)"
+    )))
+    .execute(&maintenance)
+    .await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}")))
+        .execute(&maintenance)
+        .await?;
+    maintenance.close().await;
+    let owner = PgPoolOptions::new()
+        .max_connections(pool_size)
+        .connect_with(admin.clone().database(db))
+        .await?;
+    MIGRATOR.run(&owner).await?;
+    let exists: Option<(i32,)> = sqlx::query_as("SELECT 1 FROM pg_roles WHERE rolname = $1")
+        .bind(role.user)
+        .fetch_optional(&owner)
+        .await?;
+    if exists.is_none() {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "CREATE ROLE {} LOGIN PASSWORD '{}' IN ROLE {}",
+            role.user, role.password, role.group
+        )))
+        .execute(&owner)
+        .await?;
+    }
+    let (host, port) = (admin.get_host(), admin.get_port());
+    let (user, password) = (role.user, role.password);
+    let role_url = if host.starts_with('/') {
+        format!("postgres://{user}:{password}@localhost:{port}/{db}?host={host}")
+    } else {
+        format!("postgres://{user}:{password}@{host}:{port}/{db}")
+    };
+    Ok(BenchDatabase { owner, role_url })
+}
