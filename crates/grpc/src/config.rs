@@ -22,6 +22,21 @@ impl std::fmt::Debug for DatabaseUrl {
     }
 }
 
+/// A secret setting (a token); its `Debug` never shows it.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_empty() {
+            "Secret(<unset>)"
+        } else {
+            "Secret(<redacted>)"
+        })
+    }
+}
+
 /// A configuration that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

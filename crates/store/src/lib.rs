@@ -5,6 +5,7 @@
 //! table and the acting role before one conditional `UPDATE` executed by the database.
 
 pub mod approvals;
+pub mod broadcast;
 mod error;
 pub mod invariants;
 pub mod keys;

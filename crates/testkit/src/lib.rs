@@ -10,16 +10,25 @@
 //! * [`Anvil`]: a real anvil EVM node (Foundry) per test on 127.0.0.1, with JSON-RPC helpers
 //!   for fault tests (automine off, dropped transactions, reorgs, snapshots). `scripts/test.sh`
 //!   installs the pinned anvil from npm and exports its path as `OPLEDGER_ANVIL_BIN`.
+//! * [`FaultProxy`]: a fault-injecting TCP proxy on 127.0.0.1 in front of anvil, PostgreSQL or a
+//!   service ([`FaultMode`]: pass, forward the request but drop the answer, reset, blackhole,
+//!   latency), switched at run time.
 
 mod anvil;
 mod child;
 mod database;
+mod proxy;
+mod token;
 
 pub use anvil::{
     ANVIL_BIN_ENV, Anvil, AnvilOptions, DEV_KEYS, RpcCallError, RpcError, TxpoolStatus,
 };
 pub use child::ChildService;
 pub use database::{TEST_DATABASE_URL_ENV, TestDatabase, template_name};
+pub use proxy::{DROP_RESPONSE_GRACE, FaultMode, FaultProxy, ProxyStats};
+pub use token::{
+    TEST_TOKEN_DECIMALS, TRANSFER_EVENT_TOPIC, deploy_test_token, token_balance, token_transfer,
+};
 
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;

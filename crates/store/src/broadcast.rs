@@ -1,0 +1,47 @@
+//! What the broadcaster reads: operations due for signing or submission.
+
+use crate::{Result, Store, StoreError};
+use opledger_domain::ids::{OperationId, TenantId};
+use opledger_domain::state::OperationState;
+
+/// An operation the broadcaster should move: APPROVED (sign it first) or SIGNED (submit its
+/// stored bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Due {
+    /// The operation's tenant.
+    pub tenant_id: TenantId,
+    /// The operation.
+    pub op_id: OperationId,
+    /// APPROVED or SIGNED.
+    pub state: OperationState,
+    /// Its network id.
+    pub network: String,
+}
+
+impl Store {
+    /// Up to `limit` APPROVED or SIGNED operations, least recently changed first. Reads take no
+    /// lock: several broadcasters may pick the same operation, which is safe because signing is
+    /// idempotent, only stored bytes are submitted and the state moves by compare-and-swap.
+    pub async fn due_for_broadcast(&self, limit: u32) -> Result<Vec<Due>> {
+        let rows: Vec<(uuid::Uuid, uuid::Uuid, String, String)> = sqlx::query_as(
+            "SELECT o.tenant_id, o.op_id, o.state, p.network FROM withdrawal_ops o \
+             JOIN withdrawal_payloads p USING (tenant_id, op_id) \
+             WHERE o.state IN ('APPROVED', 'SIGNED') ORDER BY o.updated_at LIMIT $1",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|(tenant, op, state, network)| {
+                Ok(Due {
+                    tenant_id: TenantId::from_uuid(tenant),
+                    op_id: OperationId::from_uuid(op),
+                    state: state
+                        .parse()
+                        .map_err(|_| StoreError::Corrupt { what: "state" })?,
+                    network,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,86 @@
+//! Typed configuration: defaults, then the TOML file named by `OPLEDGER_BROADCASTER_CONFIG`, then
+//! `OPLEDGER_BROADCASTER_*` environment variables, then validation.
+
+use opledger_grpc::config::{ConfigError, DatabaseUrl, Secret, check_database};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+/// The broadcaster's configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address of the gRPC port (health and reflection).
+    pub listen: SocketAddr,
+    /// PostgreSQL URL of a login role in `opledger_app`.
+    pub database_url: DatabaseUrl,
+    /// Pooled database connections.
+    pub db_max_connections: u32,
+    /// Seconds a call waits for a pooled connection.
+    pub db_acquire_timeout_secs: u64,
+    /// Names this worker in transition logs.
+    pub worker_id: String,
+    /// The signer's gRPC URL.
+    pub signer_url: String,
+    /// The caller token the signer expects (`OPLEDGER_BROADCASTER_SIGNER_TOKEN`).
+    pub signer_token: Secret,
+    /// JSON-RPC URL per network id.
+    pub rpc: BTreeMap<String, String>,
+    /// Milliseconds between polls when there is no work.
+    pub poll_interval_ms: u64,
+    /// Operations fetched per poll.
+    pub batch_size: u32,
+    /// Operations worked on at once.
+    pub concurrency: usize,
+    /// Milliseconds a submission may take before it counts as a timeout (UNKNOWN).
+    pub submit_timeout_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 50054)),
+            database_url: DatabaseUrl::default(),
+            db_max_connections: 8,
+            db_acquire_timeout_secs: 5,
+            worker_id: "broadcaster".to_owned(),
+            signer_url: "http://127.0.0.1:50053".to_owned(),
+            signer_token: Secret::default(),
+            rpc: BTreeMap::new(),
+            poll_interval_ms: 200,
+            batch_size: 64,
+            concurrency: 8,
+            submit_timeout_ms: 5_000,
+        }
+    }
+}
+
+impl Config {
+    /// Loads defaults, then `file` if given, then the environment, and validates.
+    pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+        let config: Config = opledger_grpc::config::load("OPLEDGER_BROADCASTER_", file)?;
+        check_database(&config.database_url, config.db_max_connections)?;
+        let invalid = |field, problem| Err(ConfigError::Invalid { field, problem });
+        if config.signer_token.0.is_empty() {
+            return invalid("signer_token", "is required");
+        }
+        if config.rpc.is_empty() {
+            return invalid("rpc", "must name at least one network");
+        }
+        if config.batch_size == 0 || config.concurrency == 0 {
+            return invalid("batch_size/concurrency", "must be at least 1");
+        }
+        Ok(config)
+    }
+
+    /// The store settings this configuration implies.
+    pub fn store_config(&self) -> opledger_store::StoreConfig {
+        opledger_store::StoreConfig {
+            max_connections: self.db_max_connections,
+            acquire_timeout: Duration::from_secs(self.db_acquire_timeout_secs),
+            ..opledger_store::StoreConfig::default()
+        }
+    }
+}

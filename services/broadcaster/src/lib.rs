@@ -1,0 +1,90 @@
+//! The broadcaster: it gets APPROVED withdrawals signed by the signer (over gRPC), submits only
+//! the signed bytes the signer persisted, and classifies every submission: a node's acceptance
+//! moves the operation to BROADCAST, anything ambiguous (timeouts, resets, "nonce too low",
+//! "replacement underpriced", unknown errors) to UNKNOWN with the hold kept and nothing re-signed.
+//! It never builds or signs a transaction itself.
+
+pub mod classify;
+pub mod config;
+pub mod rpc;
+pub mod worker;
+
+pub use config::Config;
+pub use worker::Broadcaster;
+
+use opledger_grpc::server::{self, ServeError};
+use opledger_proto::v1::signer_service_client::SignerServiceClient;
+use opledger_store::Store;
+use std::collections::HashMap;
+use std::time::Duration;
+use tonic::service::Routes;
+
+/// The name the broadcaster reports as serving on the gRPC health service.
+pub const SERVICE_NAME: &str = "opledger.v1.Broadcaster";
+
+/// Why the broadcaster could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// An RPC or signer URL is invalid.
+    #[error("invalid url for {0}")]
+    Url(&'static str),
+    /// The server could not start or failed.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+}
+
+/// A broadcaster for `config` over `store`.
+pub fn broadcaster(config: &Config, store: Store) -> Result<Broadcaster, StartError> {
+    let timeout = Duration::from_millis(config.submit_timeout_ms);
+    let mut rpcs = HashMap::new();
+    for (network, url) in &config.rpc {
+        rpcs.insert(
+            network.clone(),
+            rpc::Rpc::new(url, timeout).map_err(|_| StartError::Url("rpc"))?,
+        );
+    }
+    let channel = tonic::transport::Channel::from_shared(config.signer_url.clone())
+        .map_err(|_| StartError::Url("signer_url"))?
+        .connect_lazy();
+    Ok(Broadcaster::new(
+        store,
+        SignerServiceClient::new(channel),
+        config.signer_token.0.clone(),
+        rpcs,
+        config.worker_id.clone(),
+    ))
+}
+
+/// Connects the store, starts the worker and serves health until Ctrl-C or SIGTERM.
+pub async fn run(config: Config) -> Result<(), StartError> {
+    let store = Store::connect(&config.database_url.0, config.store_config())
+        .await
+        .map_err(|e| ServeError::Database(e.log_safe()))?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let worker = broadcaster(&config, store)?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let poll = Duration::from_millis(config.poll_interval_ms);
+    let (batch, concurrency) = (config.batch_size, config.concurrency);
+    let work = tokio::spawn(async move {
+        worker
+            .run(batch, concurrency, poll, async move {
+                let _ = stop_rx.await;
+            })
+            .await;
+    });
+    let served = server::serve(
+        listener,
+        SERVICE_NAME,
+        Routes::default(),
+        server::shutdown_signal(),
+    )
+    .await;
+    let _ = stop_tx.send(());
+    let _ = work.await;
+    Ok(served?)
+}

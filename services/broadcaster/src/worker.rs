@@ -1,0 +1,173 @@
+//! The broadcast loop: get APPROVED operations signed, submit the stored bytes of SIGNED ones,
+//! and move each by compare-and-swap according to the classified result.
+
+use crate::classify::{SubmitClass, Verdict};
+use crate::rpc::Rpc;
+use futures::StreamExt;
+use opledger_domain::state::{Actor, OperationState};
+use opledger_proto::v1 as pb;
+use opledger_proto::v1::signer_service_client::SignerServiceClient;
+use opledger_store::broadcast::Due;
+use opledger_store::transition::TransitionRequest;
+use opledger_store::{Store, StoreError};
+use std::collections::HashMap;
+use std::time::Duration;
+use tonic::transport::Channel;
+
+/// What one pass over an operation did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Submitted; the class and the state the operation moved to.
+    Submitted(SubmitClass, OperationState),
+    /// Nothing to do now (the signer refused or is busy, another worker moved it, no attempt).
+    Skipped,
+}
+
+/// Why an operation could not be worked on (it stays where it is and is retried).
+#[derive(Debug, thiserror::Error)]
+pub enum BroadcastError {
+    /// No RPC endpoint for the operation's network.
+    #[error("no rpc endpoint configured for network {0}")]
+    NoRpc(String),
+    /// The store failed.
+    #[error("store: {}", .0.log_safe())]
+    Store(#[from] StoreError),
+}
+
+/// A broadcaster worker.
+#[derive(Debug, Clone)]
+pub struct Broadcaster {
+    store: Store,
+    signer: SignerServiceClient<Channel>,
+    signer_token: String,
+    rpcs: HashMap<String, Rpc>,
+    worker_id: String,
+}
+
+impl Broadcaster {
+    /// A worker over this store, signer client and RPC endpoints.
+    pub fn new(
+        store: Store,
+        signer: SignerServiceClient<Channel>,
+        signer_token: String,
+        rpcs: HashMap<String, Rpc>,
+        worker_id: String,
+    ) -> Broadcaster {
+        Broadcaster {
+            store,
+            signer,
+            signer_token,
+            rpcs,
+            worker_id,
+        }
+    }
+
+    /// Works until `stop` resolves: polls for due operations and handles up to `concurrency` at a
+    /// time; sleeps `poll` when there is nothing to do.
+    pub async fn run(
+        &self,
+        batch: u32,
+        concurrency: usize,
+        poll: Duration,
+        stop: impl std::future::Future<Output = ()>,
+    ) {
+        tokio::pin!(stop);
+        loop {
+            let worked = tokio::select! {
+                () = &mut stop => return,
+                worked = self.tick(batch, concurrency) => worked,
+            };
+            if worked == 0 {
+                tokio::select! {
+                    () = &mut stop => return,
+                    () = tokio::time::sleep(poll) => {}
+                }
+            }
+        }
+    }
+
+    /// One pass: handles what is due now; returns how many operations it submitted.
+    pub async fn tick(&self, batch: u32, concurrency: usize) -> usize {
+        let due = match self.store.due_for_broadcast(batch).await {
+            Ok(due) => due,
+            Err(e) => {
+                tracing::warn!(error = %e.log_safe(), "cannot read due operations");
+                return 0;
+            }
+        };
+        futures::stream::iter(due)
+            .map(|d| async move {
+                match self.handle(&d).await {
+                    Ok(Outcome::Submitted(..)) => 1,
+                    Ok(Outcome::Skipped) => 0,
+                    Err(e) => {
+                        tracing::warn!(op_id = %d.op_id, error = %e, "broadcast deferred");
+                        0
+                    }
+                }
+            })
+            .buffer_unordered(concurrency)
+            .fold(0, |acc, n| async move { acc + n })
+            .await
+    }
+
+    /// Moves one operation as far as the broadcaster may.
+    pub async fn handle(&self, due: &Due) -> Result<Outcome, BroadcastError> {
+        let rpc = self
+            .rpcs
+            .get(&due.network)
+            .ok_or_else(|| BroadcastError::NoRpc(due.network.clone()))?;
+        if due.state == OperationState::Approved && !self.sign(due).await {
+            return Ok(Outcome::Skipped);
+        }
+        // Only bytes the signer persisted are ever submitted: read them back from the store.
+        let Some(latest) = self.store.attempts(due.tenant_id, due.op_id).await?.pop() else {
+            return Ok(Outcome::Skipped);
+        };
+        opledger_failpoint::hit("broadcast.before_submit");
+        let class = rpc.send_raw_transaction(&latest.signed.raw_tx).await;
+        opledger_failpoint::hit("broadcast.after_submit");
+        let to = match class.verdict() {
+            Verdict::Broadcast => OperationState::Broadcast,
+            Verdict::Unknown => OperationState::Unknown,
+        };
+        let reason = format!("submission {}", class.as_str());
+        let request = TransitionRequest::new(
+            due.tenant_id,
+            due.op_id,
+            OperationState::Signed,
+            to,
+            Actor::Broadcaster,
+            &self.worker_id,
+            &reason,
+        );
+        match self.store.transition(&request).await {
+            Ok(_) => {
+                tracing::info!(op_id = %due.op_id, class = class.as_str(), state = to.as_str(), "submitted");
+                Ok(Outcome::Submitted(class, to))
+            }
+            // Another worker recorded its own submission of the same bytes first.
+            Err(StoreError::Conflict { .. }) => Ok(Outcome::Skipped),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Asks the signer to sign (idempotent); false when it cannot now.
+    async fn sign(&self, due: &Due) -> bool {
+        let mut request = tonic::Request::new(pb::SignWithdrawalRequest {
+            tenant_id: due.tenant_id.to_string(),
+            withdrawal_id: due.op_id.to_string(),
+        });
+        if let Ok(value) = format!("Bearer {}", self.signer_token).parse() {
+            request.metadata_mut().insert("authorization", value);
+        }
+        match self.signer.clone().sign_withdrawal(request).await {
+            Ok(_) => true,
+            Err(status) => {
+                let reason = opledger_grpc::status::reason_of(&status).unwrap_or_default();
+                tracing::warn!(op_id = %due.op_id, code = ?status.code(), reason, "signer did not sign");
+                false
+            }
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! The broadcaster against real PostgreSQL, the real signer over gRPC and a real anvil node.
+
+mod control_06;
+mod submit;

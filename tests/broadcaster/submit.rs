@@ -1,0 +1,161 @@
+//! Submitting: only stored bytes, classified; acceptance is BROADCAST, ambiguity is UNKNOWN.
+
+use opledger_broadcaster::classify::SubmitClass;
+use opledger_broadcaster::config::Config;
+use opledger_broadcaster::worker::Outcome;
+use opledger_domain::state::OperationState;
+use opledger_grpc::config::{DatabaseUrl, Secret};
+use opledger_store::broadcast::Due;
+use opledger_testkit::Anvil;
+use opledger_tests::signer::{
+    CALLER_TOKEN, HOT_WALLET, InProcessSigner, NETWORK, approve, attempts,
+};
+use opledger_tests::{ALICE, BOB, Stack};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+pub fn config(stack: &Stack, signer: &InProcessSigner, rpc_url: &str) -> Config {
+    Config {
+        database_url: DatabaseUrl(stack.db.app_url.clone()),
+        signer_url: format!("http://{}", signer.addr),
+        signer_token: Secret(CALLER_TOKEN.to_owned()),
+        rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
+        submit_timeout_ms: 2_000,
+        worker_id: "broadcaster-test".into(),
+        ..Config::default()
+    }
+}
+
+async fn state(stack: &Stack, id: &str) -> anyhow::Result<String> {
+    let (state,): (String,) = sqlx::query_as("SELECT state FROM withdrawal_ops WHERE op_id = $1")
+        .bind(id.parse::<uuid::Uuid>()?)
+        .fetch_one(stack.admin.pool())
+        .await?;
+    Ok(state)
+}
+
+#[tokio::test]
+async fn an_approved_withdrawal_is_signed_submitted_and_mined_once() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack
+        .fund(&acme, "treasury", "ETH", "10000000000000000000")
+        .await?;
+    let node = Anvil::start().await?;
+    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    let broadcaster = opledger_broadcaster::broadcaster(
+        &config(&stack, &signer, &node.rpc_url()),
+        stack.admin.clone(),
+    )?;
+    let before = node.balance(BOB).await?;
+    let w = stack.withdraw(&acme, "2500000000000000", BOB).await?;
+    approve(&stack, &acme, &w).await?;
+    assert_eq!(broadcaster.tick(64, 8).await, 1);
+    assert_eq!(state(&stack, &w.withdrawal_id).await?, "BROADCAST");
+    assert_eq!(broadcaster.tick(64, 8).await, 0, "nothing left to do");
+    let (hash,): (String,) = sqlx::query_as("SELECT tx_hash FROM tx_attempts WHERE op_id = $1")
+        .bind(w.withdrawal_id.parse::<uuid::Uuid>()?)
+        .fetch_one(stack.admin.pool())
+        .await?;
+    let receipt = node.wait_receipt(&hash, Duration::from_secs(10)).await?;
+    assert_eq!(receipt["status"], "0x1");
+    assert_eq!(node.balance(BOB).await? - before, 2_500_000_000_000_000);
+    assert_eq!(
+        node.nonce(HOT_WALLET, "latest").await?,
+        1,
+        "one transaction from the hot wallet"
+    );
+    assert_eq!(attempts(&stack, &w.withdrawal_id).await?, 1);
+    assert_eq!(
+        stack.balance(acme.id, "treasury", "ETH").await?.1,
+        2_500_000_000_000_000,
+        "hold kept until confirmed"
+    );
+    stack.assert_invariants().await
+}
+
+#[tokio::test]
+async fn already_known_is_broadcast_and_a_consumed_nonce_is_unknown() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack
+        .fund(&acme, "treasury", "ETH", "10000000000000000000")
+        .await?;
+    let node = Anvil::start_with(opledger_testkit::AnvilOptions {
+        block_time: None,
+        ..Default::default()
+    })
+    .await?;
+    node.set_automine(false).await?;
+    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    let broadcaster = opledger_broadcaster::broadcaster(
+        &config(&stack, &signer, &node.rpc_url()),
+        stack.admin.clone(),
+    )?;
+    let mut signer_client = opledger_tests::signer::client(signer.addr).await?;
+
+    // 1. The bytes reached the node earlier (say, by a worker that died before recording it).
+    let w = stack.withdraw(&acme, "1000", ALICE).await?;
+    approve(&stack, &acme, &w).await?;
+    let signed = signer_client
+        .sign_withdrawal(opledger_tests::signer::sign_request(
+            acme.id,
+            &w.withdrawal_id,
+        ))
+        .await?
+        .into_inner();
+    node.send_raw_transaction(&signed.attempt.expect("attempt").raw_transaction)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let due = Due {
+        tenant_id: acme.id,
+        op_id: w.withdrawal_id.parse()?,
+        state: OperationState::Signed,
+        network: NETWORK.into(),
+    };
+    let outcome = broadcaster.handle(&due).await?;
+    assert_eq!(
+        outcome,
+        Outcome::Submitted(SubmitClass::AlreadyKnown, OperationState::Broadcast)
+    );
+
+    // 2. Another transaction took the next nonce of the hot wallet first: ambiguous, so UNKNOWN,
+    //    the hold stays and nothing is signed again.
+    node.mine(1).await?;
+    let other = stack.withdraw(&acme, "1000", BOB).await?;
+    approve(&stack, &acme, &other).await?;
+    signer_client
+        .sign_withdrawal(opledger_tests::signer::sign_request(
+            acme.id,
+            &other.withdrawal_id,
+        ))
+        .await?;
+    node.send_transaction(
+        serde_json::json!({ "from": HOT_WALLET, "to": HOT_WALLET, "value": "0x0" }),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    node.mine(1).await?;
+    let due = Due {
+        tenant_id: acme.id,
+        op_id: other.withdrawal_id.parse()?,
+        state: OperationState::Signed,
+        network: NETWORK.into(),
+    };
+    let outcome = broadcaster.handle(&due).await?;
+    assert_eq!(
+        outcome,
+        Outcome::Submitted(SubmitClass::NonceTooLow, OperationState::Unknown)
+    );
+    assert_eq!(
+        attempts(&stack, &other.withdrawal_id).await?,
+        1,
+        "no second signature"
+    );
+    assert_eq!(
+        stack.balance(acme.id, "treasury", "ETH").await?.1,
+        2000,
+        "both holds kept"
+    );
+    stack.assert_invariants().await
+}
