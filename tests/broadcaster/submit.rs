@@ -159,3 +159,58 @@ async fn already_known_is_broadcast_and_a_consumed_nonce_is_unknown() -> anyhow:
     );
     stack.assert_invariants().await
 }
+
+#[tokio::test]
+async fn a_response_lost_after_the_node_accepted_becomes_unknown_with_the_hold_kept()
+-> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack
+        .fund(&acme, "treasury", "ETH", "10000000000000000000")
+        .await?;
+    let node = Anvil::start().await?;
+    let upstream: std::net::SocketAddr = format!("127.0.0.1:{}", node.port()).parse()?;
+    let proxy = opledger_testkit::FaultProxy::start(upstream).await?;
+    // The node receives and accepts the transaction; the broadcaster never sees the answer.
+    proxy.set_mode(opledger_testkit::FaultMode::ForwardThenDropResponse);
+    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    let broadcaster = opledger_broadcaster::broadcaster(
+        &config(&stack, &signer, &proxy.url("http")),
+        stack.admin.clone(),
+    )?;
+    let before = node.balance(BOB).await?;
+    let w = stack.withdraw(&acme, "4000000000000000", BOB).await?;
+    approve(&stack, &acme, &w).await?;
+    let due = Due {
+        tenant_id: acme.id,
+        op_id: w.withdrawal_id.parse()?,
+        state: OperationState::Approved,
+        network: NETWORK.into(),
+    };
+    let outcome = broadcaster.handle(&due).await?;
+    assert!(
+        matches!(
+            outcome,
+            Outcome::Submitted(
+                SubmitClass::ConnectionFailed | SubmitClass::Timeout,
+                OperationState::Unknown
+            )
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(state(&stack, &w.withdrawal_id).await?, "UNKNOWN");
+    // The transfer happened exactly once; nothing was signed again; the funds stay held.
+    node.mine(1).await?;
+    assert_eq!(node.balance(BOB).await? - before, 4_000_000_000_000_000);
+    assert_eq!(node.nonce(HOT_WALLET, "latest").await?, 1);
+    assert_eq!(attempts(&stack, &w.withdrawal_id).await?, 1);
+    assert_eq!(
+        stack.balance(acme.id, "treasury", "ETH").await?.1,
+        4_000_000_000_000_000
+    );
+    // UNKNOWN is not due for broadcasting: no blind retry.
+    proxy.set_mode(opledger_testkit::FaultMode::Pass);
+    assert_eq!(broadcaster.tick(64, 8).await, 0);
+    assert_eq!(node.nonce(HOT_WALLET, "latest").await?, 1);
+    stack.assert_invariants().await
+}

@@ -51,15 +51,12 @@ pub async fn serve_api(
     serve(listener, service_name, make(store, auth), shutdown).await
 }
 
-/// Connects the store, binds `listen` and serves one API until Ctrl-C or SIGTERM.
-pub async fn run(
+/// Connects the store and binds the listen address: what every service does before serving.
+pub async fn connect_and_bind(
     database_url: &str,
     store_config: StoreConfig,
     listen: SocketAddr,
-    auth_cache_ttl: Duration,
-    service_name: &str,
-    make: MakeRoutes,
-) -> Result<(), ServeError> {
+) -> Result<(Store, TcpListener), ServeError> {
     let store = Store::connect(database_url, store_config)
         .await
         .map_err(|e: StoreError| ServeError::Database(e.log_safe()))?;
@@ -69,6 +66,19 @@ pub async fn run(
             addr: listen,
             source,
         })?;
+    Ok((store, listener))
+}
+
+/// Connects the store, binds `listen` and serves one API until Ctrl-C or SIGTERM.
+pub async fn run(
+    database_url: &str,
+    store_config: StoreConfig,
+    listen: SocketAddr,
+    auth_cache_ttl: Duration,
+    service_name: &str,
+    make: MakeRoutes,
+) -> Result<(), ServeError> {
+    let (store, listener) = connect_and_bind(database_url, store_config, listen).await?;
     serve_api(
         listener,
         store,

@@ -57,15 +57,9 @@ pub fn broadcaster(config: &Config, store: Store) -> Result<Broadcaster, StartEr
 
 /// Connects the store, starts the worker and serves health until Ctrl-C or SIGTERM.
 pub async fn run(config: Config) -> Result<(), StartError> {
-    let store = Store::connect(&config.database_url.0, config.store_config())
-        .await
-        .map_err(|e| ServeError::Database(e.log_safe()))?;
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| ServeError::Bind {
-            addr: config.listen,
-            source,
-        })?;
+    let (store, listener) =
+        server::connect_and_bind(&config.database_url.0, config.store_config(), config.listen)
+            .await?;
     let worker = broadcaster(&config, store)?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let poll = Duration::from_millis(config.poll_interval_ms);

@@ -20,7 +20,6 @@ pub use wallets::Wallets;
 use opledger_grpc::server::{self, ServeError};
 pub use opledger_proto::v1::signer_service_server::SERVICE_NAME;
 use opledger_proto::v1::signer_service_server::SignerServiceServer;
-use opledger_store::Store;
 use std::sync::Arc;
 use tonic::service::Routes;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
@@ -58,15 +57,9 @@ pub async fn run(config: Config) -> Result<(), StartError> {
         .iter()
         .filter_map(|h| hex::decode(h).ok()?.try_into().ok())
         .collect();
-    let store = Store::connect(&config.database_url.0, config.store_config())
-        .await
-        .map_err(|e| ServeError::Database(e.log_safe()))?;
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| ServeError::Bind {
-            addr: config.listen,
-            source,
-        })?;
+    let (store, listener) =
+        server::connect_and_bind(&config.database_url.0, config.store_config(), config.listen)
+            .await?;
     let tls = config.tls.as_ref().map(tls_config).transpose()?;
     let signer = Signer::new(store, Arc::new(config), wallets);
     let routes = routes(signer, callers);
