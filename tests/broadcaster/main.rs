@@ -2,3 +2,4 @@
 
 mod control_06;
 mod submit;
+mod watch;

@@ -45,3 +45,42 @@ impl Store {
             .collect()
     }
 }
+
+/// A BROADCAST operation and the hashes of all its attempts, latest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InFlight {
+    /// The operation's tenant.
+    pub tenant_id: TenantId,
+    /// The operation.
+    pub op_id: OperationId,
+    /// `0x` transaction hashes, latest attempt first.
+    pub tx_hashes: Vec<String>,
+}
+
+impl Store {
+    /// BROADCAST operations on `network` with every attempt's hash (latest first), oldest
+    /// change first.
+    pub async fn in_flight(&self, network: &str, limit: u32) -> Result<Vec<InFlight>> {
+        let rows: Vec<(uuid::Uuid, uuid::Uuid, Vec<String>)> = sqlx::query_as(
+            "SELECT o.tenant_id, o.op_id, \
+               coalesce(array_agg(a.tx_hash ORDER BY a.attempt DESC) \
+                 FILTER (WHERE a.tx_hash IS NOT NULL), '{}') \
+             FROM withdrawal_ops o JOIN withdrawal_payloads p USING (tenant_id, op_id) \
+             LEFT JOIN tx_attempts a USING (tenant_id, op_id) \
+             WHERE o.state = 'BROADCAST' AND p.network = $1 \
+             GROUP BY o.tenant_id, o.op_id, o.updated_at ORDER BY o.updated_at LIMIT $2",
+        )
+        .bind(network)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(tenant, op, tx_hashes)| InFlight {
+                tenant_id: TenantId::from_uuid(tenant),
+                op_id: OperationId::from_uuid(op),
+                tx_hashes,
+            })
+            .collect())
+    }
+}

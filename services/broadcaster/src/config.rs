@@ -28,6 +28,9 @@ pub struct Config {
     pub signer_token: Secret,
     /// JSON-RPC URL per network id.
     pub rpc: BTreeMap<String, String>,
+    /// Confirmations required per network id (blocks, the including one counted); 1 if absent.
+    #[serde(default)]
+    pub confirmations: BTreeMap<String, u64>,
     /// Milliseconds between polls when there is no work.
     pub poll_interval_ms: u64,
     /// Operations fetched per poll.
@@ -49,6 +52,7 @@ impl Default for Config {
             signer_url: "http://127.0.0.1:50053".to_owned(),
             signer_token: Secret::default(),
             rpc: BTreeMap::new(),
+            confirmations: BTreeMap::new(),
             poll_interval_ms: 200,
             batch_size: 64,
             concurrency: 8,

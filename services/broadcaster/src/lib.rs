@@ -7,6 +7,7 @@
 pub mod classify;
 pub mod config;
 pub mod rpc;
+pub mod watcher;
 pub mod worker;
 
 pub use config::Config;
@@ -55,21 +56,54 @@ pub fn broadcaster(config: &Config, store: Store) -> Result<Broadcaster, StartEr
     ))
 }
 
+/// A chain watcher for `config` over `store`.
+pub fn watcher(config: &Config, store: Store) -> Result<watcher::Watcher, StartError> {
+    let timeout = Duration::from_millis(config.submit_timeout_ms);
+    let mut networks = HashMap::new();
+    for (network, url) in &config.rpc {
+        let rpc = rpc::Rpc::new(url, timeout).map_err(|_| StartError::Url("rpc"))?;
+        let confirmations = config
+            .confirmations
+            .get(network)
+            .copied()
+            .unwrap_or(1)
+            .max(1);
+        networks.insert(network.clone(), watcher::Watched { rpc, confirmations });
+    }
+    Ok(watcher::Watcher::new(
+        store,
+        networks,
+        config.worker_id.clone(),
+    ))
+}
+
 /// Connects the store, starts the worker and serves health until Ctrl-C or SIGTERM.
 pub async fn run(config: Config) -> Result<(), StartError> {
     let (store, listener) =
         server::connect_and_bind(&config.database_url.0, config.store_config(), config.listen)
             .await?;
-    let worker = broadcaster(&config, store)?;
+    let worker = broadcaster(&config, store.clone())?;
+    let chain = watcher(&config, store)?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let poll = Duration::from_millis(config.poll_interval_ms);
     let (batch, concurrency) = (config.batch_size, config.concurrency);
+    let (watch_stop_tx, mut watch_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let work = tokio::spawn(async move {
         worker
             .run(batch, concurrency, poll, async move {
                 let _ = stop_rx.await;
             })
             .await;
+    });
+    // New heads are noticed by polling the head (cheap); receipts are looked up only when it moves.
+    let watch = tokio::spawn(async move {
+        loop {
+            chain.tick(batch).await;
+            tokio::select! {
+                _ = &mut watch_stop_rx => return,
+                () = tokio::time::sleep(poll) => {}
+            }
+        }
     });
     let served = server::serve(
         listener,
@@ -79,6 +113,8 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     )
     .await;
     let _ = stop_tx.send(());
+    let _ = watch_stop_tx.send(());
     let _ = work.await;
+    let _ = watch.await;
     Ok(served?)
 }

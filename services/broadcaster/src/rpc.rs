@@ -4,6 +4,19 @@ use crate::classify::SubmitClass;
 use serde_json::{Value, json};
 use std::time::Duration;
 
+/// What a receipt says about inclusion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Receipt {
+    /// The block that includes the transaction.
+    pub block_number: u64,
+    /// True when the transaction executed successfully (status 1).
+    pub succeeded: bool,
+}
+
+fn parse_quantity(hex: &str) -> Option<u64> {
+    u64::from_str_radix(hex.strip_prefix("0x")?, 16).ok()
+}
+
 /// A JSON-RPC endpoint of one network.
 #[derive(Debug, Clone)]
 pub struct Rpc {
@@ -22,6 +35,66 @@ impl Rpc {
             http,
             url: url.to_owned(),
         })
+    }
+
+    /// One JSON-RPC call; `None` on any transport or protocol error (never a verdict).
+    async fn call(&self, method: &str, params: Value) -> Option<Value> {
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+        let value: Value = self
+            .http
+            .post(&self.url)
+            .json(&body)
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        if value.get("error").is_some() {
+            return None;
+        }
+        value.get("result").cloned()
+    }
+
+    /// The head block number, or `None` when the node did not answer.
+    pub async fn block_number(&self) -> Option<u64> {
+        let value = self.call("eth_blockNumber", json!([])).await?;
+        parse_quantity(value.as_str()?)
+    }
+
+    /// The receipt of `hash`: `Ok(None)` when the node has none, `Err(())` when it did not
+    /// answer (so the caller concludes nothing).
+    pub async fn receipt(&self, hash: &str) -> Result<Option<Receipt>, ()> {
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "eth_getTransactionReceipt", "params": [hash] });
+        let response = self
+            .http
+            .post(&self.url)
+            .json(&body)
+            .send()
+            .await
+            .map_err(|_| ())?;
+        let value: Value = response.json().await.map_err(|_| ())?;
+        if value.get("error").is_some() {
+            return Err(());
+        }
+        let Some(receipt) = value.get("result").filter(|r| !r.is_null()) else {
+            return Ok(None);
+        };
+        let block_number = receipt
+            .get("blockNumber")
+            .and_then(Value::as_str)
+            .and_then(parse_quantity);
+        let succeeded = receipt
+            .get("status")
+            .and_then(Value::as_str)
+            .map(|s| s == "0x1");
+        match (block_number, succeeded) {
+            (Some(block_number), Some(succeeded)) => Ok(Some(Receipt {
+                block_number,
+                succeeded,
+            })),
+            _ => Err(()),
+        }
     }
 
     /// `eth_sendRawTransaction` of exactly `raw`, classified.

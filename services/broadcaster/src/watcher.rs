@@ -1,0 +1,138 @@
+//! The chain watcher: when a network's head moves, it looks up the receipts of every attempt of
+//! every BROADCAST operation and confirms (settling the hold in the same transaction) those whose
+//! inclusion has the configured number of confirmations. No receipt, or no answer, concludes
+//! nothing: the operation stays BROADCAST with its hold.
+
+use crate::rpc::Rpc;
+use opledger_domain::state::{Actor, OperationState};
+use opledger_store::broadcast::InFlight;
+use opledger_store::transition::TransitionRequest;
+use opledger_store::{Store, StoreError};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// One network the watcher follows.
+#[derive(Debug, Clone)]
+pub struct Watched {
+    /// Its JSON-RPC endpoint.
+    pub rpc: Rpc,
+    /// Blocks an inclusion needs (1 = the including block itself).
+    pub confirmations: u64,
+}
+
+/// Watches BROADCAST operations on every configured network.
+#[derive(Debug)]
+pub struct Watcher {
+    store: Store,
+    networks: HashMap<String, Watched>,
+    worker_id: String,
+    last_head: Mutex<HashMap<String, u64>>,
+}
+
+/// What a watcher pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pass {
+    /// Networks whose head moved since the last pass.
+    pub new_heads: usize,
+    /// Operations moved to CONFIRMED.
+    pub confirmed: usize,
+    /// Operations moved to FAILED_TERMINAL because their included attempt reverted.
+    pub reverted: usize,
+}
+
+impl Watcher {
+    /// A watcher of `networks`.
+    pub fn new(store: Store, networks: HashMap<String, Watched>, worker_id: String) -> Watcher {
+        Watcher {
+            store,
+            networks,
+            worker_id,
+            last_head: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// One pass: for each network whose head moved, checks its BROADCAST operations.
+    pub async fn tick(&self, limit: u32) -> Pass {
+        let mut pass = Pass::default();
+        for (network, watched) in &self.networks {
+            let Some(head) = watched.rpc.block_number().await else {
+                continue;
+            };
+            let moved = match self.last_head.lock() {
+                Ok(mut last) => last.insert(network.clone(), head) != Some(head),
+                Err(_) => true,
+            };
+            if !moved {
+                continue;
+            }
+            pass.new_heads += 1;
+            let in_flight = match self.store.in_flight(network, limit).await {
+                Ok(in_flight) => in_flight,
+                Err(e) => {
+                    tracing::warn!(error = %e.log_safe(), "cannot read in-flight operations");
+                    continue;
+                }
+            };
+            for op in in_flight {
+                match self.check(&op, watched, head).await {
+                    Ok(Some(OperationState::Confirmed)) => pass.confirmed += 1,
+                    Ok(Some(_)) => pass.reverted += 1,
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(op_id = %op.op_id, error = %e.log_safe(), "watch deferred")
+                    }
+                }
+            }
+        }
+        pass
+    }
+
+    /// Receipts of the attempts, latest first; the first included one decides.
+    async fn check(
+        &self,
+        op: &InFlight,
+        watched: &Watched,
+        head: u64,
+    ) -> Result<Option<OperationState>, StoreError> {
+        for hash in &op.tx_hashes {
+            let receipt = match watched.rpc.receipt(hash).await {
+                Ok(Some(receipt)) => receipt,
+                Ok(None) => continue,
+                // No answer: conclude nothing about this operation in this pass.
+                Err(()) => return Ok(None),
+            };
+            if head.saturating_sub(receipt.block_number) + 1 < watched.confirmations {
+                return Ok(None);
+            }
+            let (to, reason) = if receipt.succeeded {
+                (
+                    OperationState::Confirmed,
+                    "included with the required confirmations",
+                )
+            } else {
+                (
+                    OperationState::FailedTerminal,
+                    "included but reverted: needs an owner",
+                )
+            };
+            let request = TransitionRequest::new(
+                op.tenant_id,
+                op.op_id,
+                OperationState::Broadcast,
+                to,
+                Actor::ChainWatcher,
+                &self.worker_id,
+                reason,
+            );
+            return match self.store.transition(&request).await {
+                Ok(_) => {
+                    tracing::info!(op_id = %op.op_id, state = to.as_str(), "inclusion recorded");
+                    Ok(Some(to))
+                }
+                Err(StoreError::Conflict { .. }) => Ok(None),
+                Err(e) => Err(e),
+            };
+        }
+        Ok(None)
+    }
+}
