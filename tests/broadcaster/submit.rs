@@ -1,8 +1,8 @@
 //! Submitting: only stored bytes, classified; acceptance is BROADCAST, ambiguity is UNKNOWN.
 
-use opledger_broadcaster::classify::SubmitClass;
 use opledger_broadcaster::config::Config;
 use opledger_broadcaster::worker::Outcome;
+use opledger_chain::SubmitClass;
 use opledger_domain::state::OperationState;
 use opledger_grpc::config::{DatabaseUrl, Secret};
 use opledger_store::broadcast::Due;

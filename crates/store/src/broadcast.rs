@@ -84,3 +84,44 @@ impl Store {
             .collect())
     }
 }
+
+/// An operation whose outcome the reconciler must establish: UNKNOWN, or BROADCAST without news
+/// for longer than the caller's staleness window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unresolved {
+    /// The operation's tenant.
+    pub tenant_id: TenantId,
+    /// The operation.
+    pub op_id: OperationId,
+    /// UNKNOWN or BROADCAST.
+    pub state: OperationState,
+    /// Its network id.
+    pub network: String,
+}
+
+impl Store {
+    /// UNKNOWN operations, and BROADCAST ones unchanged for `stale_secs`, oldest change first.
+    pub async fn unresolved(&self, stale_secs: u64, limit: u32) -> Result<Vec<Unresolved>> {
+        let rows: Vec<(uuid::Uuid, uuid::Uuid, String, String)> = sqlx::query_as(
+            "SELECT o.tenant_id, o.op_id, o.state, p.network FROM withdrawal_ops o \
+             JOIN withdrawal_payloads p USING (tenant_id, op_id) \
+             WHERE o.state = 'UNKNOWN' \
+                OR (o.state = 'BROADCAST' AND o.updated_at <= now() - $1::bigint * interval '1 second') \
+             ORDER BY o.updated_at LIMIT $2",
+        )
+        .bind(i64::try_from(stale_secs).unwrap_or(i64::MAX))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|(tenant, op, state, network)| {
+                Ok(Unresolved {
+                    tenant_id: TenantId::from_uuid(tenant),
+                    op_id: OperationId::from_uuid(op),
+                    state: state.parse().map_err(|_| StoreError::Corrupt { what: "state" })?,
+                    network,
+                })
+            })
+            .collect()
+    }
+}

@@ -4,9 +4,7 @@
 //! "replacement underpriced", unknown errors) to UNKNOWN with the hold kept and nothing re-signed.
 //! It never builds or signs a transaction itself.
 
-pub mod classify;
 pub mod config;
-pub mod rpc;
 pub mod watcher;
 pub mod worker;
 
@@ -41,7 +39,7 @@ pub fn broadcaster(config: &Config, store: Store) -> Result<Broadcaster, StartEr
     for (network, url) in &config.rpc {
         rpcs.insert(
             network.clone(),
-            rpc::Rpc::new(url, timeout).map_err(|_| StartError::Url("rpc"))?,
+            opledger_chain::Rpc::new(url, timeout).map_err(|_| StartError::Url("rpc"))?,
         );
     }
     let channel = tonic::transport::Channel::from_shared(config.signer_url.clone())
@@ -61,7 +59,7 @@ pub fn watcher(config: &Config, store: Store) -> Result<watcher::Watcher, StartE
     let timeout = Duration::from_millis(config.submit_timeout_ms);
     let mut networks = HashMap::new();
     for (network, url) in &config.rpc {
-        let rpc = rpc::Rpc::new(url, timeout).map_err(|_| StartError::Url("rpc"))?;
+        let rpc = opledger_chain::Rpc::new(url, timeout).map_err(|_| StartError::Url("rpc"))?;
         let confirmations = config
             .confirmations
             .get(network)

@@ -3,7 +3,7 @@
 //! inclusion has the configured number of confirmations. No receipt, or no answer, concludes
 //! nothing: the operation stays BROADCAST with its hold.
 
-use crate::rpc::Rpc;
+use opledger_chain::Rpc;
 use opledger_domain::state::{Actor, OperationState};
 use opledger_store::broadcast::InFlight;
 use opledger_store::transition::TransitionRequest;

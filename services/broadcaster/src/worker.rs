@@ -1,9 +1,8 @@
 //! The broadcast loop: get APPROVED operations signed, submit the stored bytes of SIGNED ones,
 //! and move each by compare-and-swap according to the classified result.
 
-use crate::classify::{SubmitClass, Verdict};
-use crate::rpc::Rpc;
 use futures::StreamExt;
+use opledger_chain::{Rpc, SubmitClass, Verdict};
 use opledger_domain::state::{Actor, OperationState};
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::signer_service_client::SignerServiceClient;

@@ -97,6 +97,18 @@ impl Rpc {
         }
     }
 
+    /// The number of transactions `address` has sent as of block `block` (its next nonce), or
+    /// `None` when the node did not answer.
+    pub async fn transaction_count(&self, address: &str, block: u64) -> Option<u64> {
+        let value = self
+            .call(
+                "eth_getTransactionCount",
+                json!([address, format!("0x{block:x}")]),
+            )
+            .await?;
+        parse_quantity(value.as_str()?)
+    }
+
     /// `eth_sendRawTransaction` of exactly `raw`, classified.
     pub async fn send_raw_transaction(&self, raw: &[u8]) -> SubmitClass {
         let body = json!({

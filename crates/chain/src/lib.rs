@@ -1,0 +1,11 @@
+//! EVM chain access for the services that talk to nodes (broadcaster, reconciler): submitting
+//! stored signed bytes with every result classified, and reading heads, receipts and nonces.
+//!
+//! It never signs or builds transactions, and it never turns a missing answer into a verdict:
+//! every read distinguishes "the node says no" from "the node did not answer".
+
+pub mod classify;
+pub mod rpc;
+
+pub use classify::{SubmitClass, Verdict};
+pub use rpc::{Receipt, Rpc};

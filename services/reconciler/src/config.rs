@@ -1,0 +1,90 @@
+//! Typed configuration: defaults, then the TOML file named by `OPLEDGER_RECONCILER_CONFIG`, then
+//! `OPLEDGER_RECONCILER_*` environment variables, then validation.
+
+use opledger_grpc::config::{ConfigError, DatabaseUrl, Secret, check_database};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+/// The reconciler's configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address of the gRPC port (health and reflection).
+    pub listen: SocketAddr,
+    /// PostgreSQL URL of a login role in `opledger_app`.
+    pub database_url: DatabaseUrl,
+    /// Pooled database connections.
+    pub db_max_connections: u32,
+    /// Seconds a call waits for a pooled connection.
+    pub db_acquire_timeout_secs: u64,
+    /// Names this worker in transition logs.
+    pub worker_id: String,
+    /// The signer's gRPC URL (for cancel replacements).
+    pub signer_url: String,
+    /// The caller token the signer expects (`OPLEDGER_RECONCILER_SIGNER_TOKEN`).
+    pub signer_token: Secret,
+    /// JSON-RPC URL per network id.
+    pub rpc: BTreeMap<String, String>,
+    /// Confirmations required per network id (the including block counted); 1 if absent.
+    #[serde(default)]
+    pub confirmations: BTreeMap<String, u64>,
+    /// Seconds a BROADCAST operation may go without news before the reconciler examines it.
+    pub stale_broadcast_secs: u64,
+    /// Seconds an attempt may stay unmined with its nonce unconsumed before a cancel is signed.
+    pub cancel_after_secs: u64,
+    /// Milliseconds between passes.
+    pub poll_interval_ms: u64,
+    /// Operations examined per pass.
+    pub batch_size: u32,
+    /// Milliseconds a node may take to answer.
+    pub rpc_timeout_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 50055)),
+            database_url: DatabaseUrl::default(),
+            db_max_connections: 4,
+            db_acquire_timeout_secs: 5,
+            worker_id: "reconciler".to_owned(),
+            signer_url: "http://127.0.0.1:50053".to_owned(),
+            signer_token: Secret::default(),
+            rpc: BTreeMap::new(),
+            confirmations: BTreeMap::new(),
+            stale_broadcast_secs: 120,
+            cancel_after_secs: 300,
+            poll_interval_ms: 1_000,
+            batch_size: 64,
+            rpc_timeout_ms: 5_000,
+        }
+    }
+}
+
+impl Config {
+    /// Loads defaults, then `file` if given, then the environment, and validates.
+    pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+        let config: Config = opledger_grpc::config::load("OPLEDGER_RECONCILER_", file)?;
+        check_database(&config.database_url, config.db_max_connections)?;
+        let invalid = |field, problem| Err(ConfigError::Invalid { field, problem });
+        if config.signer_token.0.is_empty() {
+            return invalid("signer_token", "is required");
+        }
+        if config.rpc.is_empty() {
+            return invalid("rpc", "must name at least one network");
+        }
+        Ok(config)
+    }
+
+    /// The store settings this configuration implies.
+    pub fn store_config(&self) -> opledger_store::StoreConfig {
+        opledger_store::StoreConfig {
+            max_connections: self.db_max_connections,
+            acquire_timeout: Duration::from_secs(self.db_acquire_timeout_secs),
+            ..opledger_store::StoreConfig::default()
+        }
+    }
+}

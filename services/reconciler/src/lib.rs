@@ -1,0 +1,90 @@
+//! The reconciler: turns UNKNOWN (and stale BROADCAST) withdrawals into outcomes backed by chain
+//! evidence, never by its absence. See [`reconcile`] for the decision order.
+
+pub mod config;
+pub mod reconcile;
+
+pub use config::Config;
+pub use reconcile::{Finding, Reconciler};
+
+use opledger_grpc::server::{self, ServeError};
+use opledger_proto::v1::signer_service_client::SignerServiceClient;
+use opledger_store::Store;
+use std::collections::HashMap;
+use std::time::Duration;
+use tonic::service::Routes;
+
+/// The name the reconciler reports as serving on the gRPC health service.
+pub const SERVICE_NAME: &str = "opledger.v1.Reconciler";
+
+/// Why the reconciler could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// An RPC or signer URL is invalid.
+    #[error("invalid url for {0}")]
+    Url(&'static str),
+    /// The server could not start or failed.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+}
+
+/// A reconciler for `config` over `store`.
+pub fn reconciler(config: &Config, store: Store) -> Result<Reconciler, StartError> {
+    let timeout = Duration::from_millis(config.rpc_timeout_ms);
+    let mut networks = HashMap::new();
+    for (network, url) in &config.rpc {
+        let rpc = opledger_chain::Rpc::new(url, timeout).map_err(|_| StartError::Url("rpc"))?;
+        let confirmations = config
+            .confirmations
+            .get(network)
+            .copied()
+            .unwrap_or(1)
+            .max(1);
+        networks.insert(network.clone(), reconcile::Network { rpc, confirmations });
+    }
+    let channel = tonic::transport::Channel::from_shared(config.signer_url.clone())
+        .map_err(|_| StartError::Url("signer_url"))?
+        .connect_lazy();
+    Ok(Reconciler::new(
+        store,
+        networks,
+        SignerServiceClient::new(channel),
+        config.signer_token.0.clone(),
+        Duration::from_secs(config.cancel_after_secs),
+        config.worker_id.clone(),
+    ))
+}
+
+/// Connects the store, runs passes every `poll_interval_ms` and serves health until Ctrl-C or
+/// SIGTERM.
+pub async fn run(config: Config) -> Result<(), StartError> {
+    let (store, listener) =
+        server::connect_and_bind(&config.database_url.0, config.store_config(), config.listen)
+            .await?;
+    let worker = reconciler(&config, store)?;
+    let (stale, batch, poll) = (
+        config.stale_broadcast_secs,
+        config.batch_size,
+        Duration::from_millis(config.poll_interval_ms),
+    );
+    let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let work = tokio::spawn(async move {
+        loop {
+            worker.tick(stale, batch).await;
+            tokio::select! {
+                _ = &mut stop_rx => return,
+                () = tokio::time::sleep(poll) => {}
+            }
+        }
+    });
+    let served = server::serve(
+        listener,
+        SERVICE_NAME,
+        Routes::default(),
+        server::shutdown_signal(),
+    )
+    .await;
+    let _ = stop_tx.send(());
+    let _ = work.await;
+    Ok(served?)
+}

@@ -1,0 +1,314 @@
+//! Deciding from evidence. Order of authority (OpenZeppelin relayer, op txmgr): the receipt of
+//! the latest attempt, then of every earlier attempt, then the sender's nonce at a block deep
+//! enough to be final. Any RPC failure yields no verdict. Absence of evidence never releases a
+//! hold: an unconsumed nonce leads to a cancel replacement, and the chain decides which one mines.
+
+use chrono::Utc;
+use opledger_chain::{Receipt, Rpc, SubmitClass};
+use opledger_domain::state::{Actor, OperationState};
+use opledger_proto::v1 as pb;
+use opledger_proto::v1::signer_service_client::SignerServiceClient;
+use opledger_store::broadcast::Unresolved;
+use opledger_store::signing::{Attempt, AttemptKind};
+use opledger_store::transition::TransitionRequest;
+use opledger_store::{Store, StoreError};
+use std::collections::HashMap;
+use std::time::Duration;
+use tonic::transport::Channel;
+
+/// One network as the reconciler reads it.
+#[derive(Debug, Clone)]
+pub struct Network {
+    /// Its JSON-RPC endpoint.
+    pub rpc: Rpc,
+    /// Confirmations that make an inclusion final (the including block counted).
+    pub confirmations: u64,
+}
+
+/// What examining one operation established.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finding {
+    /// A node did not answer (or answered nonsense): nothing concluded, nothing changed.
+    NoVerdict,
+    /// A transfer attempt is included with enough confirmations: CONFIRMED, hold settled.
+    Confirmed,
+    /// A transfer attempt is included but not yet final: back to BROADCAST for the watcher.
+    Included,
+    /// A cancel is included with enough confirmations, or the nonce was consumed by another
+    /// final transaction: the transfer cannot happen. VERIFIED_NOT_SENT, hold released.
+    VerifiedNotSent,
+    /// The included attempt reverted: FAILED_TERMINAL for an owner, hold kept.
+    Reverted,
+    /// Not found and the nonce is unconsumed, but not for long: wait.
+    Waiting,
+    /// Not found, nonce unconsumed for too long: a cancel replacement was signed (persisted by
+    /// the signer) and its stored bytes submitted.
+    CancelSubmitted(SubmitClass),
+}
+
+/// Why an operation could not be examined (it is retried on the next pass).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// No RPC endpoint for the operation's network.
+    #[error("no rpc endpoint configured for network {0}")]
+    NoRpc(String),
+    /// The signer refused or could not be reached.
+    #[error("signer: {0}")]
+    Signer(String),
+    /// The store failed.
+    #[error("store: {}", .0.log_safe())]
+    Store(#[from] StoreError),
+}
+
+/// The reconciler.
+#[derive(Debug, Clone)]
+pub struct Reconciler {
+    store: Store,
+    networks: HashMap<String, Network>,
+    signer: SignerServiceClient<Channel>,
+    signer_token: String,
+    cancel_after: Duration,
+    worker_id: String,
+}
+
+impl Reconciler {
+    /// A reconciler over this store, networks and signer.
+    pub fn new(
+        store: Store,
+        networks: HashMap<String, Network>,
+        signer: SignerServiceClient<Channel>,
+        signer_token: String,
+        cancel_after: Duration,
+        worker_id: String,
+    ) -> Reconciler {
+        Reconciler {
+            store,
+            networks,
+            signer,
+            signer_token,
+            cancel_after,
+            worker_id,
+        }
+    }
+
+    /// One pass over up to `limit` unresolved operations; returns what each yielded.
+    pub async fn tick(&self, stale_secs: u64, limit: u32) -> Vec<Finding> {
+        let unresolved = match self.store.unresolved(stale_secs, limit).await {
+            Ok(unresolved) => unresolved,
+            Err(e) => {
+                tracing::warn!(error = %e.log_safe(), "cannot read unresolved operations");
+                return Vec::new();
+            }
+        };
+        let mut findings = Vec::with_capacity(unresolved.len());
+        for op in &unresolved {
+            match self.reconcile(op).await {
+                Ok(finding) => findings.push(finding),
+                Err(e) => {
+                    tracing::warn!(op_id = %op.op_id, error = %e, "reconciliation deferred");
+                    findings.push(Finding::NoVerdict);
+                }
+            }
+        }
+        findings
+    }
+
+    /// Examines one operation and moves it only as far as the evidence allows.
+    pub async fn reconcile(&self, op: &Unresolved) -> Result<Finding, ReconcileError> {
+        let network = self
+            .networks
+            .get(&op.network)
+            .ok_or_else(|| ReconcileError::NoRpc(op.network.clone()))?;
+        let attempts = self.store.attempts(op.tenant_id, op.op_id).await?;
+        let Some(first) = attempts.first() else {
+            return Ok(Finding::NoVerdict);
+        };
+        let Some(head) = network.rpc.block_number().await else {
+            return Ok(Finding::NoVerdict);
+        };
+        for attempt in attempts.iter().rev() {
+            match network.rpc.receipt(&attempt.signed.tx_hash).await {
+                Err(()) => return Ok(Finding::NoVerdict),
+                Ok(None) => continue,
+                Ok(Some(receipt)) => {
+                    return self
+                        .included(op, attempt, receipt, head, network.confirmations)
+                        .await;
+                }
+            }
+        }
+        // None of our attempts is included. Is the nonce consumed at a final depth?
+        let final_block = (head + 1).saturating_sub(network.confirmations);
+        let Some(count) = network
+            .rpc
+            .transaction_count(&first.signed.sender, final_block)
+            .await
+        else {
+            return Ok(Finding::NoVerdict);
+        };
+        if count > first.signed.nonce {
+            self.settle_as(
+                op,
+                OperationState::VerifiedNotSent,
+                "nonce consumed by another transaction",
+            )
+            .await?;
+            return Ok(Finding::VerifiedNotSent);
+        }
+        if op.state == OperationState::Broadcast {
+            self.move_op(
+                op,
+                OperationState::Broadcast,
+                OperationState::Unknown,
+                "not found on chain",
+            )
+            .await?;
+        }
+        let Some(latest) = attempts.last() else {
+            return Ok(Finding::NoVerdict);
+        };
+        let age = (Utc::now() - latest.created_at)
+            .to_std()
+            .unwrap_or(Duration::ZERO);
+        if age < self.cancel_after {
+            return Ok(Finding::Waiting);
+        }
+        let cancel = if latest.signed.kind == AttemptKind::Cancel {
+            // Rebroadcasting stored bytes is always safe.
+            latest.clone()
+        } else {
+            self.sign_cancel(op).await?
+        };
+        let class = network
+            .rpc
+            .send_raw_transaction(&cancel.signed.raw_tx)
+            .await;
+        tracing::info!(op_id = %op.op_id, class = class.as_str(), "cancel replacement submitted");
+        Ok(Finding::CancelSubmitted(class))
+    }
+
+    async fn included(
+        &self,
+        op: &Unresolved,
+        attempt: &Attempt,
+        receipt: Receipt,
+        head: u64,
+        confirmations: u64,
+    ) -> Result<Finding, ReconcileError> {
+        if head.saturating_sub(receipt.block_number) + 1 < confirmations {
+            if op.state == OperationState::Unknown {
+                self.move_op(
+                    op,
+                    OperationState::Unknown,
+                    OperationState::Broadcast,
+                    "included, awaiting confirmations",
+                )
+                .await?;
+            }
+            return Ok(Finding::Included);
+        }
+        if !receipt.succeeded {
+            self.move_op(
+                op,
+                op.state,
+                OperationState::FailedTerminal,
+                "REVERTED: the included attempt reverted",
+            )
+            .await?;
+            return Ok(Finding::Reverted);
+        }
+        match attempt.signed.kind {
+            AttemptKind::Cancel => {
+                self.settle_as(
+                    op,
+                    OperationState::VerifiedNotSent,
+                    "cancel replacement included",
+                )
+                .await?;
+                Ok(Finding::VerifiedNotSent)
+            }
+            AttemptKind::Original | AttemptKind::FeeBump => {
+                self.move_op(
+                    op,
+                    op.state,
+                    OperationState::Confirmed,
+                    "transfer included with the required confirmations",
+                )
+                .await?;
+                Ok(Finding::Confirmed)
+            }
+        }
+    }
+
+    /// VERIFIED_NOT_SENT is reached from UNKNOWN; a BROADCAST operation passes through UNKNOWN.
+    async fn settle_as(
+        &self,
+        op: &Unresolved,
+        to: OperationState,
+        reason: &str,
+    ) -> Result<(), ReconcileError> {
+        let mut from = op.state;
+        if from == OperationState::Broadcast {
+            self.move_op(op, from, OperationState::Unknown, reason)
+                .await?;
+            from = OperationState::Unknown;
+        }
+        self.move_op(op, from, to, reason).await
+    }
+
+    async fn move_op(
+        &self,
+        op: &Unresolved,
+        from: OperationState,
+        to: OperationState,
+        reason: &str,
+    ) -> Result<(), ReconcileError> {
+        let request = TransitionRequest::new(
+            op.tenant_id,
+            op.op_id,
+            from,
+            to,
+            Actor::Reconciler,
+            &self.worker_id,
+            reason,
+        );
+        match self.store.transition(&request).await {
+            Ok(_) => {
+                tracing::info!(op_id = %op.op_id, from = from.as_str(), to = to.as_str(), "reconciled");
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Asks the signer for a CANCEL replacement and returns it as persisted in the store.
+    async fn sign_cancel(&self, op: &Unresolved) -> Result<Attempt, ReconcileError> {
+        let mut request = tonic::Request::new(pb::SignReplacementRequest {
+            tenant_id: op.tenant_id.to_string(),
+            withdrawal_id: op.op_id.to_string(),
+            kind: pb::AttemptKind::Cancel as i32,
+        });
+        if let Ok(value) = format!("Bearer {}", self.signer_token).parse() {
+            request.metadata_mut().insert("authorization", value);
+        }
+        self.signer
+            .clone()
+            .sign_replacement(request)
+            .await
+            .map_err(|s| {
+                ReconcileError::Signer(
+                    opledger_grpc::status::reason_of(&s)
+                        .unwrap_or_else(|| format!("{:?}", s.code())),
+                )
+            })?;
+        // Only stored bytes are ever submitted.
+        self.store
+            .attempts(op.tenant_id, op.op_id)
+            .await?
+            .pop()
+            .filter(|a| a.signed.kind == AttemptKind::Cancel)
+            .ok_or(ReconcileError::Signer(
+                "the cancel was not persisted".to_owned(),
+            ))
+    }
+}

@@ -1,0 +1,171 @@
+//! Control 7: an ambiguous timeout becomes UNKNOWN, the hold is retained, nothing is submitted
+//! afresh before reconciliation, and the operation ends reconciled with a single transfer.
+
+use opledger_broadcaster::config::Config as BroadcasterConfig;
+use opledger_domain::state::OperationState;
+use opledger_grpc::config::{DatabaseUrl, Secret};
+use opledger_reconciler::{Config, Finding};
+use opledger_store::broadcast::Due;
+use opledger_testkit::{Anvil, FaultMode, FaultProxy};
+use opledger_tests::signer::{
+    CALLER_TOKEN, HOT_WALLET, InProcessSigner, NETWORK, approve, attempts,
+};
+use opledger_tests::{BOB, Stack};
+use std::collections::BTreeMap;
+
+pub fn config(stack: &Stack, signer: &InProcessSigner, rpc_url: &str) -> Config {
+    Config {
+        database_url: DatabaseUrl(stack.db.app_url.clone()),
+        signer_url: format!("http://{}", signer.addr),
+        signer_token: Secret(CALLER_TOKEN.to_owned()),
+        rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
+        stale_broadcast_secs: 0,
+        cancel_after_secs: 0,
+        rpc_timeout_ms: 2_000,
+        worker_id: "reconciler-test".into(),
+        ..Config::default()
+    }
+}
+
+pub fn broadcaster_config(
+    stack: &Stack,
+    signer: &InProcessSigner,
+    rpc_url: &str,
+) -> BroadcasterConfig {
+    BroadcasterConfig {
+        database_url: DatabaseUrl(stack.db.app_url.clone()),
+        signer_url: format!("http://{}", signer.addr),
+        signer_token: Secret(CALLER_TOKEN.to_owned()),
+        rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
+        submit_timeout_ms: 2_000,
+        ..BroadcasterConfig::default()
+    }
+}
+
+pub async fn state(stack: &Stack, id: &str) -> anyhow::Result<String> {
+    let (state,): (String,) = sqlx::query_as("SELECT state FROM withdrawal_ops WHERE op_id = $1")
+        .bind(id.parse::<uuid::Uuid>()?)
+        .fetch_one(stack.admin.pool())
+        .await?;
+    Ok(state)
+}
+
+#[tokio::test]
+async fn control_07_response_dropped_after_send_ends_confirmed_with_one_transfer()
+-> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack
+        .fund(&acme, "treasury", "ETH", "10000000000000000000")
+        .await?;
+    let node = Anvil::start().await?;
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", node.port()).parse()?).await?;
+    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    let broadcaster = opledger_broadcaster::broadcaster(
+        &broadcaster_config(&stack, &signer, &proxy.url("http")),
+        stack.admin.clone(),
+    )?;
+    let reconciler = opledger_reconciler::reconciler(
+        &config(&stack, &signer, &node.rpc_url()),
+        stack.admin.clone(),
+    )?;
+    let before = node.balance(BOB).await?;
+    let w = stack.withdraw(&acme, "6000000000000000", BOB).await?;
+    approve(&stack, &acme, &w).await?;
+
+    // The node accepts the submission; the answer is lost on the way back.
+    proxy.set_mode(FaultMode::ForwardThenDropResponse);
+    let due = Due {
+        tenant_id: acme.id,
+        op_id: w.withdrawal_id.parse()?,
+        state: OperationState::Approved,
+        network: NETWORK.into(),
+    };
+    broadcaster.handle(&due).await?;
+    assert_eq!(state(&stack, &w.withdrawal_id).await?, "UNKNOWN");
+    assert_eq!(
+        stack.balance(acme.id, "treasury", "ETH").await?.1,
+        6_000_000_000_000_000,
+        "hold retained"
+    );
+    // Nothing is submitted afresh: the broadcaster does not touch UNKNOWN operations.
+    proxy.set_mode(FaultMode::Pass);
+    assert_eq!(broadcaster.tick(64, 8).await, 0);
+
+    // The reconciler asks the chain: the transfer is included, so the operation is CONFIRMED.
+    let findings = reconciler.tick(0, 64).await;
+    assert_eq!(findings, vec![Finding::Confirmed]);
+    assert_eq!(state(&stack, &w.withdrawal_id).await?, "CONFIRMED");
+    assert_eq!(
+        node.balance(BOB).await? - before,
+        6_000_000_000_000_000,
+        "one transfer"
+    );
+    assert_eq!(
+        node.nonce(HOT_WALLET, "latest").await?,
+        1,
+        "one transaction from the hot wallet"
+    );
+    assert_eq!(
+        attempts(&stack, &w.withdrawal_id).await?,
+        1,
+        "no fresh signature"
+    );
+    assert_eq!(
+        stack.balance(acme.id, "treasury", "ETH").await?,
+        (10_000_000_000_000_000_000 - 6_000_000_000_000_000, 0),
+        "settled once"
+    );
+    assert!(
+        reconciler.tick(0, 64).await.is_empty(),
+        "nothing left unresolved"
+    );
+    stack.assert_invariants().await
+}
+
+#[tokio::test]
+async fn a_node_that_does_not_answer_yields_no_verdict_and_keeps_the_hold() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack
+        .fund(&acme, "treasury", "ETH", "10000000000000000000")
+        .await?;
+    let node = Anvil::start().await?;
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", node.port()).parse()?).await?;
+    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    let broadcaster = opledger_broadcaster::broadcaster(
+        &broadcaster_config(&stack, &signer, &proxy.url("http")),
+        stack.admin.clone(),
+    )?;
+    let reconciler = opledger_reconciler::reconciler(
+        &config(&stack, &signer, &proxy.url("http")),
+        stack.admin.clone(),
+    )?;
+    let w = stack.withdraw(&acme, "6000000000000000", BOB).await?;
+    approve(&stack, &acme, &w).await?;
+    proxy.set_mode(FaultMode::ForwardThenDropResponse);
+    let due = Due {
+        tenant_id: acme.id,
+        op_id: w.withdrawal_id.parse()?,
+        state: OperationState::Approved,
+        network: NETWORK.into(),
+    };
+    broadcaster.handle(&due).await?;
+    proxy.set_mode(FaultMode::ResetOnConnect);
+    proxy.drop_connections();
+    for _ in 0..3 {
+        assert_eq!(reconciler.tick(0, 64).await, vec![Finding::NoVerdict]);
+    }
+    assert_eq!(state(&stack, &w.withdrawal_id).await?, "UNKNOWN");
+    assert_eq!(
+        stack.balance(acme.id, "treasury", "ETH").await?.1,
+        6_000_000_000_000_000,
+        "hold kept"
+    );
+    assert_eq!(
+        attempts(&stack, &w.withdrawal_id).await?,
+        1,
+        "no cancel without evidence either"
+    );
+    stack.assert_invariants().await
+}

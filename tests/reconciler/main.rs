@@ -1,0 +1,5 @@
+//! The reconciler against real PostgreSQL, the real signer and broadcaster, and a real anvil
+//! node: evidence decides, absence of evidence never releases a hold.
+
+mod control_07;
+mod dropped;
