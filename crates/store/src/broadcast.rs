@@ -118,7 +118,9 @@ impl Store {
                 Ok(Unresolved {
                     tenant_id: TenantId::from_uuid(tenant),
                     op_id: OperationId::from_uuid(op),
-                    state: state.parse().map_err(|_| StoreError::Corrupt { what: "state" })?,
+                    state: state
+                        .parse()
+                        .map_err(|_| StoreError::Corrupt { what: "state" })?,
                     network,
                 })
             })
