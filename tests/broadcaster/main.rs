@@ -1,5 +1,6 @@
 //! The broadcaster against real PostgreSQL, the real signer over gRPC and a real anvil node.
 
 mod control_06;
+mod e2e;
 mod submit;
 mod watch;

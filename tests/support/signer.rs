@@ -143,10 +143,28 @@ impl InProcessSigner {
         Self::start_with(db, tenant, Some(tls)).await
     }
 
+    /// Starts a signer whose hot wallet already sent `initial_nonce` transactions.
+    pub async fn start_at_nonce(
+        db: &TestDatabase,
+        tenant: TenantId,
+        initial_nonce: u64,
+    ) -> anyhow::Result<InProcessSigner> {
+        Self::start_full(db, tenant, None, initial_nonce).await
+    }
+
     async fn start_with(
         db: &TestDatabase,
         tenant: TenantId,
         tls: Option<tonic::transport::ServerTlsConfig>,
+    ) -> anyhow::Result<InProcessSigner> {
+        Self::start_full(db, tenant, tls, 0).await
+    }
+
+    async fn start_full(
+        db: &TestDatabase,
+        tenant: TenantId,
+        tls: Option<tonic::transport::ServerTlsConfig>,
+        initial_nonce: u64,
     ) -> anyhow::Result<InProcessSigner> {
         let url = signer_url(db).await?;
         let store = Store::connect(
@@ -164,7 +182,7 @@ impl InProcessSigner {
             tenant,
             NETWORK,
             Arc::new(LocalKey::from_secret_bytes(hot_secret()?)?),
-            0,
+            initial_nonce,
         );
         let callers = vec![Sha256::digest(CALLER_TOKEN.as_bytes()).into()];
         let signer = Signer::new(store, Arc::new(config), Arc::new(wallets));
