@@ -93,3 +93,82 @@ async fn without_a_receipt_or_an_answer_nothing_is_concluded() -> anyhow::Result
     );
     stack.assert_invariants().await
 }
+
+async fn settled(stack: &Stack, kind: &str) -> anyhow::Result<i64> {
+    let sql = "SELECT count(*) FROM ledger_entries WHERE kind = $1";
+    let (n,): (i64,) = sqlx::query_as(sql)
+        .bind(kind)
+        .fetch_one(stack.admin.pool())
+        .await?;
+    Ok(n)
+}
+
+#[tokio::test]
+async fn a_reorg_after_confirmation_reopens_the_hold_and_re_confirms_once() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack
+        .fund(&acme, "treasury", "ETH", "10000000000000000000")
+        .await?;
+    let node = Anvil::start().await?;
+    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    let cfg = config(&stack, &signer, &node.rpc_url());
+    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
+    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
+    let (kept, gone) = (
+        stack.withdraw(&acme, "1000000000000000", BOB).await?,
+        stack.withdraw(&acme, "2000000000000000", BOB).await?,
+    );
+    approve(&stack, &acme, &kept).await?;
+    approve(&stack, &acme, &gone).await?;
+    assert_eq!(broadcaster.tick(64, 1).await, 2);
+    assert_eq!(watcher.tick(64).await.confirmed, 2);
+    assert_eq!(
+        stack.balance(acme.id, "treasury", "ETH").await?.1,
+        0,
+        "both settled"
+    );
+    let raw = |id: &str| {
+        let id: uuid::Uuid = id.parse().unwrap_or_default();
+        let pool = stack.admin.pool().clone();
+        async move {
+            let (raw,): (Vec<u8>,) =
+                sqlx::query_as("SELECT raw_tx FROM tx_attempts WHERE op_id = $1")
+                    .bind(id)
+                    .fetch_one(&pool)
+                    .await?;
+            anyhow::Ok(format!("0x{}", hex::encode(raw)))
+        }
+    };
+    let kept_raw = raw(&kept.withdrawal_id).await?;
+    // Replace the last two blocks: the first transfer is re-included elsewhere, the second is gone.
+    node.rpc("anvil_reorg", serde_json::json!([2, [[kept_raw, 0]]]))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let pass = watcher.tick(64).await;
+    assert_eq!(pass.reopened, 2, "{pass:?}");
+    assert_eq!(
+        state(&stack, &kept.withdrawal_id).await?,
+        "CONFIRMED",
+        "re-confirmed in its new block"
+    );
+    assert_eq!(
+        state(&stack, &gone.withdrawal_id).await?,
+        "BROADCAST",
+        "back to BROADCAST, never payable"
+    );
+    assert_eq!(
+        stack.balance(acme.id, "treasury", "ETH").await?.1,
+        2_000_000_000_000_000,
+        "the vanished one is held again"
+    );
+    // Ledger: 3 settlements, 2 reopenings: each operation posted once net.
+    assert_eq!(
+        (
+            settled(&stack, "SETTLE").await?,
+            settled(&stack, "REOPEN").await?
+        ),
+        (3, 2)
+    );
+    stack.assert_invariants().await
+}

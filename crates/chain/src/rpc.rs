@@ -5,10 +5,12 @@ use serde_json::{Value, json};
 use std::time::Duration;
 
 /// What a receipt says about inclusion.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Receipt {
     /// The block that includes the transaction.
     pub block_number: u64,
+    /// That block's hash.
+    pub block_hash: String,
     /// True when the transaction executed successfully (status 1).
     pub succeeded: bool,
 }
@@ -56,6 +58,40 @@ impl Rpc {
         value.get("result").cloned()
     }
 
+    /// The hash of the canonical block at `number`: `Ok(None)` when the chain is shorter,
+    /// `Err(())` when the node did not answer.
+    pub async fn block_hash(&self, number: u64) -> Result<Option<String>, ()> {
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "eth_getBlockByNumber", "params": [format!("0x{number:x}"), false] });
+        let response = self
+            .http
+            .post(&self.url)
+            .json(&body)
+            .send()
+            .await
+            .map_err(|_| ())?;
+        let value: Value = response.json().await.map_err(|_| ())?;
+        if value.get("error").is_some() {
+            return Err(());
+        }
+        match value.get("result") {
+            Some(Value::Null) | None => Ok(None),
+            Some(block) => block
+                .get("hash")
+                .and_then(Value::as_str)
+                .map(|h| Some(h.to_owned()))
+                .ok_or(()),
+        }
+    }
+
+    /// The head block's number and hash, or `None` when the node did not answer.
+    pub async fn head(&self) -> Option<(u64, String)> {
+        let block = self
+            .call("eth_getBlockByNumber", json!(["latest", false]))
+            .await?;
+        let number = parse_quantity(block.get("number")?.as_str()?)?;
+        Some((number, block.get("hash")?.as_str()?.to_owned()))
+    }
+
     /// The head block number, or `None` when the node did not answer.
     pub async fn block_number(&self) -> Option<u64> {
         let value = self.call("eth_blockNumber", json!([])).await?;
@@ -84,13 +120,18 @@ impl Rpc {
             .get("blockNumber")
             .and_then(Value::as_str)
             .and_then(parse_quantity);
+        let block_hash = receipt
+            .get("blockHash")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let succeeded = receipt
             .get("status")
             .and_then(Value::as_str)
             .map(|s| s == "0x1");
-        match (block_number, succeeded) {
-            (Some(block_number), Some(succeeded)) => Ok(Some(Receipt {
+        match (block_number, block_hash, succeeded) {
+            (Some(block_number), Some(block_hash), Some(succeeded)) => Ok(Some(Receipt {
                 block_number,
+                block_hash,
                 succeeded,
             })),
             _ => Err(()),

@@ -127,3 +127,104 @@ impl Store {
             .collect()
     }
 }
+
+/// Where a confirmed operation's transfer was included.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inclusion {
+    /// The operation's tenant.
+    pub tenant_id: TenantId,
+    /// The operation.
+    pub op_id: OperationId,
+    /// The included transaction.
+    pub tx_hash: String,
+    /// Its block.
+    pub block_number: u64,
+    /// That block's hash when it was confirmed.
+    pub block_hash: String,
+}
+
+impl Store {
+    /// Moves an operation from `from` (BROADCAST or UNKNOWN) to CONFIRMED, settling its hold, and
+    /// records where it was included, in one transaction.
+    pub async fn confirm(
+        &self,
+        request: &crate::transition::TransitionRequest<'_>,
+        inclusion: &Inclusion,
+    ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        crate::transition::transition_in(&mut tx, request).await?;
+        sqlx::query(
+            "INSERT INTO inclusions (tenant_id, op_id, tx_hash, block_number, block_hash) \
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(inclusion.tenant_id.as_uuid())
+        .bind(inclusion.op_id.as_uuid())
+        .bind(&inclusion.tx_hash)
+        .bind(
+            i64::try_from(inclusion.block_number)
+                .map_err(|_| StoreError::Corrupt { what: "block" })?,
+        )
+        .bind(&inclusion.block_hash)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Live inclusions of CONFIRMED operations on `network` at or above `from_block`.
+    pub async fn recent_inclusions(
+        &self,
+        network: &str,
+        from_block: u64,
+    ) -> Result<Vec<Inclusion>> {
+        let rows: Vec<(uuid::Uuid, uuid::Uuid, String, i64, String)> = sqlx::query_as(
+            "SELECT i.tenant_id, i.op_id, i.tx_hash, i.block_number, i.block_hash FROM inclusions i \
+             JOIN withdrawal_ops o USING (tenant_id, op_id) \
+             JOIN withdrawal_payloads p USING (tenant_id, op_id) \
+             WHERE i.reorged_at IS NULL AND o.state = 'CONFIRMED' AND p.network = $1 \
+               AND i.block_number >= $2 ORDER BY i.block_number",
+        )
+        .bind(network)
+        .bind(i64::try_from(from_block).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|(tenant, op, tx_hash, block, block_hash)| {
+                Ok(Inclusion {
+                    tenant_id: TenantId::from_uuid(tenant),
+                    op_id: OperationId::from_uuid(op),
+                    tx_hash,
+                    block_number: u64::try_from(block)
+                        .map_err(|_| StoreError::Corrupt { what: "block" })?,
+                    block_hash,
+                })
+            })
+            .collect()
+    }
+
+    /// A reorganization removed the inclusion: CONFIRMED -> BROADCAST (the settlement is reopened
+    /// as a hold) and the inclusion marked, in one transaction.
+    pub async fn reopen(&self, inclusion: &Inclusion, actor_id: &str) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        let request = crate::transition::TransitionRequest::new(
+            inclusion.tenant_id,
+            inclusion.op_id,
+            OperationState::Confirmed,
+            OperationState::Broadcast,
+            opledger_domain::state::Actor::ChainWatcher,
+            actor_id,
+            "inclusion block no longer canonical (reorganization)",
+        );
+        crate::transition::transition_in(&mut tx, &request).await?;
+        sqlx::query(
+            "UPDATE inclusions SET reorged_at = now() \
+             WHERE tenant_id = $1 AND op_id = $2 AND reorged_at IS NULL",
+        )
+        .bind(inclusion.tenant_id.as_uuid())
+        .bind(inclusion.op_id.as_uuid())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

@@ -66,7 +66,15 @@ pub fn watcher(config: &Config, store: Store) -> Result<watcher::Watcher, StartE
             .copied()
             .unwrap_or(1)
             .max(1);
-        networks.insert(network.clone(), watcher::Watched { rpc, confirmations });
+        let reorg_window = config.reorg_window_blocks;
+        networks.insert(
+            network.clone(),
+            watcher::Watched {
+                rpc,
+                confirmations,
+                reorg_window,
+            },
+        );
     }
     Ok(watcher::Watcher::new(
         store,

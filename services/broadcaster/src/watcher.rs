@@ -5,7 +5,7 @@
 
 use opledger_chain::Rpc;
 use opledger_domain::state::{Actor, OperationState};
-use opledger_store::broadcast::InFlight;
+use opledger_store::broadcast::{InFlight, Inclusion};
 use opledger_store::transition::TransitionRequest;
 use opledger_store::{Store, StoreError};
 use std::collections::HashMap;
@@ -18,6 +18,8 @@ pub struct Watched {
     pub rpc: Rpc,
     /// Blocks an inclusion needs (1 = the including block itself).
     pub confirmations: u64,
+    /// How many blocks below the head confirmed inclusions are re-checked for reorganizations.
+    pub reorg_window: u64,
 }
 
 /// Watches BROADCAST operations on every configured network.
@@ -26,7 +28,7 @@ pub struct Watcher {
     store: Store,
     networks: HashMap<String, Watched>,
     worker_id: String,
-    last_head: Mutex<HashMap<String, u64>>,
+    last_head: Mutex<HashMap<String, (u64, String)>>,
 }
 
 /// What a watcher pass did.
@@ -38,6 +40,8 @@ pub struct Pass {
     pub confirmed: usize,
     /// Operations moved to FAILED_TERMINAL because their included attempt reverted.
     pub reverted: usize,
+    /// CONFIRMED operations whose inclusion a reorganization removed (back to BROADCAST).
+    pub reopened: usize,
 }
 
 impl Watcher {
@@ -55,17 +59,21 @@ impl Watcher {
     pub async fn tick(&self, limit: u32) -> Pass {
         let mut pass = Pass::default();
         for (network, watched) in &self.networks {
-            let Some(head) = watched.rpc.block_number().await else {
+            let Some((head, head_hash)) = watched.rpc.head().await else {
                 continue;
             };
+            let current = (head, head_hash);
             let moved = match self.last_head.lock() {
-                Ok(mut last) => last.insert(network.clone(), head) != Some(head),
+                Ok(mut last) => {
+                    last.insert(network.clone(), current.clone()).as_ref() != Some(&current)
+                }
                 Err(_) => true,
             };
             if !moved {
                 continue;
             }
             pass.new_heads += 1;
+            pass.reopened += self.check_reorgs(network, watched, head).await;
             let in_flight = match self.store.in_flight(network, limit).await {
                 Ok(in_flight) => in_flight,
                 Err(e) => {
@@ -85,6 +93,42 @@ impl Watcher {
             }
         }
         pass
+    }
+
+    /// Re-checks recent inclusions; returns how many were reorganized away (and reopened).
+    async fn check_reorgs(&self, network: &str, watched: &Watched, head: u64) -> usize {
+        let inclusions = match self
+            .store
+            .recent_inclusions(network, head.saturating_sub(watched.reorg_window))
+            .await
+        {
+            Ok(inclusions) => inclusions,
+            Err(e) => {
+                tracing::warn!(error = %e.log_safe(), "cannot read recent inclusions");
+                return 0;
+            }
+        };
+        let mut reopened = 0;
+        for inclusion in inclusions {
+            let canonical = match watched.rpc.block_hash(inclusion.block_number).await {
+                Ok(canonical) => canonical,
+                // No answer: no conclusion.
+                Err(()) => continue,
+            };
+            if canonical.as_deref() == Some(inclusion.block_hash.as_str()) {
+                continue;
+            }
+            match self.store.reopen(&inclusion, &self.worker_id).await {
+                Ok(()) => {
+                    tracing::warn!(op_id = %inclusion.op_id, "confirmed inclusion reorganized away; back to BROADCAST");
+                    reopened += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(op_id = %inclusion.op_id, error = %e.log_safe(), "reopen deferred")
+                }
+            }
+        }
+        reopened
     }
 
     /// Receipts of the attempts, latest first; the first included one decides.
@@ -124,7 +168,19 @@ impl Watcher {
                 &self.worker_id,
                 reason,
             );
-            return match self.store.transition(&request).await {
+            let recorded = if receipt.succeeded {
+                let inclusion = Inclusion {
+                    tenant_id: op.tenant_id,
+                    op_id: op.op_id,
+                    tx_hash: hash.clone(),
+                    block_number: receipt.block_number,
+                    block_hash: receipt.block_hash.clone(),
+                };
+                self.store.confirm(&request, &inclusion).await
+            } else {
+                self.store.transition(&request).await.map(|_| ())
+            };
+            return match recorded {
                 Ok(_) => {
                     tracing::info!(op_id = %op.op_id, state = to.as_str(), "inclusion recorded");
                     Ok(Some(to))

@@ -8,7 +8,7 @@ use opledger_chain::{Receipt, Rpc, SubmitClass};
 use opledger_domain::state::{Actor, OperationState};
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::signer_service_client::SignerServiceClient;
-use opledger_store::broadcast::Unresolved;
+use opledger_store::broadcast::{Inclusion, Unresolved};
 use opledger_store::signing::{Attempt, AttemptKind};
 use opledger_store::transition::TransitionRequest;
 use opledger_store::{Store, StoreError};
@@ -228,13 +228,24 @@ impl Reconciler {
                 Ok(Finding::VerifiedNotSent)
             }
             AttemptKind::Original | AttemptKind::FeeBump => {
-                self.move_op(
-                    op,
+                let request = TransitionRequest::new(
+                    op.tenant_id,
+                    op.op_id,
                     op.state,
                     OperationState::Confirmed,
+                    Actor::Reconciler,
+                    &self.worker_id,
                     "transfer included with the required confirmations",
-                )
-                .await?;
+                );
+                let inclusion = Inclusion {
+                    tenant_id: op.tenant_id,
+                    op_id: op.op_id,
+                    tx_hash: attempt.signed.tx_hash.clone(),
+                    block_number: receipt.block_number,
+                    block_hash: receipt.block_hash.clone(),
+                };
+                self.store.confirm(&request, &inclusion).await?;
+                tracing::info!(op_id = %op.op_id, "reconciled: confirmed");
                 Ok(Finding::Confirmed)
             }
         }
