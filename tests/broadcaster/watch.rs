@@ -172,3 +172,62 @@ async fn a_reorg_after_confirmation_reopens_the_hold_and_re_confirms_once() -> a
     );
     stack.assert_invariants().await
 }
+
+#[tokio::test]
+async fn a_stuck_transfer_is_fee_bumped_and_paid_once() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack
+        .fund(&acme, "treasury", "ETH", "10000000000000000000")
+        .await?;
+    let node = Anvil::start().await?;
+    node.set_automine(false).await?;
+    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    let cfg = config(&stack, &signer, &node.rpc_url());
+    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
+    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
+    let before = node.balance(BOB).await?;
+    let w = stack.withdraw(&acme, "8000000000000000", BOB).await?;
+    approve(&stack, &acme, &w).await?;
+    assert_eq!(broadcaster.tick(64, 8).await, 1);
+    // Not mined yet: the stuck transfer gets a fee bump, persisted by the signer before it is sent.
+    let classes = broadcaster.bump_stuck(NETWORK, 0, 64).await;
+    assert_eq!(
+        classes,
+        vec![opledger_chain::SubmitClass::Accepted],
+        "the node takes the replacement"
+    );
+    let (count, fees): (i64, Vec<String>) = sqlx::query_as(
+        "SELECT count(*), array_agg(max_fee_per_gas::text ORDER BY attempt) FROM tx_attempts WHERE op_id = $1",
+    )
+    .bind(w.withdrawal_id.parse::<uuid::Uuid>()?)
+    .fetch_one(stack.admin.pool())
+    .await?;
+    assert_eq!(count, 2);
+    assert!(
+        fees[1].parse::<u128>()? > fees[0].parse::<u128>()?,
+        "{fees:?}"
+    );
+    node.mine(1).await?;
+    assert_eq!(
+        watcher.tick(64).await.confirmed,
+        1,
+        "confirmed through the bump's receipt"
+    );
+    assert_eq!(state(&stack, &w.withdrawal_id).await?, "CONFIRMED");
+    assert_eq!(
+        node.balance(BOB).await? - before,
+        8_000_000_000_000_000,
+        "paid once"
+    );
+    assert_eq!(
+        node.nonce(opledger_tests::signer::HOT_WALLET, "latest")
+            .await?,
+        1
+    );
+    assert!(
+        broadcaster.bump_stuck(NETWORK, 0, 64).await.is_empty(),
+        "nothing stuck any more"
+    );
+    stack.assert_invariants().await
+}

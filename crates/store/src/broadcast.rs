@@ -228,3 +228,34 @@ impl Store {
         Ok(())
     }
 }
+
+impl Store {
+    /// BROADCAST operations on `network` whose latest attempt is a transfer (not a cancel)
+    /// persisted more than `older_than_secs` ago: candidates for a fee bump.
+    pub async fn stuck(
+        &self,
+        network: &str,
+        older_than_secs: u64,
+        limit: u32,
+    ) -> Result<Vec<(TenantId, OperationId)>> {
+        let rows: Vec<(uuid::Uuid, uuid::Uuid)> = sqlx::query_as(
+            "SELECT o.tenant_id, o.op_id FROM withdrawal_ops o \
+             JOIN withdrawal_payloads p USING (tenant_id, op_id) \
+             JOIN LATERAL (SELECT kind, created_at FROM tx_attempts a \
+               WHERE a.tenant_id = o.tenant_id AND a.op_id = o.op_id \
+               ORDER BY attempt DESC LIMIT 1) latest ON true \
+             WHERE o.state = 'BROADCAST' AND p.network = $1 AND latest.kind <> 'CANCEL' \
+               AND latest.created_at <= now() - $2::bigint * interval '1 second' \
+             ORDER BY latest.created_at LIMIT $3",
+        )
+        .bind(network)
+        .bind(i64::try_from(older_than_secs).unwrap_or(i64::MAX))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(t, o)| (TenantId::from_uuid(t), OperationId::from_uuid(o)))
+            .collect())
+    }
+}

@@ -31,6 +31,8 @@ pub struct Config {
     /// Confirmations required per network id (blocks, the including one counted); 1 if absent.
     #[serde(default)]
     pub confirmations: BTreeMap<String, u64>,
+    /// Seconds a BROADCAST transfer may stay unmined before it is fee-bumped.
+    pub bump_after_secs: u64,
     /// Blocks below the head within which confirmed inclusions are re-checked for reorganizations.
     pub reorg_window_blocks: u64,
     /// Milliseconds between polls when there is no work.
@@ -56,6 +58,7 @@ impl Default for Config {
             rpc: BTreeMap::new(),
             confirmations: BTreeMap::new(),
             reorg_window_blocks: 64,
+            bump_after_secs: 60,
             poll_interval_ms: 200,
             batch_size: 64,
             concurrency: 8,

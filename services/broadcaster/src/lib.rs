@@ -89,6 +89,7 @@ pub async fn run(config: Config) -> Result<(), StartError> {
         server::connect_and_bind(&config.database_url.0, config.store_config(), config.listen)
             .await?;
     let worker = broadcaster(&config, store.clone())?;
+    let bumper = worker.clone();
     let chain = watcher(&config, store)?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let poll = Duration::from_millis(config.poll_interval_ms);
@@ -102,9 +103,16 @@ pub async fn run(config: Config) -> Result<(), StartError> {
             .await;
     });
     // New heads are noticed by polling the head (cheap); receipts are looked up only when it moves.
+    let (networks, bump_after) = (
+        config.rpc.keys().cloned().collect::<Vec<_>>(),
+        config.bump_after_secs,
+    );
     let watch = tokio::spawn(async move {
         loop {
             chain.tick(batch).await;
+            for network in &networks {
+                bumper.bump_stuck(network, bump_after, batch).await;
+            }
             tokio::select! {
                 _ = &mut watch_stop_rx => return,
                 () = tokio::time::sleep(poll) => {}

@@ -151,6 +151,57 @@ impl Broadcaster {
         }
     }
 
+    /// Fee-bumps BROADCAST transfers on `network` whose latest attempt is older than
+    /// `older_than_secs`: the signer persists the replacement (same nonce, recipient and amount,
+    /// fees up, never above the payload's fee cap) and only its stored bytes are submitted. Returns
+    /// the submission classes; an operation at its fee cap is left as it is.
+    pub async fn bump_stuck(
+        &self,
+        network: &str,
+        older_than_secs: u64,
+        limit: u32,
+    ) -> Vec<SubmitClass> {
+        let Some(rpc) = self.rpcs.get(network) else {
+            return Vec::new();
+        };
+        let stuck = match self.store.stuck(network, older_than_secs, limit).await {
+            Ok(stuck) => stuck,
+            Err(e) => {
+                tracing::warn!(error = %e.log_safe(), "cannot read stuck operations");
+                return Vec::new();
+            }
+        };
+        let mut classes = Vec::new();
+        for (tenant_id, op_id) in stuck {
+            let mut request = tonic::Request::new(pb::SignReplacementRequest {
+                tenant_id: tenant_id.to_string(),
+                withdrawal_id: op_id.to_string(),
+                kind: pb::AttemptKind::FeeBump as i32,
+            });
+            if let Ok(value) = format!("Bearer {}", self.signer_token).parse() {
+                request.metadata_mut().insert("authorization", value);
+            }
+            if let Err(status) = self.signer.clone().sign_replacement(request).await {
+                let reason = opledger_grpc::status::reason_of(&status).unwrap_or_default();
+                tracing::info!(%op_id, reason, "no fee bump");
+                continue;
+            }
+            let latest = match self.store.attempts(tenant_id, op_id).await {
+                Ok(mut attempts) => attempts.pop(),
+                Err(e) => {
+                    tracing::warn!(%op_id, error = %e.log_safe(), "cannot read the bump");
+                    continue;
+                }
+            };
+            if let Some(latest) = latest {
+                let class = rpc.send_raw_transaction(&latest.signed.raw_tx).await;
+                tracing::info!(%op_id, attempt = latest.attempt, class = class.as_str(), "fee bump submitted");
+                classes.push(class);
+            }
+        }
+        classes
+    }
+
     /// Asks the signer to sign (idempotent); false when it cannot now.
     async fn sign(&self, due: &Due) -> bool {
         let mut request = tonic::Request::new(pb::SignWithdrawalRequest {
