@@ -3,3 +3,4 @@
 
 mod control_07;
 mod dropped;
+mod escalation;

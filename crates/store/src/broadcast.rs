@@ -259,3 +259,43 @@ impl Store {
             .collect())
     }
 }
+
+impl Store {
+    /// Moves an operation to FAILED_TERMINAL (hold kept) and records its owner and reason code,
+    /// in one transaction.
+    pub async fn escalate(
+        &self,
+        request: &crate::transition::TransitionRequest<'_>,
+        owner: &str,
+        reason_code: &str,
+    ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        crate::transition::transition_in(&mut tx, request).await?;
+        sqlx::query("INSERT INTO escalations (tenant_id, op_id, owner, reason_code) VALUES ($1, $2, $3, $4)")
+            .bind(request.tenant_id.as_uuid())
+            .bind(request.op_id.as_uuid())
+            .bind(owner)
+            .bind(reason_code)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Seconds since the operation last changed state (for escalation windows).
+    pub async fn seconds_since_change(
+        &self,
+        tenant_id: TenantId,
+        op_id: OperationId,
+    ) -> Result<u64> {
+        let (secs,): (f64,) = sqlx::query_as(
+            "SELECT extract(epoch FROM now() - updated_at)::float8 FROM withdrawal_ops \
+             WHERE tenant_id = $1 AND op_id = $2",
+        )
+        .bind(tenant_id.as_uuid())
+        .bind(op_id.as_uuid())
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(secs.max(0.0) as u64)
+    }
+}

@@ -35,6 +35,11 @@ pub struct Config {
     pub stale_broadcast_secs: u64,
     /// Seconds an attempt may stay unmined with its nonce unconsumed before a cancel is signed.
     pub cancel_after_secs: u64,
+    /// Seconds an operation may stay UNKNOWN without a verdict before it is escalated to
+    /// FAILED_TERMINAL (hold kept) for `owner`.
+    pub escalate_after_secs: u64,
+    /// The team that owns escalated operations (lowercase, digits, '-', '_').
+    pub owner: String,
     /// Milliseconds between passes.
     pub poll_interval_ms: u64,
     /// Operations examined per pass.
@@ -57,6 +62,8 @@ impl Default for Config {
             confirmations: BTreeMap::new(),
             stale_broadcast_secs: 120,
             cancel_after_secs: 300,
+            escalate_after_secs: 3_600,
+            owner: "payments-operations".to_owned(),
             poll_interval_ms: 1_000,
             batch_size: 64,
             rpc_timeout_ms: 5_000,
@@ -75,6 +82,18 @@ impl Config {
         }
         if config.rpc.is_empty() {
             return invalid("rpc", "must name at least one network");
+        }
+        let owner_ok = !config.owner.is_empty()
+            && config.owner.len() <= 63
+            && config
+                .owner
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        if !owner_ok {
+            return invalid(
+                "owner",
+                "must be 1 to 63 lowercase letters, digits, '-' or '_'",
+            );
         }
         Ok(config)
     }

@@ -50,7 +50,13 @@ pub fn reconciler(config: &Config, store: Store) -> Result<Reconciler, StartErro
         networks,
         SignerServiceClient::new(channel),
         config.signer_token.0.clone(),
-        Duration::from_secs(config.cancel_after_secs),
+        reconcile::Policy {
+            cancel_after: Duration::from_secs(config.cancel_after_secs),
+            escalation: reconcile::Escalation {
+                owner: config.owner.clone(),
+                after_secs: config.escalate_after_secs,
+            },
+        },
         config.worker_id.clone(),
     ))
 }

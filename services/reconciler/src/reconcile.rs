@@ -44,6 +44,27 @@ pub enum Finding {
     /// Not found, nonce unconsumed for too long: a cancel replacement was signed (persisted by
     /// the signer) and its stored bytes submitted.
     CancelSubmitted(SubmitClass),
+    /// UNKNOWN for longer than the escalation window without a verdict: FAILED_TERMINAL with an
+    /// owner and a reason code, hold kept, for a person to resolve.
+    Escalated,
+}
+
+/// How long the reconciler waits before acting without a verdict.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// An attempt not found with its nonce unconsumed for this long gets a cancel replacement.
+    pub cancel_after: Duration,
+    /// When UNKNOWN operations are escalated, and to whom.
+    pub escalation: Escalation,
+}
+
+/// Who takes over what automation cannot resolve, and after how long.
+#[derive(Debug, Clone)]
+pub struct Escalation {
+    /// The owning team recorded on the escalation.
+    pub owner: String,
+    /// Seconds an operation may stay UNKNOWN without a verdict.
+    pub after_secs: u64,
 }
 
 /// Why an operation could not be examined (it is retried on the next pass).
@@ -68,6 +89,7 @@ pub struct Reconciler {
     signer: SignerServiceClient<Channel>,
     signer_token: String,
     cancel_after: Duration,
+    escalation: Escalation,
     worker_id: String,
 }
 
@@ -78,15 +100,20 @@ impl Reconciler {
         networks: HashMap<String, Network>,
         signer: SignerServiceClient<Channel>,
         signer_token: String,
-        cancel_after: Duration,
+        policy: Policy,
         worker_id: String,
     ) -> Reconciler {
+        let Policy {
+            cancel_after,
+            escalation,
+        } = policy;
         Reconciler {
             store,
             networks,
             signer,
             signer_token,
             cancel_after,
+            escalation,
             worker_id,
         }
     }
@@ -102,15 +129,61 @@ impl Reconciler {
         };
         let mut findings = Vec::with_capacity(unresolved.len());
         for op in &unresolved {
-            match self.reconcile(op).await {
-                Ok(finding) => findings.push(finding),
+            let finding = match self.reconcile(op).await {
+                Ok(finding) => finding,
                 Err(e) => {
                     tracing::warn!(op_id = %op.op_id, error = %e, "reconciliation deferred");
-                    findings.push(Finding::NoVerdict);
+                    Finding::NoVerdict
                 }
-            }
+            };
+            findings.push(self.escalate_if_overdue(op, finding).await);
         }
         findings
+    }
+
+    /// A window with no verdict ends in FAILED_TERMINAL with an owner; the hold stays.
+    async fn escalate_if_overdue(&self, op: &Unresolved, finding: Finding) -> Finding {
+        let undecided = matches!(
+            finding,
+            Finding::NoVerdict | Finding::Waiting | Finding::CancelSubmitted(_)
+        );
+        if !undecided {
+            return finding;
+        }
+        let overdue = match self
+            .store
+            .seconds_since_change(op.tenant_id, op.op_id)
+            .await
+        {
+            Ok(secs) => secs >= self.escalation.after_secs,
+            Err(_) => false,
+        };
+        if !overdue {
+            return finding;
+        }
+        let request = TransitionRequest::new(
+            op.tenant_id,
+            op.op_id,
+            OperationState::Unknown,
+            OperationState::FailedTerminal,
+            Actor::Reconciler,
+            &self.worker_id,
+            "no verdict within the reconciliation window",
+        );
+        match self
+            .store
+            .escalate(&request, &self.escalation.owner, "NO_VERDICT_WITHIN_WINDOW")
+            .await
+        {
+            Ok(()) => {
+                tracing::error!(op_id = %op.op_id, owner = %self.escalation.owner, "escalated: FAILED_TERMINAL, hold kept");
+                Finding::Escalated
+            }
+            Err(e) => {
+                tracing::warn!(op_id = %op.op_id, error = %e.log_safe(), "escalation deferred");
+                finding
+            }
+        }
     }
 
     /// Examines one operation and moves it only as far as the evidence allows.

@@ -1,0 +1,69 @@
+//! A window without a verdict ends in FAILED_TERMINAL with an owner and a reason code; the hold
+//! stays until a person resolves it.
+
+use crate::control_07::{broadcaster_config, config, state};
+use opledger_domain::state::OperationState;
+use opledger_reconciler::Finding;
+use opledger_store::broadcast::Due;
+use opledger_testkit::{Anvil, FaultMode, FaultProxy};
+use opledger_tests::signer::{InProcessSigner, NETWORK, approve};
+use opledger_tests::{BOB, Stack};
+
+#[tokio::test]
+async fn no_verdict_within_the_window_is_escalated_with_an_owner_and_the_hold_kept()
+-> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack
+        .fund(&acme, "treasury", "ETH", "10000000000000000000")
+        .await?;
+    let node = Anvil::start().await?;
+    let proxy = FaultProxy::start(format!("127.0.0.1:{}", node.port()).parse()?).await?;
+    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    let broadcaster = opledger_broadcaster::broadcaster(
+        &broadcaster_config(&stack, &signer, &proxy.url("http")),
+        stack.admin.clone(),
+    )?;
+    let mut cfg = config(&stack, &signer, &proxy.url("http"));
+    cfg.escalate_after_secs = 1;
+    cfg.owner = "treasury-ops".into();
+    let reconciler = opledger_reconciler::reconciler(&cfg, stack.admin.clone())?;
+    let w = stack.withdraw(&acme, "9000000000000000", BOB).await?;
+    approve(&stack, &acme, &w).await?;
+    proxy.set_mode(FaultMode::ForwardThenDropResponse);
+    let due = Due {
+        tenant_id: acme.id,
+        op_id: w.withdrawal_id.parse()?,
+        state: OperationState::Approved,
+        network: NETWORK.into(),
+    };
+    broadcaster.handle(&due).await?;
+    assert_eq!(state(&stack, &w.withdrawal_id).await?, "UNKNOWN");
+    // The node is unreachable: no verdict, within the window nothing changes.
+    proxy.set_mode(FaultMode::ResetOnConnect);
+    proxy.drop_connections();
+    assert_eq!(reconciler.tick(0, 64).await, vec![Finding::NoVerdict]);
+    assert_eq!(state(&stack, &w.withdrawal_id).await?, "UNKNOWN");
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(reconciler.tick(0, 64).await, vec![Finding::Escalated]);
+    assert_eq!(state(&stack, &w.withdrawal_id).await?, "FAILED_TERMINAL");
+    let (owner, reason): (String, String) =
+        sqlx::query_as("SELECT owner, reason_code FROM escalations WHERE op_id = $1")
+            .bind(w.withdrawal_id.parse::<uuid::Uuid>()?)
+            .fetch_one(stack.admin.pool())
+            .await?;
+    assert_eq!(
+        (owner.as_str(), reason.as_str()),
+        ("treasury-ops", "NO_VERDICT_WITHIN_WINDOW")
+    );
+    assert_eq!(
+        stack.balance(acme.id, "treasury", "ETH").await?.1,
+        9_000_000_000_000_000,
+        "hold kept"
+    );
+    assert!(
+        reconciler.tick(0, 64).await.is_empty(),
+        "FAILED_TERMINAL waits for a person"
+    );
+    stack.assert_invariants().await
+}
