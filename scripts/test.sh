@@ -10,7 +10,8 @@
 #      and exports OPLEDGER_TEST_DATABASE_URL;
 #   5. installs the pinned anvil EVM node from npm if needed (scripts/anvil.sh install) and
 #      exports its path as OPLEDGER_ANVIL_BIN (opledger-testkit's Anvil runs it);
-#   6. runs cargo nextest (or cargo test when nextest is missing) with RUNNER ARGS appended,
+#   6. installs promtool (Debian's prometheus package) if missing, for the alert-rule tests;
+#   7. runs cargo nextest (or cargo test when nextest is missing) with RUNNER ARGS appended,
 #      e.g. `bash scripts/test.sh -p opledger-testkit`, and exits with the runner's status.
 set -euo pipefail
 
@@ -56,6 +57,22 @@ log "OPLEDGER_TEST_DATABASE_URL=$OPLEDGER_TEST_DATABASE_URL"
 OPLEDGER_ANVIL_BIN="$(bash "$ANVIL_SH" install)"
 export OPLEDGER_ANVIL_BIN
 log "OPLEDGER_ANVIL_BIN=$OPLEDGER_ANVIL_BIN"
+
+# promtool checks the Prometheus alert rules (Debian's prometheus package; no service is started).
+if ! command -v promtool >/dev/null 2>&1; then
+    log "promtool not found: installing Debian's prometheus package"
+    if is_root; then
+        DEBIAN_FRONTEND=noninteractive apt-get update >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus >&2
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo env DEBIAN_FRONTEND=noninteractive apt-get update >&2
+        sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus >&2
+    else
+        die "promtool is missing and this is not root: install it (apt-get install prometheus)"
+    fi
+fi
+OPLEDGER_PROMTOOL="$(command -v promtool)"
+export OPLEDGER_PROMTOOL
 
 # `--workspace` unless the caller selects packages with -p/--package.
 scope=(--workspace)

@@ -8,9 +8,10 @@ use opledger_store::broadcast::Due;
 use opledger_testkit::{Anvil, FaultMode, FaultProxy};
 use opledger_tests::signer::{InProcessSigner, NETWORK, approve};
 use opledger_tests::{BOB, Stack};
+use std::future::IntoFuture;
 
 #[tokio::test]
-async fn no_verdict_within_the_window_is_escalated_with_an_owner_and_the_hold_kept()
+async fn control_09_no_verdict_within_the_window_ends_failed_terminal_with_owner_hold_and_alert_metric()
 -> anyhow::Result<()> {
     let stack = Stack::start().await?;
     let acme = stack.tenant("acme").await?;
@@ -65,5 +66,41 @@ async fn no_verdict_within_the_window_is_escalated_with_an_owner_and_the_hold_ke
         reconciler.tick(0, 64).await.is_empty(),
         "FAILED_TERMINAL waits for a person"
     );
+
+    // The metric the paging alert reads moves: served by the reconciler's real /metrics endpoint.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let router = opledger_reconciler::metrics::router(stack.admin.clone());
+    let server = tokio::spawn(axum::serve(listener, router).into_future());
+    let body = scrape(addr).await?;
+    server.abort();
+    assert!(
+        body.contains("opledger_operations{state=\"FAILED_TERMINAL\"} 1"),
+        "{body}"
+    );
+    assert!(body.contains("opledger_escalations 1"), "{body}");
+    let age: f64 = body
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("opledger_oldest_unresolved_seconds{state=\"FAILED_TERMINAL\"} ")
+        })
+        .ok_or_else(|| anyhow::anyhow!("no oldest-unresolved metric: {body}"))?
+        .parse()?;
+    assert!(
+        age > 0.0 && age < 60.0,
+        "the alert expression (> 0) holds: age {age}"
+    );
     stack.assert_invariants().await
+}
+
+async fn scrape(addr: std::net::SocketAddr) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    anyhow::ensure!(response.starts_with("HTTP/1.1 200"), "{response}");
+    Ok(response)
 }

@@ -10,6 +10,7 @@ mod error;
 pub mod invariants;
 pub mod keys;
 pub mod ledger;
+pub mod metrics;
 pub mod operations;
 pub mod signing;
 pub mod transition;

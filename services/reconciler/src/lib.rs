@@ -2,6 +2,7 @@
 //! evidence, never by its absence. See [`reconcile`] for the decision order.
 
 pub mod config;
+pub mod metrics;
 pub mod reconcile;
 
 pub use config::Config;
@@ -67,7 +68,18 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     let (store, listener) =
         server::connect_and_bind(&config.database_url.0, config.store_config(), config.listen)
             .await?;
-    let worker = reconciler(&config, store)?;
+    let worker = reconciler(&config, store.clone())?;
+    let metrics_listener = tokio::net::TcpListener::bind(config.metrics_listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: config.metrics_listen,
+            source,
+        })?;
+    let metrics = tokio::spawn(async move {
+        if let Err(e) = axum::serve(metrics_listener, metrics::router(store)).await {
+            tracing::error!(error = %e, "metrics endpoint stopped");
+        }
+    });
     let (stale, batch, poll) = (
         config.stale_broadcast_secs,
         config.batch_size,
@@ -92,5 +104,6 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     .await;
     let _ = stop_tx.send(());
     let _ = work.await;
+    metrics.abort();
     Ok(served?)
 }

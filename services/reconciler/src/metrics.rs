@@ -1,0 +1,35 @@
+//! `GET /metrics`: the pipeline's gauges in Prometheus text format, read from the database at
+//! scrape time (operations by state, age of the oldest UNKNOWN and FAILED_TERMINAL operation,
+//! escalations). The alert rules in `deploy/prometheus/alerts.yml` use these names.
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use opledger_store::Store;
+
+/// The metrics router over `store`.
+pub fn router(store: Store) -> Router {
+    Router::new()
+        .route("/metrics", get(scrape))
+        .with_state(store)
+}
+
+async fn scrape(State(store): State<Store>) -> impl IntoResponse {
+    match store.metrics_snapshot().await {
+        Ok(snapshot) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+            snapshot.to_prometheus(),
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e.log_safe(), "metrics unavailable");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                "# store unavailable\n".to_owned(),
+            )
+        }
+    }
+}
