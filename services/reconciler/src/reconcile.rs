@@ -67,6 +67,29 @@ pub struct Escalation {
     pub after_secs: u64,
 }
 
+/// What the chain says about an operation, established without changing anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Evidence {
+    /// A node did not answer: nothing can be concluded.
+    NoAnswer,
+    /// This attempt is included (`is_final` once it has the required confirmations).
+    Included {
+        /// The included attempt (a transfer or a cancel).
+        attempt: Attempt,
+        /// Its receipt.
+        receipt: Receipt,
+        /// True with the required confirmations.
+        is_final: bool,
+    },
+    /// None of the attempts is included and the sender's nonce is consumed at a final depth.
+    NonceConsumedElsewhere,
+    /// None of the attempts is included and the nonce is unconsumed.
+    NotFound {
+        /// The latest attempt.
+        latest: Attempt,
+    },
+}
+
 /// Why an operation could not be examined (it is retried on the next pass).
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
@@ -186,48 +209,71 @@ impl Reconciler {
         }
     }
 
-    /// Examines one operation and moves it only as far as the evidence allows.
-    pub async fn reconcile(&self, op: &Unresolved) -> Result<Finding, ReconcileError> {
+    /// What the chain says about an operation's attempts, without changing anything.
+    pub async fn evidence(&self, op: &Unresolved) -> Result<Evidence, ReconcileError> {
         let network = self
             .networks
             .get(&op.network)
             .ok_or_else(|| ReconcileError::NoRpc(op.network.clone()))?;
         let attempts = self.store.attempts(op.tenant_id, op.op_id).await?;
-        let Some(first) = attempts.first() else {
-            return Ok(Finding::NoVerdict);
+        let (Some(first), Some(latest)) = (attempts.first(), attempts.last()) else {
+            return Ok(Evidence::NoAnswer);
         };
         let Some(head) = network.rpc.block_number().await else {
-            return Ok(Finding::NoVerdict);
+            return Ok(Evidence::NoAnswer);
         };
         for attempt in attempts.iter().rev() {
             match network.rpc.receipt(&attempt.signed.tx_hash).await {
-                Err(()) => return Ok(Finding::NoVerdict),
+                Err(()) => return Ok(Evidence::NoAnswer),
                 Ok(None) => continue,
                 Ok(Some(receipt)) => {
-                    return self
-                        .included(op, attempt, receipt, head, network.confirmations)
-                        .await;
+                    let is_final =
+                        head.saturating_sub(receipt.block_number) + 1 >= network.confirmations;
+                    return Ok(Evidence::Included {
+                        attempt: attempt.clone(),
+                        receipt,
+                        is_final,
+                    });
                 }
             }
         }
         // None of our attempts is included. Is the nonce consumed at a final depth?
         let final_block = (head + 1).saturating_sub(network.confirmations);
-        let Some(count) = network
+        match network
             .rpc
             .transaction_count(&first.signed.sender, final_block)
             .await
-        else {
-            return Ok(Finding::NoVerdict);
-        };
-        if count > first.signed.nonce {
-            self.settle_as(
-                op,
-                OperationState::VerifiedNotSent,
-                "nonce consumed by another transaction",
-            )
-            .await?;
-            return Ok(Finding::VerifiedNotSent);
+        {
+            None => Ok(Evidence::NoAnswer),
+            Some(count) if count > first.signed.nonce => Ok(Evidence::NonceConsumedElsewhere),
+            Some(_) => Ok(Evidence::NotFound {
+                latest: latest.clone(),
+            }),
         }
+    }
+
+    /// Examines one operation and moves it only as far as the evidence allows.
+    pub async fn reconcile(&self, op: &Unresolved) -> Result<Finding, ReconcileError> {
+        let latest = match self.evidence(op).await? {
+            Evidence::NoAnswer => return Ok(Finding::NoVerdict),
+            Evidence::Included {
+                attempt,
+                receipt,
+                is_final,
+            } => {
+                return self.included(op, &attempt, receipt, is_final).await;
+            }
+            Evidence::NonceConsumedElsewhere => {
+                self.settle_as(
+                    op,
+                    OperationState::VerifiedNotSent,
+                    "nonce consumed by another transaction",
+                )
+                .await?;
+                return Ok(Finding::VerifiedNotSent);
+            }
+            Evidence::NotFound { latest } => latest,
+        };
         if op.state == OperationState::Broadcast {
             self.move_op(
                 op,
@@ -237,18 +283,19 @@ impl Reconciler {
             )
             .await?;
         }
-        let Some(latest) = attempts.last() else {
-            return Ok(Finding::NoVerdict);
-        };
         let age = (Utc::now() - latest.created_at)
             .to_std()
             .unwrap_or(Duration::ZERO);
         if age < self.cancel_after {
             return Ok(Finding::Waiting);
         }
+        let network = self
+            .networks
+            .get(&op.network)
+            .ok_or_else(|| ReconcileError::NoRpc(op.network.clone()))?;
         let cancel = if latest.signed.kind == AttemptKind::Cancel {
             // Rebroadcasting stored bytes is always safe.
-            latest.clone()
+            latest
         } else {
             self.sign_cancel(op).await?
         };
@@ -265,10 +312,9 @@ impl Reconciler {
         op: &Unresolved,
         attempt: &Attempt,
         receipt: Receipt,
-        head: u64,
-        confirmations: u64,
+        is_final: bool,
     ) -> Result<Finding, ReconcileError> {
-        if head.saturating_sub(receipt.block_number) + 1 < confirmations {
+        if !is_final {
             if op.state == OperationState::Unknown {
                 self.move_op(
                     op,
