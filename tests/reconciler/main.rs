@@ -5,3 +5,4 @@ mod alerts;
 mod control_07;
 mod dropped;
 mod escalation;
+mod operator;

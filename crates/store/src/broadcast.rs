@@ -299,3 +299,65 @@ impl Store {
         Ok(secs.max(0.0) as u64)
     }
 }
+
+/// op id, state, network, age in seconds, escalation owner, escalation reason code.
+type ListedRow = (
+    uuid::Uuid,
+    String,
+    String,
+    f64,
+    Option<String>,
+    Option<String>,
+);
+
+/// An unresolved operation as an operator sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// The operation.
+    pub op_id: OperationId,
+    /// UNKNOWN or FAILED_TERMINAL.
+    pub state: OperationState,
+    /// Its network id.
+    pub network: String,
+    /// Seconds in the current state.
+    pub age_secs: i64,
+    /// Owner and reason code of the latest escalation, if any.
+    pub escalation: Option<(String, String)>,
+}
+
+impl Store {
+    /// UNKNOWN and FAILED_TERMINAL operations of `tenant_id`, oldest first.
+    pub async fn unresolved_for_tenant(
+        &self,
+        tenant_id: TenantId,
+        limit: u32,
+    ) -> Result<Vec<Listed>> {
+        let rows: Vec<ListedRow> = sqlx::query_as(
+            "SELECT o.op_id, o.state, p.network, extract(epoch FROM now() - o.updated_at)::float8, \
+               e.owner, e.reason_code \
+             FROM withdrawal_ops o JOIN withdrawal_payloads p USING (tenant_id, op_id) \
+             LEFT JOIN LATERAL (SELECT owner, reason_code FROM escalations x \
+               WHERE x.tenant_id = o.tenant_id AND x.op_id = o.op_id \
+               ORDER BY escalation_id DESC LIMIT 1) e ON true \
+             WHERE o.tenant_id = $1 AND o.state IN ('UNKNOWN', 'FAILED_TERMINAL') \
+             ORDER BY o.updated_at LIMIT $2",
+        )
+        .bind(tenant_id.as_uuid())
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|(op, state, network, age, owner, reason)| {
+                Ok(Listed {
+                    op_id: OperationId::from_uuid(op),
+                    state: state
+                        .parse()
+                        .map_err(|_| StoreError::Corrupt { what: "state" })?,
+                    network,
+                    age_secs: age.max(0.0) as i64,
+                    escalation: owner.zip(reason),
+                })
+            })
+            .collect()
+    }
+}

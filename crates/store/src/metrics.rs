@@ -19,10 +19,11 @@ pub struct Snapshot {
 impl Store {
     /// Reads the gauges.
     pub async fn metrics_snapshot(&self) -> Result<Snapshot> {
-        let by_state: Vec<(String, i64)> =
-            sqlx::query_as("SELECT state, count(*) FROM withdrawal_ops GROUP BY state ORDER BY state")
-                .fetch_all(&self.pool)
-                .await?;
+        let by_state: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT state, count(*) FROM withdrawal_ops GROUP BY state ORDER BY state",
+        )
+        .fetch_all(&self.pool)
+        .await?;
         let (unknown, failed, escalations): (f64, f64, i64) = sqlx::query_as(
             "SELECT \
                coalesce((SELECT extract(epoch FROM now() - min(updated_at))::float8 \
@@ -49,9 +50,13 @@ impl Snapshot {
         out.push_str("# HELP opledger_operations Withdrawal operations by state.\n");
         out.push_str("# TYPE opledger_operations gauge\n");
         for (state, count) in &self.by_state {
-            out.push_str(&format!("opledger_operations{{state=\"{state}\"}} {count}\n"));
+            out.push_str(&format!(
+                "opledger_operations{{state=\"{state}\"}} {count}\n"
+            ));
         }
-        out.push_str("# HELP opledger_oldest_unresolved_seconds Age of the oldest unresolved operation.\n");
+        out.push_str(
+            "# HELP opledger_oldest_unresolved_seconds Age of the oldest unresolved operation.\n",
+        );
         out.push_str("# TYPE opledger_oldest_unresolved_seconds gauge\n");
         out.push_str(&format!(
             "opledger_oldest_unresolved_seconds{{state=\"UNKNOWN\"}} {}\n",

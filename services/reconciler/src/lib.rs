@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod metrics;
+pub mod operator;
 pub mod reconcile;
 
 pub use config::Config;
@@ -15,8 +16,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 use tonic::service::Routes;
 
-/// The name the reconciler reports as serving on the gRPC health service.
-pub const SERVICE_NAME: &str = "opledger.v1.Reconciler";
+pub use opledger_proto::v1::operator_service_server::SERVICE_NAME;
 
 /// Why the reconciler could not start.
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +62,16 @@ pub fn reconciler(config: &Config, store: Store) -> Result<Reconciler, StartErro
     ))
 }
 
+/// The operator API's routes over this store and reconciler (API keys cached for `auth_ttl`).
+pub fn routes(store: Store, reconciler: Reconciler, auth_ttl: Duration) -> Routes {
+    let auth = std::sync::Arc::new(opledger_grpc::Authenticator::new(store.clone(), auth_ttl));
+    Routes::new(
+        opledger_proto::v1::operator_service_server::OperatorServiceServer::new(
+            operator::OperatorApi::new(store, auth, reconciler),
+        ),
+    )
+}
+
 /// Connects the store, runs passes every `poll_interval_ms` and serves health until Ctrl-C or
 /// SIGTERM.
 pub async fn run(config: Config) -> Result<(), StartError> {
@@ -69,6 +79,7 @@ pub async fn run(config: Config) -> Result<(), StartError> {
         server::connect_and_bind(&config.database_url.0, config.store_config(), config.listen)
             .await?;
     let worker = reconciler(&config, store.clone())?;
+    let api = routes(store.clone(), worker.clone(), Duration::from_secs(30));
     let metrics_listener = tokio::net::TcpListener::bind(config.metrics_listen)
         .await
         .map_err(|source| ServeError::Bind {
@@ -95,13 +106,7 @@ pub async fn run(config: Config) -> Result<(), StartError> {
             }
         }
     });
-    let served = server::serve(
-        listener,
-        SERVICE_NAME,
-        Routes::default(),
-        server::shutdown_signal(),
-    )
-    .await;
+    let served = server::serve(listener, SERVICE_NAME, api, server::shutdown_signal()).await;
     let _ = stop_tx.send(());
     let _ = work.await;
     metrics.abort();

@@ -99,9 +99,42 @@ pub enum ReconcileError {
     /// The signer refused or could not be reached.
     #[error("signer: {0}")]
     Signer(String),
+    /// The requested resolution is not what the evidence shows.
+    #[error("the chain evidence shows {shows}, not the requested outcome")]
+    EvidenceMismatch {
+        /// What the evidence shows.
+        shows: &'static str,
+    },
+    /// The operation is not UNKNOWN or FAILED_TERMINAL.
+    #[error("withdrawal is not unresolved")]
+    NotUnresolved,
     /// The store failed.
     #[error("store: {}", .0.log_safe())]
     Store(#[from] StoreError),
+}
+
+impl Evidence {
+    /// A short description for operators (no identifiers).
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Evidence::NoAnswer => "nothing: the node did not answer",
+            Evidence::Included {
+                attempt,
+                receipt,
+                is_final,
+            } => match (attempt.signed.kind, receipt.succeeded, is_final) {
+                (_, false, _) => "an included attempt that reverted",
+                (AttemptKind::Cancel, true, true) => "a final cancel",
+                (AttemptKind::Cancel, true, false) => "a cancel not yet final",
+                (AttemptKind::Original | AttemptKind::FeeBump, true, true) => "a final transfer",
+                (AttemptKind::Original | AttemptKind::FeeBump, true, false) => {
+                    "a transfer not yet final"
+                }
+            },
+            Evidence::NonceConsumedElsewhere => "the nonce consumed by another transaction",
+            Evidence::NotFound { .. } => "no attempt included and the nonce unconsumed",
+        }
+    }
 }
 
 /// The reconciler.
@@ -250,6 +283,79 @@ impl Reconciler {
                 latest: latest.clone(),
             }),
         }
+    }
+
+    /// An operator's resolution of an UNKNOWN or FAILED_TERMINAL operation: applied only when the
+    /// evidence, re-examined now, shows exactly `outcome`.
+    pub async fn resolve(
+        &self,
+        op: &Unresolved,
+        outcome: OperationState,
+        operator: &str,
+        reason: &str,
+    ) -> Result<OperationState, ReconcileError> {
+        if !matches!(
+            op.state,
+            OperationState::Unknown | OperationState::FailedTerminal
+        ) {
+            return Err(ReconcileError::NotUnresolved);
+        }
+        let evidence = self.evidence(op).await?;
+        let shows = evidence.describe();
+        let request = TransitionRequest::new(
+            op.tenant_id,
+            op.op_id,
+            op.state,
+            outcome,
+            Actor::Operator,
+            operator,
+            reason,
+        );
+        match (&evidence, outcome) {
+            (
+                Evidence::Included {
+                    attempt,
+                    receipt,
+                    is_final: true,
+                },
+                OperationState::Confirmed,
+            ) if receipt.succeeded && attempt.signed.kind != AttemptKind::Cancel => {
+                let inclusion = Inclusion {
+                    tenant_id: op.tenant_id,
+                    op_id: op.op_id,
+                    tx_hash: attempt.signed.tx_hash.clone(),
+                    block_number: receipt.block_number,
+                    block_hash: receipt.block_hash.clone(),
+                };
+                self.store.confirm(&request, &inclusion).await?;
+            }
+            (
+                Evidence::Included {
+                    attempt,
+                    receipt,
+                    is_final: true,
+                },
+                OperationState::VerifiedNotSent,
+            ) if receipt.succeeded && attempt.signed.kind == AttemptKind::Cancel => {
+                self.store.transition(&request).await?;
+            }
+            (Evidence::NonceConsumedElsewhere, OperationState::VerifiedNotSent) => {
+                self.store.transition(&request).await?;
+            }
+            (
+                Evidence::Included {
+                    attempt,
+                    receipt,
+                    is_final: false,
+                },
+                OperationState::Broadcast,
+            ) if receipt.succeeded && attempt.signed.kind != AttemptKind::Cancel => {
+                self.store.transition(&request).await?;
+            }
+            _ => return Err(ReconcileError::EvidenceMismatch { shows }),
+        }
+        tracing::info!(op_id = %op.op_id, to = outcome.as_str(), "resolved by an operator");
+        Ok(outcome)
     }
 
     /// Examines one operation and moves it only as far as the evidence allows.
