@@ -22,6 +22,7 @@ pub fn config(stack: &Stack, signer: &InProcessSigner, rpc_url: &str) -> Config 
         rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
         submit_timeout_ms: 2_000,
         worker_id: "broadcaster-test".into(),
+        metrics_listen: std::net::SocketAddr::from(([127, 0, 0, 1], opledger_testkit::free_port())),
         ..Config::default()
     }
 }
@@ -207,6 +208,13 @@ async fn a_response_lost_after_the_node_accepted_becomes_unknown_with_the_hold_k
     assert_eq!(
         stack.balance(acme.id, "treasury", "ETH").await?.1,
         4_000_000_000_000_000
+    );
+    assert!(
+        broadcaster
+            .metrics()
+            .contains("opledger_submissions_total{class=\"connection_failed\"} 1"),
+        "{}",
+        broadcaster.metrics()
     );
     // UNKNOWN is not due for broadcasting: no blind retry.
     proxy.set_mode(opledger_testkit::FaultMode::Pass);

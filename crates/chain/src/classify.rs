@@ -34,6 +34,32 @@ pub enum Verdict {
 }
 
 impl SubmitClass {
+    /// Every class, in a fixed order (for counters and exhaustive reports).
+    pub const ALL: [SubmitClass; 8] = [
+        SubmitClass::Accepted,
+        SubmitClass::AlreadyKnown,
+        SubmitClass::NonceTooLow,
+        SubmitClass::ReplacementUnderpriced,
+        SubmitClass::NonceTooHigh,
+        SubmitClass::Timeout,
+        SubmitClass::ConnectionFailed,
+        SubmitClass::Unclassified,
+    ];
+
+    /// Position in [`SubmitClass::ALL`].
+    pub fn index(self) -> usize {
+        match self {
+            SubmitClass::Accepted => 0,
+            SubmitClass::AlreadyKnown => 1,
+            SubmitClass::NonceTooLow => 2,
+            SubmitClass::ReplacementUnderpriced => 3,
+            SubmitClass::NonceTooHigh => 4,
+            SubmitClass::Timeout => 5,
+            SubmitClass::ConnectionFailed => 6,
+            SubmitClass::Unclassified => 7,
+        }
+    }
+
     /// Stable name for logs, metrics and the transition reason.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -14,6 +14,8 @@ use std::time::Duration;
 pub struct Config {
     /// Address of the gRPC port (health and reflection).
     pub listen: SocketAddr,
+    /// Address of the Prometheus metrics endpoint (`GET /metrics`, HTTP/1.1): submission classes.
+    pub metrics_listen: SocketAddr,
     /// PostgreSQL URL of a login role in `opledger_app`.
     pub database_url: DatabaseUrl,
     /// Pooled database connections.
@@ -49,6 +51,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 50054)),
+            metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9104)),
             database_url: DatabaseUrl::default(),
             db_max_connections: 8,
             db_acquire_timeout_secs: 5,

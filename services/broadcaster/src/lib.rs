@@ -90,6 +90,33 @@ pub async fn run(config: Config) -> Result<(), StartError> {
             .await?;
     let worker = broadcaster(&config, store.clone())?;
     let bumper = worker.clone();
+    let scraped = worker.clone();
+    let metrics_listener = tokio::net::TcpListener::bind(config.metrics_listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: config.metrics_listen,
+            source,
+        })?;
+    let metrics_app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let body = scraped.metrics();
+            async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4",
+                    )],
+                    body,
+                )
+            }
+        }),
+    );
+    let metrics = tokio::spawn(async move {
+        if let Err(e) = axum::serve(metrics_listener, metrics_app).await {
+            tracing::error!(error = %e, "metrics endpoint stopped");
+        }
+    });
     let chain = watcher(&config, store)?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let poll = Duration::from_millis(config.poll_interval_ms);
@@ -130,5 +157,6 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     let _ = watch_stop_tx.send(());
     let _ = work.await;
     let _ = watch.await;
+    metrics.abort();
     Ok(served?)
 }

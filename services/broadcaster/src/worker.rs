@@ -10,6 +10,8 @@ use opledger_store::broadcast::Due;
 use opledger_store::transition::TransitionRequest;
 use opledger_store::{Store, StoreError};
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tonic::transport::Channel;
 
@@ -41,6 +43,7 @@ pub struct Broadcaster {
     signer_token: String,
     rpcs: HashMap<String, Rpc>,
     worker_id: String,
+    submissions: Arc<[AtomicU64; 8]>,
 }
 
 impl Broadcaster {
@@ -58,6 +61,7 @@ impl Broadcaster {
             signer_token,
             rpcs,
             worker_id,
+            submissions: Arc::default(),
         }
     }
 
@@ -124,7 +128,7 @@ impl Broadcaster {
             return Ok(Outcome::Skipped);
         };
         opledger_failpoint::hit("broadcast.before_submit");
-        let class = rpc.send_raw_transaction(&latest.signed.raw_tx).await;
+        let class = self.submit(rpc, &latest.signed.raw_tx).await;
         opledger_failpoint::hit("broadcast.after_submit");
         let to = match class.verdict() {
             Verdict::Broadcast => OperationState::Broadcast,
@@ -194,12 +198,42 @@ impl Broadcaster {
                 }
             };
             if let Some(latest) = latest {
-                let class = rpc.send_raw_transaction(&latest.signed.raw_tx).await;
+                let class = self.submit(rpc, &latest.signed.raw_tx).await;
                 tracing::info!(%op_id, attempt = latest.attempt, class = class.as_str(), "fee bump submitted");
                 classes.push(class);
             }
         }
         classes
+    }
+
+    /// Submits stored bytes and counts the result's class.
+    async fn submit(&self, rpc: &Rpc, raw: &[u8]) -> SubmitClass {
+        let class = rpc.send_raw_transaction(raw).await;
+        self.submissions[class.index()].fetch_add(1, Ordering::Relaxed);
+        class
+    }
+
+    /// Submissions so far by class, in [`SubmitClass::ALL`] order.
+    pub fn submission_counts(&self) -> Vec<(SubmitClass, u64)> {
+        SubmitClass::ALL
+            .iter()
+            .map(|c| (*c, self.submissions[c.index()].load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    /// Prometheus text exposition of the submission counters.
+    pub fn metrics(&self) -> String {
+        let mut out = String::from(
+            "# HELP opledger_submissions_total eth_sendRawTransaction results by class.\n\
+             # TYPE opledger_submissions_total counter\n",
+        );
+        for (class, count) in self.submission_counts() {
+            out.push_str(&format!(
+                "opledger_submissions_total{{class=\"{}\"}} {count}\n",
+                class.as_str()
+            ));
+        }
+        out
     }
 
     /// Asks the signer to sign (idempotent); false when it cannot now.
