@@ -9,8 +9,9 @@
 # the application login role, a demo tenant with client/approver/operator keys (written once to
 # .data/dev/keys.env, mode 600: a dev convenience, never do this with real keys) and funds its
 # `treasury` ETH account, a signer database role, a demo hot wallet keystore (anvil's first PUBLIC
-# dev key, light KDF: development only) and a signer caller token. Then it starts the operations,
-# approvals and signer services and prints how to call them.
+# dev key, light KDF: development only) and a signer caller token. Then it starts anvil (pinned npm
+# package, 1 s blocks, state kept in .data/dev), the operations, approvals, signer, broadcaster and
+# reconciler services, and prints how to call them.
 #
 # Environment:
 #   OPLEDGER_DATABASE_URL     owner URL of an existing database to use instead of a local cluster
@@ -32,7 +33,7 @@ fi
 
 log "building the workspace binaries ($profile)"
 cargo build "${cargo_flags[@]}" -p opledger-operations -p opledger-approvals -p opledger-signer \
-    -p opledger-admin >&2
+    -p opledger-broadcaster -p opledger-reconciler -p opledger-admin >&2
 bin="$OPLEDGER_REPO_ROOT/target/$profile"
 
 state="$OPLEDGER_REPO_ROOT/.data/dev"
@@ -99,6 +100,10 @@ fi
 listen="${OPLEDGER_OPERATIONS_LISTEN:-127.0.0.1:50051}"
 approvals_listen="127.0.0.1:50052"
 signer_listen="127.0.0.1:50053"
+broadcaster_listen="127.0.0.1:50054"
+reconciler_listen="127.0.0.1:50055"
+anvil_port="${OPLEDGER_DEV_ANVIL_PORT:-8545}"
+anvil_url="http://127.0.0.1:$anvil_port"
 if ! grep -q '^OPLEDGER_DEMO_SIGNER_TOKEN=' "$keys"; then
     echo "OPLEDGER_DEMO_SIGNER_TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$keys"
 fi
@@ -142,6 +147,22 @@ keystore = "$hot"
 passphrase_file = "$state/hot.pass"
 TOML
     chmod 600 "$signer_config"
+    for worker in broadcaster reconciler; do
+        listen_var="${worker}_listen"
+        metrics_port=$([[ $worker == broadcaster ]] && echo 9104 || echo 9105)
+        cat >"$state/$worker.toml" <<TOML
+listen = "${!listen_var}"
+metrics_listen = "127.0.0.1:$metrics_port"
+database_url = "$app_url"
+worker_id = "dev-$worker"
+signer_url = "http://$signer_listen"
+signer_token = "$OPLEDGER_DEMO_SIGNER_TOKEN"
+
+[rpc]
+anvil = "$anvil_url"
+TOML
+        chmod 600 "$state/$worker.toml"
+    done
 fi
 cat >&2 <<EOF2
 
@@ -149,6 +170,9 @@ opledger dev stack
   operations gRPC   $listen  (health and server reflection enabled)
   approvals gRPC    $approvals_listen
   signer gRPC       $signer_listen  (caller token: \$OPLEDGER_DEMO_SIGNER_TOKEN)
+  broadcaster       $broadcaster_listen (health), metrics http://127.0.0.1:9104/metrics
+  reconciler        $reconciler_listen (operator API), metrics http://127.0.0.1:9105/metrics
+  anvil (chain)     $anvil_url  chain id 31337, 1 s blocks, state kept in .data/dev/anvil-state.json
   database          $owner_url
   demo keys         $keys
 
@@ -161,8 +185,9 @@ Call it, for example with grpcurl (reflection lists every method):
     -d '{"account":"treasury","asset":"ETH"}' $listen opledger.v1.OperationsService/GetBalance
   grpcurl -plaintext -H "authorization: Bearer \$OPLEDGER_DEMO_APPROVER_KEY" \\
     -d '{"withdrawal_id":"<id>","payload_hash":"<payload_hash>"}' $approvals_listen opledger.v1.ApprovalsService/ApproveWithdrawal
-  grpcurl -plaintext -H "authorization: Bearer \$OPLEDGER_DEMO_SIGNER_TOKEN" \\
-    -d '{"tenant_id":"$tenant_id","withdrawal_id":"<id>"}' $signer_listen opledger.v1.SignerService/SignWithdrawal
+  (once approved, the broadcaster signs and submits it and the watcher confirms it on anvil)
+  grpcurl -plaintext -H "authorization: Bearer \$OPLEDGER_DEMO_OPERATOR_KEY" \\
+    -d '{}' $reconciler_listen opledger.v1.OperatorService/ListUnresolved
 (source $keys first; Ctrl-C stops the services and the local cluster)
 
 EOF2
@@ -174,11 +199,28 @@ cleanup() {
 }
 trap cleanup EXIT
 pids=()
+if [[ -s "$signer_config" ]]; then
+    # The chain: anvil from the pinned npm package; its state survives restarts so the hot
+    # wallet's nonces stay in step with the signer's database.
+    anvil_bin="$(bash scripts/anvil.sh install)"
+    "$anvil_bin" --host 127.0.0.1 --port "$anvil_port" --chain-id 31337 --block-time 1 \
+        --state "$state/anvil-state.json" >"$state/anvil.log" 2>&1 &
+    pids+=("$!")
+    for _ in $(seq 1 100); do
+        port_in_use "$anvil_port" && break
+        sleep 0.1
+    done
+    port_in_use "$anvil_port" || die "anvil did not start: see $state/anvil.log"
+fi
 OPLEDGER_APPROVALS_DATABASE_URL="$app_url" OPLEDGER_APPROVALS_LISTEN="$approvals_listen" \
     "$bin/opledger-approvals" &
 pids+=("$!")
 if [[ -s "$signer_config" ]]; then
     OPLEDGER_SIGNER_CONFIG="$signer_config" "$bin/opledger-signer" &
+    pids+=("$!")
+    OPLEDGER_BROADCASTER_CONFIG="$state/broadcaster.toml" "$bin/opledger-broadcaster" &
+    pids+=("$!")
+    OPLEDGER_RECONCILER_CONFIG="$state/reconciler.toml" "$bin/opledger-reconciler" &
     pids+=("$!")
 fi
 OPLEDGER_OPERATIONS_DATABASE_URL="$app_url" OPLEDGER_OPERATIONS_LISTEN="$listen" \
