@@ -5,8 +5,8 @@
 //! Multi-threaded runtimes: the signer runs in this process and must keep serving while the test
 //! thread blocks waiting for the broadcaster process to die.
 
-use crate::submit::config;
 use opledger_testkit::{Anvil, ChildService, free_port, wait_for_tcp};
+use opledger_tests::chain::broadcaster_config;
 use opledger_tests::signer::{HOT_WALLET, InProcessSigner, approve, attempts};
 use opledger_tests::{BOB, Stack};
 use std::net::SocketAddr;
@@ -64,7 +64,7 @@ async fn crash_and_resume(failpoint: &str) -> anyhow::Result<()> {
     approve(&stack, &acme, &w).await?;
 
     let port = free_port();
-    let mut cfg = config(&stack, &signer, &node.rpc_url());
+    let mut cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
     cfg.listen = SocketAddr::from(([127, 0, 0, 1], port));
     cfg.poll_interval_ms = 50;
     let dir = std::env::temp_dir().join(format!("opledger-bc-{}", uuid::Uuid::new_v4().simple()));

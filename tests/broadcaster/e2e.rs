@@ -2,9 +2,9 @@
 //! approved, signed, submitted and confirmed. On-chain transfers from the hot wallet match the
 //! operations one to one, and the ledger is settled exactly once.
 
-use crate::submit::config;
 use opledger_proto::v1::CreateWithdrawalRequest;
 use opledger_testkit::{Anvil, deploy_test_token, token_balance};
+use opledger_tests::chain::broadcaster_config;
 use opledger_tests::signer::{HOT_WALLET, InProcessSigner, TOKEN, approve};
 use opledger_tests::{Stack, authed, new_key, payload};
 use std::collections::HashMap;
@@ -32,7 +32,7 @@ async fn a_hundred_withdrawals_in_eth_and_a_token_are_paid_once_each() -> anyhow
     let token = deploy_test_token(&node, 1_000_000_000_000).await?;
     assert_eq!(token, TOKEN, "the signer's configured token address");
     let signer = InProcessSigner::start_at_nonce(&stack.db, acme.id, 1).await?;
-    let cfg = config(&stack, &signer, &node.rpc_url());
+    let cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
     let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
     let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
 

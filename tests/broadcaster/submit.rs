@@ -1,39 +1,14 @@
 //! Submitting: only stored bytes, classified; acceptance is BROADCAST, ambiguity is UNKNOWN.
 
-use opledger_broadcaster::config::Config;
 use opledger_broadcaster::worker::Outcome;
 use opledger_chain::SubmitClass;
 use opledger_domain::state::OperationState;
-use opledger_grpc::config::{DatabaseUrl, Secret};
 use opledger_store::broadcast::Due;
 use opledger_testkit::Anvil;
-use opledger_tests::signer::{
-    CALLER_TOKEN, HOT_WALLET, InProcessSigner, NETWORK, approve, attempts,
-};
+use opledger_tests::chain::broadcaster_config;
+use opledger_tests::signer::{HOT_WALLET, InProcessSigner, NETWORK, approve, attempts};
 use opledger_tests::{ALICE, BOB, Stack};
-use std::collections::BTreeMap;
 use std::time::Duration;
-
-pub fn config(stack: &Stack, signer: &InProcessSigner, rpc_url: &str) -> Config {
-    Config {
-        database_url: DatabaseUrl(stack.db.app_url.clone()),
-        signer_url: format!("http://{}", signer.addr),
-        signer_token: Secret(CALLER_TOKEN.to_owned()),
-        rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
-        submit_timeout_ms: 2_000,
-        worker_id: "broadcaster-test".into(),
-        metrics_listen: std::net::SocketAddr::from(([127, 0, 0, 1], opledger_testkit::free_port())),
-        ..Config::default()
-    }
-}
-
-async fn state(stack: &Stack, id: &str) -> anyhow::Result<String> {
-    let (state,): (String,) = sqlx::query_as("SELECT state FROM withdrawal_ops WHERE op_id = $1")
-        .bind(id.parse::<uuid::Uuid>()?)
-        .fetch_one(stack.admin.pool())
-        .await?;
-    Ok(state)
-}
 
 #[tokio::test]
 async fn an_approved_withdrawal_is_signed_submitted_and_mined_once() -> anyhow::Result<()> {
@@ -45,14 +20,14 @@ async fn an_approved_withdrawal_is_signed_submitted_and_mined_once() -> anyhow::
     let node = Anvil::start().await?;
     let signer = InProcessSigner::start(&stack.db, acme.id).await?;
     let broadcaster = opledger_broadcaster::broadcaster(
-        &config(&stack, &signer, &node.rpc_url()),
+        &broadcaster_config(&stack, &signer, &node.rpc_url()),
         stack.admin.clone(),
     )?;
     let before = node.balance(BOB).await?;
     let w = stack.withdraw(&acme, "2500000000000000", BOB).await?;
     approve(&stack, &acme, &w).await?;
     assert_eq!(broadcaster.tick(64, 8).await, 1);
-    assert_eq!(state(&stack, &w.withdrawal_id).await?, "BROADCAST");
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "BROADCAST");
     assert_eq!(broadcaster.tick(64, 8).await, 0, "nothing left to do");
     let (hash,): (String,) = sqlx::query_as("SELECT tx_hash FROM tx_attempts WHERE op_id = $1")
         .bind(w.withdrawal_id.parse::<uuid::Uuid>()?)
@@ -90,7 +65,7 @@ async fn already_known_is_broadcast_and_a_consumed_nonce_is_unknown() -> anyhow:
     node.set_automine(false).await?;
     let signer = InProcessSigner::start(&stack.db, acme.id).await?;
     let broadcaster = opledger_broadcaster::broadcaster(
-        &config(&stack, &signer, &node.rpc_url()),
+        &broadcaster_config(&stack, &signer, &node.rpc_url()),
         stack.admin.clone(),
     )?;
     let mut signer_client = opledger_tests::signer::client(signer.addr).await?;
@@ -176,7 +151,7 @@ async fn a_response_lost_after_the_node_accepted_becomes_unknown_with_the_hold_k
     proxy.set_mode(opledger_testkit::FaultMode::ForwardThenDropResponse);
     let signer = InProcessSigner::start(&stack.db, acme.id).await?;
     let broadcaster = opledger_broadcaster::broadcaster(
-        &config(&stack, &signer, &proxy.url("http")),
+        &broadcaster_config(&stack, &signer, &proxy.url("http")),
         stack.admin.clone(),
     )?;
     let before = node.balance(BOB).await?;
@@ -199,7 +174,7 @@ async fn a_response_lost_after_the_node_accepted_becomes_unknown_with_the_hold_k
         ),
         "{outcome:?}"
     );
-    assert_eq!(state(&stack, &w.withdrawal_id).await?, "UNKNOWN");
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "UNKNOWN");
     // The transfer happened exactly once; nothing was signed again; the funds stay held.
     node.mine(1).await?;
     assert_eq!(node.balance(BOB).await? - before, 4_000_000_000_000_000);

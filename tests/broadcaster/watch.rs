@@ -1,18 +1,10 @@
 //! The chain watcher: confirmation after N blocks settles the hold once; no receipt concludes
 //! nothing; receipts are looked up only when the head moves.
 
-use crate::submit::config;
 use opledger_testkit::Anvil;
+use opledger_tests::chain::broadcaster_config;
 use opledger_tests::signer::{InProcessSigner, NETWORK, approve};
 use opledger_tests::{BOB, Stack};
-
-async fn state(stack: &Stack, id: &str) -> anyhow::Result<String> {
-    let (state,): (String,) = sqlx::query_as("SELECT state FROM withdrawal_ops WHERE op_id = $1")
-        .bind(id.parse::<uuid::Uuid>()?)
-        .fetch_one(stack.admin.pool())
-        .await?;
-    Ok(state)
-}
 
 #[tokio::test]
 async fn confirmation_after_three_blocks_settles_the_hold_once() -> anyhow::Result<()> {
@@ -23,7 +15,7 @@ async fn confirmation_after_three_blocks_settles_the_hold_once() -> anyhow::Resu
         .await?;
     let node = Anvil::start().await?;
     let signer = InProcessSigner::start(&stack.db, acme.id).await?;
-    let mut cfg = config(&stack, &signer, &node.rpc_url());
+    let mut cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
     cfg.confirmations.insert(NETWORK.to_owned(), 3);
     let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
     let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
@@ -33,7 +25,7 @@ async fn confirmation_after_three_blocks_settles_the_hold_once() -> anyhow::Resu
     node.mine(1).await?; // automine already included it; one more block: 2 of 3
     let pass = watcher.tick(64).await;
     assert_eq!((pass.new_heads, pass.confirmed), (1, 0));
-    assert_eq!(state(&stack, &w.withdrawal_id).await?, "BROADCAST");
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "BROADCAST");
     assert_eq!(
         watcher.tick(64).await.new_heads,
         0,
@@ -42,7 +34,7 @@ async fn confirmation_after_three_blocks_settles_the_hold_once() -> anyhow::Resu
     node.mine(1).await?;
     let pass = watcher.tick(64).await;
     assert_eq!(pass.confirmed, 1);
-    assert_eq!(state(&stack, &w.withdrawal_id).await?, "CONFIRMED");
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "CONFIRMED");
     // The hold left the platform exactly once: held 0, available reduced by the amount.
     assert_eq!(
         stack.balance(acme.id, "treasury", "ETH").await?,
@@ -70,7 +62,7 @@ async fn without_a_receipt_or_an_answer_nothing_is_concluded() -> anyhow::Result
     let node = Anvil::start().await?;
     node.set_automine(false).await?;
     let signer = InProcessSigner::start(&stack.db, acme.id).await?;
-    let cfg = config(&stack, &signer, &node.rpc_url());
+    let cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
     let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
     let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
     let w = stack.withdraw(&acme, "5000000000000000", BOB).await?;
@@ -78,14 +70,14 @@ async fn without_a_receipt_or_an_answer_nothing_is_concluded() -> anyhow::Result
     assert_eq!(broadcaster.tick(64, 8).await, 1);
     // Pending in the pool, not mined: no receipt.
     assert_eq!(watcher.tick(64).await.confirmed, 0);
-    assert_eq!(state(&stack, &w.withdrawal_id).await?, "BROADCAST");
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "BROADCAST");
     // The node goes away: no verdict either.
     drop(node);
     assert_eq!(
         watcher.tick(64).await,
         opledger_broadcaster::watcher::Pass::default()
     );
-    assert_eq!(state(&stack, &w.withdrawal_id).await?, "BROADCAST");
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "BROADCAST");
     assert_eq!(
         stack.balance(acme.id, "treasury", "ETH").await?.1,
         5_000_000_000_000_000,
@@ -112,7 +104,7 @@ async fn a_reorg_after_confirmation_reopens_the_hold_and_re_confirms_once() -> a
         .await?;
     let node = Anvil::start().await?;
     let signer = InProcessSigner::start(&stack.db, acme.id).await?;
-    let cfg = config(&stack, &signer, &node.rpc_url());
+    let cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
     let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
     let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
     let (kept, gone) = (
@@ -148,12 +140,12 @@ async fn a_reorg_after_confirmation_reopens_the_hold_and_re_confirms_once() -> a
     let pass = watcher.tick(64).await;
     assert_eq!(pass.reopened, 2, "{pass:?}");
     assert_eq!(
-        state(&stack, &kept.withdrawal_id).await?,
+        stack.state(&kept.withdrawal_id).await?,
         "CONFIRMED",
         "re-confirmed in its new block"
     );
     assert_eq!(
-        state(&stack, &gone.withdrawal_id).await?,
+        stack.state(&gone.withdrawal_id).await?,
         "BROADCAST",
         "back to BROADCAST, never payable"
     );
@@ -183,7 +175,7 @@ async fn a_stuck_transfer_is_fee_bumped_and_paid_once() -> anyhow::Result<()> {
     let node = Anvil::start().await?;
     node.set_automine(false).await?;
     let signer = InProcessSigner::start(&stack.db, acme.id).await?;
-    let cfg = config(&stack, &signer, &node.rpc_url());
+    let cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
     let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
     let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
     let before = node.balance(BOB).await?;
@@ -214,7 +206,7 @@ async fn a_stuck_transfer_is_fee_bumped_and_paid_once() -> anyhow::Result<()> {
         1,
         "confirmed through the bump's receipt"
     );
-    assert_eq!(state(&stack, &w.withdrawal_id).await?, "CONFIRMED");
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "CONFIRMED");
     assert_eq!(
         node.balance(BOB).await? - before,
         8_000_000_000_000_000,

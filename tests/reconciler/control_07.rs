@@ -1,54 +1,13 @@
 //! Control 7: an ambiguous timeout becomes UNKNOWN, the hold is retained, nothing is submitted
 //! afresh before reconciliation, and the operation ends reconciled with a single transfer.
 
-use opledger_broadcaster::config::Config as BroadcasterConfig;
 use opledger_domain::state::OperationState;
-use opledger_grpc::config::{DatabaseUrl, Secret};
-use opledger_reconciler::{Config, Finding};
+use opledger_reconciler::Finding;
 use opledger_store::broadcast::Due;
 use opledger_testkit::{Anvil, FaultMode, FaultProxy};
-use opledger_tests::signer::{
-    CALLER_TOKEN, HOT_WALLET, InProcessSigner, NETWORK, approve, attempts,
-};
+use opledger_tests::chain::{broadcaster_config, reconciler_config};
+use opledger_tests::signer::{HOT_WALLET, InProcessSigner, NETWORK, approve, attempts};
 use opledger_tests::{BOB, Stack};
-use std::collections::BTreeMap;
-
-pub fn config(stack: &Stack, signer: &InProcessSigner, rpc_url: &str) -> Config {
-    Config {
-        database_url: DatabaseUrl(stack.db.app_url.clone()),
-        signer_url: format!("http://{}", signer.addr),
-        signer_token: Secret(CALLER_TOKEN.to_owned()),
-        rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
-        stale_broadcast_secs: 0,
-        cancel_after_secs: 0,
-        rpc_timeout_ms: 2_000,
-        worker_id: "reconciler-test".into(),
-        ..Config::default()
-    }
-}
-
-pub fn broadcaster_config(
-    stack: &Stack,
-    signer: &InProcessSigner,
-    rpc_url: &str,
-) -> BroadcasterConfig {
-    BroadcasterConfig {
-        database_url: DatabaseUrl(stack.db.app_url.clone()),
-        signer_url: format!("http://{}", signer.addr),
-        signer_token: Secret(CALLER_TOKEN.to_owned()),
-        rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
-        submit_timeout_ms: 2_000,
-        ..BroadcasterConfig::default()
-    }
-}
-
-pub async fn state(stack: &Stack, id: &str) -> anyhow::Result<String> {
-    let (state,): (String,) = sqlx::query_as("SELECT state FROM withdrawal_ops WHERE op_id = $1")
-        .bind(id.parse::<uuid::Uuid>()?)
-        .fetch_one(stack.admin.pool())
-        .await?;
-    Ok(state)
-}
 
 #[tokio::test]
 async fn control_07_response_dropped_after_send_ends_confirmed_with_one_transfer()
@@ -66,7 +25,7 @@ async fn control_07_response_dropped_after_send_ends_confirmed_with_one_transfer
         stack.admin.clone(),
     )?;
     let reconciler = opledger_reconciler::reconciler(
-        &config(&stack, &signer, &node.rpc_url()),
+        &reconciler_config(&stack, &signer, &node.rpc_url()),
         stack.admin.clone(),
     )?;
     let before = node.balance(BOB).await?;
@@ -82,7 +41,7 @@ async fn control_07_response_dropped_after_send_ends_confirmed_with_one_transfer
         network: NETWORK.into(),
     };
     broadcaster.handle(&due).await?;
-    assert_eq!(state(&stack, &w.withdrawal_id).await?, "UNKNOWN");
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "UNKNOWN");
     assert_eq!(
         stack.balance(acme.id, "treasury", "ETH").await?.1,
         6_000_000_000_000_000,
@@ -95,7 +54,7 @@ async fn control_07_response_dropped_after_send_ends_confirmed_with_one_transfer
     // The reconciler asks the chain: the transfer is included, so the operation is CONFIRMED.
     let findings = reconciler.tick(0, 64).await;
     assert_eq!(findings, vec![Finding::Confirmed]);
-    assert_eq!(state(&stack, &w.withdrawal_id).await?, "CONFIRMED");
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "CONFIRMED");
     assert_eq!(
         node.balance(BOB).await? - before,
         6_000_000_000_000_000,
@@ -138,7 +97,7 @@ async fn a_node_that_does_not_answer_yields_no_verdict_and_keeps_the_hold() -> a
         stack.admin.clone(),
     )?;
     let reconciler = opledger_reconciler::reconciler(
-        &config(&stack, &signer, &proxy.url("http")),
+        &reconciler_config(&stack, &signer, &proxy.url("http")),
         stack.admin.clone(),
     )?;
     let w = stack.withdraw(&acme, "6000000000000000", BOB).await?;
@@ -156,7 +115,7 @@ async fn a_node_that_does_not_answer_yields_no_verdict_and_keeps_the_hold() -> a
     for _ in 0..3 {
         assert_eq!(reconciler.tick(0, 64).await, vec![Finding::NoVerdict]);
     }
-    assert_eq!(state(&stack, &w.withdrawal_id).await?, "UNKNOWN");
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "UNKNOWN");
     assert_eq!(
         stack.balance(acme.id, "treasury", "ETH").await?.1,
         6_000_000_000_000_000,

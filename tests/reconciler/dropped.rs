@@ -2,9 +2,9 @@
 //! mines, the operation is VERIFIED_NOT_SENT with the hold released once, and the original can
 //! no longer be mined.
 
-use crate::control_07::{broadcaster_config, config, state};
 use opledger_reconciler::Finding;
 use opledger_testkit::Anvil;
+use opledger_tests::chain::{broadcaster_config, reconciler_config};
 use opledger_tests::signer::{HOT_WALLET, InProcessSigner, approve, attempts};
 use opledger_tests::{BOB, Stack};
 
@@ -23,14 +23,14 @@ async fn dropped_from_the_pool_is_cancelled_and_verified_not_sent() -> anyhow::R
         stack.admin.clone(),
     )?;
     let reconciler = opledger_reconciler::reconciler(
-        &config(&stack, &signer, &node.rpc_url()),
+        &reconciler_config(&stack, &signer, &node.rpc_url()),
         stack.admin.clone(),
     )?;
     let before = node.balance(BOB).await?;
     let w = stack.withdraw(&acme, "7000000000000000", BOB).await?;
     approve(&stack, &acme, &w).await?;
     assert_eq!(broadcaster.tick(64, 8).await, 1);
-    assert_eq!(state(&stack, &w.withdrawal_id).await?, "BROADCAST");
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "BROADCAST");
     let (original_hash, original_raw): (String, Vec<u8>) =
         sqlx::query_as("SELECT tx_hash, raw_tx FROM tx_attempts WHERE op_id = $1 AND attempt = 1")
             .bind(w.withdrawal_id.parse::<uuid::Uuid>()?)
@@ -48,7 +48,7 @@ async fn dropped_from_the_pool_is_cancelled_and_verified_not_sent() -> anyhow::R
         matches!(findings.as_slice(), [Finding::CancelSubmitted(_)]),
         "{findings:?}"
     );
-    assert_eq!(state(&stack, &w.withdrawal_id).await?, "UNKNOWN");
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "UNKNOWN");
     assert_eq!(attempts(&stack, &w.withdrawal_id).await?, 2);
     assert_eq!(
         stack.balance(acme.id, "treasury", "ETH").await?.1,
@@ -59,7 +59,7 @@ async fn dropped_from_the_pool_is_cancelled_and_verified_not_sent() -> anyhow::R
 
     // The cancel is included: the transfer can never happen, the hold is released once.
     assert_eq!(reconciler.tick(0, 64).await, vec![Finding::VerifiedNotSent]);
-    assert_eq!(state(&stack, &w.withdrawal_id).await?, "VERIFIED_NOT_SENT");
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "VERIFIED_NOT_SENT");
     assert_eq!(
         stack.balance(acme.id, "treasury", "ETH").await?,
         (10_000_000_000_000_000_000, 0)

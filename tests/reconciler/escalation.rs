@@ -1,11 +1,11 @@
 //! A window without a verdict ends in FAILED_TERMINAL with an owner and a reason code; the hold
 //! stays until a person resolves it.
 
-use crate::control_07::{broadcaster_config, config, state};
 use opledger_domain::state::OperationState;
 use opledger_reconciler::Finding;
 use opledger_store::broadcast::Due;
 use opledger_testkit::{Anvil, FaultMode, FaultProxy};
+use opledger_tests::chain::{broadcaster_config, reconciler_config};
 use opledger_tests::signer::{InProcessSigner, NETWORK, approve};
 use opledger_tests::{BOB, Stack};
 use std::future::IntoFuture;
@@ -25,7 +25,7 @@ async fn control_09_no_verdict_within_the_window_ends_failed_terminal_with_owner
         &broadcaster_config(&stack, &signer, &proxy.url("http")),
         stack.admin.clone(),
     )?;
-    let mut cfg = config(&stack, &signer, &proxy.url("http"));
+    let mut cfg = reconciler_config(&stack, &signer, &proxy.url("http"));
     cfg.escalate_after_secs = 1;
     cfg.owner = "treasury-ops".into();
     let reconciler = opledger_reconciler::reconciler(&cfg, stack.admin.clone())?;
@@ -39,15 +39,15 @@ async fn control_09_no_verdict_within_the_window_ends_failed_terminal_with_owner
         network: NETWORK.into(),
     };
     broadcaster.handle(&due).await?;
-    assert_eq!(state(&stack, &w.withdrawal_id).await?, "UNKNOWN");
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "UNKNOWN");
     // The node is unreachable: no verdict, within the window nothing changes.
     proxy.set_mode(FaultMode::ResetOnConnect);
     proxy.drop_connections();
     assert_eq!(reconciler.tick(0, 64).await, vec![Finding::NoVerdict]);
-    assert_eq!(state(&stack, &w.withdrawal_id).await?, "UNKNOWN");
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "UNKNOWN");
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     assert_eq!(reconciler.tick(0, 64).await, vec![Finding::Escalated]);
-    assert_eq!(state(&stack, &w.withdrawal_id).await?, "FAILED_TERMINAL");
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "FAILED_TERMINAL");
     let (owner, reason): (String, String) =
         sqlx::query_as("SELECT owner, reason_code FROM escalations WHERE op_id = $1")
             .bind(w.withdrawal_id.parse::<uuid::Uuid>()?)

@@ -1,13 +1,13 @@
 //! The operator API: list what automation could not resolve; resolve only to what the chain
 //! evidence shows, recorded as an operator transition with its reason.
 
-use crate::control_07::{broadcaster_config, config, state};
 use opledger_domain::state::OperationState;
 use opledger_proto::v1::operator_service_client::OperatorServiceClient;
 use opledger_proto::v1::{ListUnresolvedRequest, ResolveWithdrawalRequest, WithdrawalState};
 use opledger_reconciler::Finding;
 use opledger_store::broadcast::Due;
 use opledger_testkit::{Anvil, FaultMode, FaultProxy};
+use opledger_tests::chain::{broadcaster_config, reconciler_config};
 use opledger_tests::signer::{InProcessSigner, NETWORK, approve};
 use opledger_tests::{BOB, Stack, authed, reason};
 
@@ -26,7 +26,7 @@ async fn an_escalated_withdrawal_is_resolved_only_to_what_the_evidence_shows() -
         &broadcaster_config(&stack, &signer, &proxy.url("http")),
         stack.admin.clone(),
     )?;
-    let mut cfg = config(&stack, &signer, &proxy.url("http"));
+    let mut cfg = reconciler_config(&stack, &signer, &proxy.url("http"));
     cfg.escalate_after_secs = 0;
     cfg.owner = "treasury-ops".into();
     let reconciler = opledger_reconciler::reconciler(&cfg, stack.admin.clone())?;
@@ -44,7 +44,7 @@ async fn an_escalated_withdrawal_is_resolved_only_to_what_the_evidence_shows() -
     proxy.set_mode(FaultMode::ResetOnConnect);
     proxy.drop_connections();
     assert_eq!(reconciler.tick(0, 64).await, vec![Finding::Escalated]);
-    assert_eq!(state(&stack, &w.withdrawal_id).await?, "FAILED_TERMINAL");
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "FAILED_TERMINAL");
     proxy.set_mode(FaultMode::Pass);
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -104,7 +104,7 @@ async fn an_escalated_withdrawal_is_resolved_only_to_what_the_evidence_shows() -
         (err.code(), reason(&err).as_str()),
         (tonic::Code::FailedPrecondition, "EVIDENCE_MISMATCH")
     );
-    assert_eq!(state(&stack, &w.withdrawal_id).await?, "FAILED_TERMINAL");
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "FAILED_TERMINAL");
     assert_eq!(
         stack.balance(acme.id, "treasury", "ETH").await?.1,
         9_000_000_000_000_000,

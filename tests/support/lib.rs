@@ -2,6 +2,7 @@
 //! started in-process on a loopback port (connected as the application role, so the database
 //! grants are exercised), tenants with keys, and authenticated requests.
 
+pub mod chain;
 pub mod signer;
 
 use anyhow::Context;
@@ -228,6 +229,16 @@ impl Stack {
             .map_err(|e| anyhow::anyhow!(e.log_safe()))?
             .context("no such account")?;
         Ok((balance.available.get(), balance.held.get()))
+    }
+
+    /// The state of an operation, read directly from the database.
+    pub async fn state(&self, withdrawal_id: &str) -> anyhow::Result<String> {
+        let (state,): (String,) =
+            sqlx::query_as("SELECT state FROM withdrawal_ops WHERE op_id = $1")
+                .bind(withdrawal_id.parse::<uuid::Uuid>()?)
+                .fetch_one(self.admin.pool())
+                .await?;
+        Ok(state)
     }
 
     /// Fails when any ledger or operation invariant is violated.

@@ -1,0 +1,45 @@
+//! Configurations of the chain-facing workers (broadcaster, reconciler) for tests.
+
+use crate::Stack;
+use crate::signer::{CALLER_TOKEN, InProcessSigner, NETWORK};
+use opledger_grpc::config::{DatabaseUrl, Secret};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+/// A broadcaster on the test database (app role) using `signer` and the node at `rpc_url`.
+pub fn broadcaster_config(
+    stack: &Stack,
+    signer: &InProcessSigner,
+    rpc_url: &str,
+) -> opledger_broadcaster::Config {
+    opledger_broadcaster::Config {
+        database_url: DatabaseUrl(stack.db.app_url.clone()),
+        signer_url: format!("http://{}", signer.addr),
+        signer_token: Secret(CALLER_TOKEN.to_owned()),
+        rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
+        submit_timeout_ms: 2_000,
+        worker_id: "broadcaster-test".into(),
+        metrics_listen: SocketAddr::from(([127, 0, 0, 1], opledger_testkit::free_port())),
+        ..opledger_broadcaster::Config::default()
+    }
+}
+
+/// A reconciler on the test database acting at once (no staleness or cancel delay).
+pub fn reconciler_config(
+    stack: &Stack,
+    signer: &InProcessSigner,
+    rpc_url: &str,
+) -> opledger_reconciler::Config {
+    opledger_reconciler::Config {
+        database_url: DatabaseUrl(stack.db.app_url.clone()),
+        signer_url: format!("http://{}", signer.addr),
+        signer_token: Secret(CALLER_TOKEN.to_owned()),
+        rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
+        stale_broadcast_secs: 0,
+        cancel_after_secs: 0,
+        rpc_timeout_ms: 2_000,
+        worker_id: "reconciler-test".into(),
+        metrics_listen: SocketAddr::from(([127, 0, 0, 1], opledger_testkit::free_port())),
+        ..opledger_reconciler::Config::default()
+    }
+}
