@@ -9,6 +9,12 @@
 #                                       (in-process, under its restricted database role) for one
 #                                       and for eight sender addresses, vs evm::sign alone (ARGS
 #                                       go to `opledger-bench sign`, e.g. --withdrawals 4000)
+#   scripts/bench.sh pipeline [ARGS...] create -> approve -> sign -> broadcast -> CONFIRMED with
+#                                       every service in-process on anvil (1-second blocks), for
+#                                       one and for eight sender addresses, vs the node's own
+#                                       eth_sendRawTransaction rate (installs the pinned anvil;
+#                                       ARGS go to `opledger-bench pipeline`, e.g.
+#                                       --withdrawals 200)
 #
 # Builds release binaries, provisions a throwaway PostgreSQL cluster under .data/bench-pg with
 # durable settings (fsync and synchronous_commit on, like production), runs the benchmark and
@@ -22,9 +28,13 @@ cd "$OPLEDGER_REPO_ROOT"
 
 what="${1:-create}"
 shift || true
-[[ "$what" == "create" || "$what" == "sign" ]] || die "unknown benchmark '$what' (known: create, sign)"
+[[ "$what" == "create" || "$what" == "sign" || "$what" == "pipeline" ]] ||
+    die "unknown benchmark '$what' (known: create, sign, pipeline)"
 
 bash scripts/pg.sh ensure-installed >/dev/null
+if [[ "$what" == "pipeline" ]]; then
+    anvil_bin="$(bash scripts/anvil.sh install)"
+fi
 log "cargo build --release"
 cargo build --release -p opledger-operations -p opledger-bench >&2
 
@@ -34,6 +44,9 @@ trap 'bash scripts/pg.sh destroy "$dir" || true' EXIT
 url="$(OPLEDGER_PG_FAST=0 bash scripts/pg.sh start "$dir")"
 if [[ "$what" == "sign" ]]; then
     "$OPLEDGER_REPO_ROOT/target/release/opledger-bench" sign --admin-url "$url" "$@"
+elif [[ "$what" == "pipeline" ]]; then
+    "$OPLEDGER_REPO_ROOT/target/release/opledger-bench" pipeline --admin-url "$url" \
+        --anvil-bin "$anvil_bin" "$@"
 elif [[ $# -eq 0 ]]; then
     for accounts in 1 64; do
         "$OPLEDGER_REPO_ROOT/target/release/opledger-bench" create --admin-url "$url" --accounts "$accounts"

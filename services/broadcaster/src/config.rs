@@ -41,6 +41,8 @@ pub struct Config {
     pub poll_interval_ms: u64,
     /// Operations fetched per poll.
     pub batch_size: u32,
+    /// BROADCAST operations the watcher examines per new head.
+    pub watch_batch_size: u32,
     /// Operations worked on at once.
     pub concurrency: usize,
     /// Milliseconds a submission may take before it counts as a timeout (UNKNOWN).
@@ -64,6 +66,7 @@ impl Default for Config {
             bump_after_secs: 60,
             poll_interval_ms: 200,
             batch_size: 64,
+            watch_batch_size: 2_000,
             concurrency: 8,
             submit_timeout_ms: 5_000,
         }

@@ -121,6 +121,7 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let poll = Duration::from_millis(config.poll_interval_ms);
     let (batch, concurrency) = (config.batch_size, config.concurrency);
+    let watch_batch = config.watch_batch_size;
     let (watch_stop_tx, mut watch_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let work = tokio::spawn(async move {
         worker
@@ -136,7 +137,7 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     );
     let watch = tokio::spawn(async move {
         loop {
-            chain.tick(batch).await;
+            chain.tick(watch_batch).await;
             for network in &networks {
                 bumper.bump_stuck(network, bump_after, batch).await;
             }

@@ -3,6 +3,7 @@
 //! inclusion has the configured number of confirmations. No receipt, or no answer, concludes
 //! nothing: the operation stays BROADCAST with its hold.
 
+use futures::StreamExt;
 use opledger_chain::Rpc;
 use opledger_domain::state::{Actor, OperationState};
 use opledger_store::broadcast::{InFlight, Inclusion};
@@ -10,6 +11,9 @@ use opledger_store::transition::TransitionRequest;
 use opledger_store::{Store, StoreError};
 use std::collections::HashMap;
 use std::sync::Mutex;
+
+/// Receipt lookups and confirmations in flight at once per pass.
+const WATCH_CONCURRENCY: usize = 16;
 
 /// One network the watcher follows.
 #[derive(Debug, Clone)]
@@ -81,14 +85,19 @@ impl Watcher {
                     continue;
                 }
             };
-            for op in in_flight {
-                match self.check(&op, watched, head).await {
+            // Receipts are looked up and confirmations recorded concurrently: one slow lookup or
+            // commit must not hold back the rest of the block's confirmations.
+            let outcomes: Vec<_> = futures::stream::iter(in_flight)
+                .map(|op| async move { (op.op_id, self.check(&op, watched, head).await) })
+                .buffer_unordered(WATCH_CONCURRENCY)
+                .collect()
+                .await;
+            for (op_id, outcome) in outcomes {
+                match outcome {
                     Ok(Some(OperationState::Confirmed)) => pass.confirmed += 1,
                     Ok(Some(_)) => pass.reverted += 1,
                     Ok(None) => {}
-                    Err(e) => {
-                        tracing::warn!(op_id = %op.op_id, error = %e.log_safe(), "watch deferred")
-                    }
+                    Err(e) => tracing::warn!(%op_id, error = %e.log_safe(), "watch deferred"),
                 }
             }
         }

@@ -1,0 +1,260 @@
+//! The services of the pipeline, in-process, each on its own pool and database role the way a
+//! deployment runs them: operations and approvals (gRPC, `opledger_app`), the signer (gRPC with a
+//! caller token, `opledger_signer`), the broadcaster's worker and chain watcher (`opledger_app`).
+
+use opledger_grpc::config::Secret;
+use opledger_grpc::server::{serve, serve_api};
+use opledger_signer::config::NetworkConfig;
+use opledger_signer::{Signer, Wallets};
+use opledger_store::{Store, StoreConfig};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use super::NETWORK;
+
+/// Pools of the services: each service's configuration default.
+const OPERATIONS_CONNECTIONS: u32 = 32;
+const APPROVALS_CONNECTIONS: u32 = 16;
+const BROADCASTER_CONNECTIONS: u32 = 8;
+/// API-key cache lifetime of operations and approvals (their default).
+const AUTH_CACHE_TTL: Duration = Duration::from_secs(30);
+
+/// Tunables of the broadcaster and the signer.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Broadcaster `batch_size`: due operations per poll, BROADCAST operations per watcher pass.
+    pub batch_size: u32,
+    /// Broadcaster `concurrency`: operations worked on at once.
+    pub concurrency: usize,
+    /// Broadcaster `poll_interval_ms` when a pass found nothing to do.
+    pub poll: Duration,
+    /// Pause of the watcher loop when the head has not moved.
+    pub watch_poll: Duration,
+    /// Pooled connections of the signer.
+    pub signer_connections: u32,
+}
+
+/// What the chain watcher did, summed over its passes that saw a new head.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WatchTotals {
+    /// Passes that saw a new head (and so looked up receipts).
+    pub passes: u64,
+    /// Time spent in those passes.
+    pub busy: Duration,
+    /// The longest of them.
+    pub longest: Duration,
+    /// Operations moved to CONFIRMED.
+    pub confirmed: u64,
+    /// Operations moved to FAILED_TERMINAL (reverted).
+    pub reverted: u64,
+    /// Confirmations undone by a reorganization.
+    pub reopened: u64,
+}
+
+impl WatchTotals {
+    /// What happened from `self` until `later` (the longest pass is `later`'s since its reset).
+    pub fn until(&self, later: &WatchTotals) -> WatchTotals {
+        WatchTotals {
+            passes: later.passes - self.passes,
+            busy: later.busy.saturating_sub(self.busy),
+            longest: later.longest,
+            confirmed: later.confirmed - self.confirmed,
+            reverted: later.reverted - self.reverted,
+            reopened: later.reopened - self.reopened,
+        }
+    }
+}
+
+/// The running services; stopped when dropped.
+#[derive(Debug)]
+pub struct Services {
+    /// URL of the operations service.
+    pub operations: String,
+    /// URL of the approvals service.
+    pub approvals: String,
+    watch: Arc<Mutex<WatchTotals>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Services {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl Services {
+    /// The watcher's totals so far; starts a new "longest pass" window.
+    pub fn watch_totals(&self) -> WatchTotals {
+        match self.watch.lock() {
+            Ok(mut totals) => {
+                let now = *totals;
+                totals.longest = Duration::ZERO;
+                now
+            }
+            Err(_) => WatchTotals::default(),
+        }
+    }
+}
+
+/// The bench network, as tests/support/signer.rs configures anvil.
+pub fn network() -> NetworkConfig {
+    NetworkConfig {
+        chain_id: 31337,
+        native_asset: "ETH".into(),
+        tokens: BTreeMap::new(),
+        gas_limit_native: 21_000,
+        gas_limit_erc20: 100_000,
+        max_fee_per_gas: "2000000000".into(),
+        max_priority_fee_per_gas: "1000000000".into(),
+        fee_bump_percent: 25,
+        cancel_max_fee_per_gas: "20000000000".into(),
+    }
+}
+
+async fn connect(url: &str, max_connections: u32, who: &str) -> anyhow::Result<Store> {
+    Store::connect(
+        url,
+        StoreConfig {
+            max_connections,
+            ..StoreConfig::default()
+        },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("the {who} role cannot connect: {}", e.log_safe()))
+}
+
+fn report<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(Result<(), E>) {
+    move |result| {
+        if let Err(e) = result {
+            eprintln!("opledger-bench pipeline: {what} stopped: {e}");
+        }
+    }
+}
+
+/// Starts every service; `app_url` and `signer_url` are login roles in `opledger_app` and
+/// `opledger_signer`.
+pub async fn start(
+    app_url: &str,
+    signer_url: &str,
+    wallets: Wallets,
+    rpc_url: &str,
+    settings: &Settings,
+) -> anyhow::Result<Services> {
+    let mut tasks = Vec::new();
+
+    let mut api = |store: Store, name: &'static str, make: opledger_grpc::server::MakeRoutes| {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let listener = TcpListener::from_std(listener)?;
+        tasks.push(tokio::spawn(async move {
+            let served = serve_api(
+                listener,
+                store,
+                AUTH_CACHE_TTL,
+                name,
+                make,
+                std::future::pending(),
+            )
+            .await;
+            report(name)(served);
+        }));
+        anyhow::Ok(format!("http://{addr}"))
+    };
+    let operations = api(
+        connect(app_url, OPERATIONS_CONNECTIONS, "operations").await?,
+        opledger_operations::SERVICE_NAME,
+        opledger_operations::routes,
+    )?;
+    let approvals = api(
+        connect(app_url, APPROVALS_CONNECTIONS, "approvals").await?,
+        opledger_approvals::SERVICE_NAME,
+        opledger_approvals::routes,
+    )?;
+
+    // The signer, reached by the broadcaster over gRPC with a caller token.
+    let token = format!("bench-caller-{}", uuid::Uuid::new_v4().simple());
+    let config = opledger_signer::Config {
+        instance_id: "bench-signer".into(),
+        db_max_connections: settings.signer_connections,
+        networks: BTreeMap::from([(NETWORK.to_owned(), network())]),
+        ..opledger_signer::Config::default()
+    };
+    let store = connect(signer_url, settings.signer_connections, "signer").await?;
+    let signer = Signer::new(store, Arc::new(config), Arc::new(wallets));
+    let callers = vec![Sha256::digest(token.as_bytes()).into()];
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let signer_addr = listener.local_addr()?;
+    tasks.push(tokio::spawn(async move {
+        let served = serve(
+            listener,
+            opledger_signer::SERVICE_NAME,
+            opledger_signer::routes(signer, callers),
+            std::future::pending(),
+        )
+        .await;
+        report("signer")(served);
+    }));
+
+    // The broadcaster: its worker loop and its chain watcher loop, as `opledger_broadcaster::run`
+    // runs them, with polls short enough not to limit throughput.
+    let config = opledger_broadcaster::Config {
+        worker_id: "bench-broadcaster".into(),
+        db_max_connections: BROADCASTER_CONNECTIONS,
+        signer_url: format!("http://{signer_addr}"),
+        signer_token: Secret(token),
+        rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
+        confirmations: BTreeMap::from([(NETWORK.to_owned(), 1)]),
+        poll_interval_ms: u64::try_from(settings.poll.as_millis())?,
+        batch_size: settings.batch_size,
+        concurrency: settings.concurrency,
+        ..opledger_broadcaster::Config::default()
+    };
+    let store = connect(app_url, BROADCASTER_CONNECTIONS, "broadcaster").await?;
+    let worker = opledger_broadcaster::broadcaster(&config, store.clone())?;
+    let bumper = worker.clone();
+    let watcher = opledger_broadcaster::watcher(&config, store)?;
+    let (batch, concurrency, poll) = (config.batch_size, config.concurrency, settings.poll);
+    tasks.push(tokio::spawn(async move {
+        worker
+            .run(batch, concurrency, poll, std::future::pending())
+            .await;
+    }));
+    let watch = Arc::new(Mutex::new(WatchTotals::default()));
+    let totals = watch.clone();
+    let (watch_poll, bump_after) = (settings.watch_poll, config.bump_after_secs);
+    tasks.push(tokio::spawn(async move {
+        loop {
+            let started = Instant::now();
+            let pass = watcher.tick(batch).await;
+            if pass.new_heads == 0 {
+                tokio::time::sleep(watch_poll).await;
+                continue;
+            }
+            let took = started.elapsed();
+            if let Ok(mut t) = totals.lock() {
+                t.passes += 1;
+                t.busy += took;
+                t.longest = t.longest.max(took);
+                t.confirmed += pass.confirmed as u64;
+                t.reverted += pass.reverted as u64;
+                t.reopened += pass.reopened as u64;
+            }
+            // The production loop also fee-bumps stuck transfers; once per new head here.
+            bumper.bump_stuck(NETWORK, bump_after, batch).await;
+        }
+    }));
+
+    Ok(Services {
+        operations,
+        approvals,
+        watch,
+        tasks,
+    })
+}
