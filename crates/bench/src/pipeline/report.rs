@@ -1,0 +1,157 @@
+//! The pipeline benchmark's printed report.
+
+use crate::report::machine;
+use std::time::Duration;
+
+use super::{
+    Baseline, Bench, PhaseResult, TARGET_CPU_PER_1000, TARGET_P50_SECS, TARGET_PER_SEC, WARMUP,
+};
+
+fn per_1000(seconds: Option<f64>, n: usize) -> String {
+    seconds.map_or_else(
+        || "n/a".to_owned(),
+        |s| format!("{:.2}", s * 1000.0 / n as f64),
+    )
+}
+
+fn verdict(pass: bool) -> &'static str {
+    if pass { "PASS" } else { "MISS" }
+}
+
+pub(super) fn print(
+    bench: &Bench,
+    baseline: &Baseline,
+    warm: &PhaseResult,
+    rows: &[PhaseResult],
+    total: Duration,
+) {
+    let args = &bench.args;
+    println!(
+        "opledger-bench pipeline: create -> approve -> sign -> broadcast -> CONFIRMED on anvil vs \
+         the node's own eth_sendRawTransaction rate"
+    );
+    println!("machine: {}", machine());
+    let offered = if args.rate > 0.0 {
+        format!("paced at {} creates/s", args.rate)
+    } else {
+        "unpaced".to_owned()
+    };
+    println!(
+        "setup: operations, approvals, signer, broadcaster worker and chain watcher in-process \
+         (gRPC over loopback; operations, approvals, broadcaster as a login role in opledger_app, \
+         signer in opledger_signer; pools 32/16/8/8 of which the signer's {}); broadcaster \
+         batch_size {}, concurrency {}, polls 20 ms, 1 confirmation; anvil --block-time {}; \
+         PostgreSQL (fsync on) on this machine; {} clients each creating then approving \
+         (default policy: 1 approver), {offered}; native ETH to random destinations; warm-up of \
+         {WARMUP} withdrawals on its own wallet, then ANALYZE before each phase",
+        args.signer_connections, args.batch_size, args.concurrency, args.block_time, args.clients
+    );
+    println!(
+        "| phase | senders | withdrawals | confirmed/s | p50 s | p99 s | services CPU s per 1000 | postgres CPU s per 1000 | anvil CPU s per 1000 | node raw tx/s | ratio |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        println!(
+            "| {} | {} | {} | {:.1} | {:.2} | {:.2} | {} | {} | {} | {:.0} | {:.3} |",
+            r.label,
+            r.senders,
+            r.withdrawals,
+            r.per_sec,
+            r.p50.as_secs_f64(),
+            r.p99.as_secs_f64(),
+            per_1000(Some(r.used.services), r.withdrawals),
+            per_1000(r.used.postgres, r.withdrawals),
+            per_1000(r.used.node, r.withdrawals),
+            baseline.per_sec,
+            r.per_sec / baseline.per_sec
+        );
+    }
+    println!(
+        "node baseline: {} pre-signed native transfers (opledger-evm, one fresh wallet) sent with \
+         eth_sendRawTransaction by {} concurrent submitters: {:.0} accepted/s; all mined {:.1} s \
+         after the first was sent; anvil CPU {} s per 1000 (submission until mined)",
+        baseline.sent,
+        args.baseline_concurrency,
+        baseline.per_sec,
+        baseline.mined_after.as_secs_f64(),
+        per_1000(baseline.node_cpu, baseline.sent)
+    );
+    for r in rows {
+        let cpu = r.used.services * 1000.0 / r.withdrawals as f64;
+        println!(
+            "targets, {}: >= {TARGET_PER_SEC:.0} confirmed/s {} ({:.1}); p50 < {TARGET_P50_SECS:.0} s \
+             with 1 confirmation {} ({:.2} s); <= {TARGET_CPU_PER_1000:.0} CPU s per 1000 in the \
+             services {} ({cpu:.2})",
+            r.label,
+            verdict(r.per_sec >= TARGET_PER_SEC && r.failures.is_empty()),
+            r.per_sec,
+            verdict(r.p50.as_secs_f64() < TARGET_P50_SECS && r.failures.is_empty()),
+            r.p50.as_secs_f64(),
+            verdict(cpu <= TARGET_CPU_PER_1000 && r.failures.is_empty()),
+        );
+    }
+    for r in std::iter::once(warm).chain(rows) {
+        let stages: Vec<String> = r
+            .stages
+            .iter()
+            .map(|(name, d)| format!("{name} {:.3}", d.as_secs_f64()))
+            .collect();
+        let reached: Vec<String> = r
+            .reached
+            .iter()
+            .map(|(state, at)| format!("{state} {:.1}", at.max(0.0)))
+            .collect();
+        let count = |state: &str| r.states.get(state).copied().unwrap_or(0);
+        let total: i64 = r.states.values().sum();
+        println!(
+            "{}: creates and approvals answered after {:.1} s, last confirmation after {:.1} s; \
+             s after the first create when the last withdrawal was {}; median s per stage: {}; \
+             watcher: {} passes on new heads, {:.0} ms mean, {:.0} ms \
+             longest, {} confirmed; outcomes: CONFIRMED {}, UNKNOWN {}, other unconfirmed {}; \
+             failed client calls {}{}",
+            r.label,
+            r.ingest_secs,
+            r.span_secs,
+            reached.join(", "),
+            stages.join(", "),
+            r.watch.passes,
+            if r.watch.passes == 0 {
+                0.0
+            } else {
+                r.watch.busy.as_secs_f64() * 1000.0 / r.watch.passes as f64
+            },
+            r.watch.longest.as_secs_f64() * 1000.0,
+            r.watch.confirmed,
+            count("CONFIRMED"),
+            count("UNKNOWN"),
+            total - count("CONFIRMED") - count("UNKNOWN"),
+            r.client_errors,
+            r.first_error
+                .as_deref()
+                .map(|e| format!(" (first: {e})"))
+                .unwrap_or_default()
+        );
+    }
+    println!(
+        "method: confirmed/s = withdrawals CONFIRMED / (last CONFIRMED transition - first create \
+         request sent); latency = the CONFIRMED transition's created_at (transition log) - the \
+         time its create request was sent (same clock); CPU from /proc (utime+stime): services = \
+         this whole process over the phase (the in-process services plus the benchmark's gRPC \
+         clients and its 100 ms state polling, minus nothing), postgres = the cluster's \
+         postmaster and children (live children's own time plus exited children's via the \
+         postmaster's cutime+cstime), anvil = its process; ratio = confirmed/s / node raw tx/s"
+    );
+    let verified = rows.iter().all(|r| r.failures.is_empty());
+    println!(
+        "verified after each phase (SQL and chain): every withdrawal CONFIRMED, exactly one \
+         tx_attempts row each, ledger invariants hold (check_invariants empty), each hot wallet's \
+         on-chain nonce equals its withdrawals: {}",
+        if verified { "OK" } else { "FAILED" }
+    );
+    for r in rows {
+        for f in &r.failures {
+            println!("  {}: {f}", r.label);
+        }
+    }
+    println!("total run: {:.1} s", total.as_secs_f64());
+}
