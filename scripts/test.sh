@@ -58,6 +58,9 @@ OPLEDGER_ANVIL_BIN="$(bash "$ANVIL_SH" install)"
 export OPLEDGER_ANVIL_BIN
 log "OPLEDGER_ANVIL_BIN=$OPLEDGER_ANVIL_BIN"
 
+# The committed ERC-20 artifact must be what the pinned solc makes of the committed source.
+bash "$OPLEDGER_REPO_ROOT/scripts/contracts.sh" check >/dev/null
+
 # promtool checks the Prometheus alert rules (Debian's prometheus package; no service is started).
 if ! command -v promtool >/dev/null 2>&1; then
     log "promtool not found: installing Debian's prometheus package"
