@@ -90,13 +90,19 @@ async fn crash_and_resume(failpoint: &str) -> anyhow::Result<()> {
     );
 
     let mut child = start(&config_path, port, "").await?;
-    let state = wait_state(&stack, &w.withdrawal_id, &["BROADCAST", "UNKNOWN"]).await?;
+    let state = wait_state(
+        &stack,
+        &w.withdrawal_id,
+        &["BROADCAST", "UNKNOWN", "CONFIRMED"],
+    )
+    .await?;
     // Resubmitting bytes a node already mined reads "nonce too low": ambiguous, so UNKNOWN for the
-    // reconciler, never a new signature. Before submission the restart simply broadcasts.
+    // reconciler, never a new signature. Before submission the restart simply broadcasts, and the
+    // broadcaster's chain watcher may already have confirmed it (anvil mines at once).
     let expected: &[&str] = if failpoint == "broadcast.before_submit" {
-        &["BROADCAST"]
+        &["BROADCAST", "CONFIRMED"]
     } else {
-        &["BROADCAST", "UNKNOWN"]
+        &["BROADCAST", "UNKNOWN", "CONFIRMED"]
     };
     assert!(
         expected.contains(&state.as_str()),
