@@ -26,7 +26,7 @@ async fn control_09_no_verdict_within_the_window_ends_failed_terminal_with_owner
         stack.admin.clone(),
     )?;
     let mut cfg = reconciler_config(&stack, &signer, &proxy.url("http"));
-    cfg.escalate_after_secs = 1;
+    cfg.escalate_after_secs = 2;
     cfg.owner = "treasury-ops".into();
     let reconciler = opledger_reconciler::reconciler(&cfg, stack.admin.clone())?;
     let w = stack.withdraw(&acme, "9000000000000000", BOB).await?;
@@ -45,7 +45,7 @@ async fn control_09_no_verdict_within_the_window_ends_failed_terminal_with_owner
     proxy.drop_connections();
     assert_eq!(reconciler.tick(0, 64).await, vec![Finding::NoVerdict]);
     assert_eq!(stack.state(&w.withdrawal_id).await?, "UNKNOWN");
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
     assert_eq!(reconciler.tick(0, 64).await, vec![Finding::Escalated]);
     assert_eq!(stack.state(&w.withdrawal_id).await?, "FAILED_TERMINAL");
     let (owner, reason): (String, String) =
