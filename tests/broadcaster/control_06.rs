@@ -5,9 +5,10 @@
 //! Multi-threaded runtimes: the signer runs in this process and must keep serving while the test
 //! thread blocks waiting for the broadcaster process to die.
 
-use opledger_testkit::{Anvil, ChildService, free_port, wait_for_tcp};
+use opledger_testkit::{ChildService, free_port, wait_for_tcp};
+use opledger_tests::chain::Chain;
 use opledger_tests::chain::broadcaster_config;
-use opledger_tests::signer::{HOT_WALLET, InProcessSigner, approve, attempts};
+use opledger_tests::signer::{HOT_WALLET, approve, attempts};
 use opledger_tests::{BOB, Stack};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -52,13 +53,12 @@ async fn wait_state(stack: &Stack, id: &str, states: &[&str]) -> anyhow::Result<
 }
 
 async fn crash_and_resume(failpoint: &str) -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let acme = stack.tenant("acme").await?;
-    stack
-        .fund(&acme, "treasury", "ETH", "10000000000000000000")
-        .await?;
-    let node = Anvil::start().await?;
-    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    let Chain {
+        stack,
+        acme,
+        node,
+        signer,
+    } = Chain::start().await?;
     let before = node.balance(BOB).await?;
     let w = stack.withdraw(&acme, "3000000000000000", BOB).await?;
     approve(&stack, &acme, &w).await?;

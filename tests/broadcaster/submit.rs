@@ -5,6 +5,7 @@ use opledger_chain::SubmitClass;
 use opledger_domain::state::OperationState;
 use opledger_store::broadcast::Due;
 use opledger_testkit::Anvil;
+use opledger_tests::chain::Chain;
 use opledger_tests::chain::broadcaster_config;
 use opledger_tests::signer::{HOT_WALLET, InProcessSigner, NETWORK, approve, attempts};
 use opledger_tests::{ALICE, BOB, Stack};
@@ -12,13 +13,12 @@ use std::time::Duration;
 
 #[tokio::test]
 async fn an_approved_withdrawal_is_signed_submitted_and_mined_once() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let acme = stack.tenant("acme").await?;
-    stack
-        .fund(&acme, "treasury", "ETH", "10000000000000000000")
-        .await?;
-    let node = Anvil::start().await?;
-    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    let Chain {
+        stack,
+        acme,
+        node,
+        signer,
+    } = Chain::start().await?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&stack, &signer, &node.rpc_url()),
         stack.admin.clone(),
@@ -139,17 +139,16 @@ async fn already_known_is_broadcast_and_a_consumed_nonce_is_unknown() -> anyhow:
 #[tokio::test]
 async fn a_response_lost_after_the_node_accepted_becomes_unknown_with_the_hold_kept()
 -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let acme = stack.tenant("acme").await?;
-    stack
-        .fund(&acme, "treasury", "ETH", "10000000000000000000")
-        .await?;
-    let node = Anvil::start().await?;
+    let Chain {
+        stack,
+        acme,
+        node,
+        signer,
+    } = Chain::start().await?;
     let upstream: std::net::SocketAddr = format!("127.0.0.1:{}", node.port()).parse()?;
     let proxy = opledger_testkit::FaultProxy::start(upstream).await?;
     // The node receives and accepts the transaction; the broadcaster never sees the answer.
     proxy.set_mode(opledger_testkit::FaultMode::ForwardThenDropResponse);
-    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&stack, &signer, &proxy.url("http")),
         stack.admin.clone(),

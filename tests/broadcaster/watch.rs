@@ -1,20 +1,19 @@
 //! The chain watcher: confirmation after N blocks settles the hold once; no receipt concludes
 //! nothing; receipts are looked up only when the head moves.
 
-use opledger_testkit::Anvil;
+use opledger_tests::chain::Chain;
 use opledger_tests::chain::broadcaster_config;
-use opledger_tests::signer::{InProcessSigner, NETWORK, approve};
+use opledger_tests::signer::{NETWORK, approve};
 use opledger_tests::{BOB, Stack};
 
 #[tokio::test]
 async fn confirmation_after_three_blocks_settles_the_hold_once() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let acme = stack.tenant("acme").await?;
-    stack
-        .fund(&acme, "treasury", "ETH", "10000000000000000000")
-        .await?;
-    let node = Anvil::start().await?;
-    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    let Chain {
+        stack,
+        acme,
+        node,
+        signer,
+    } = Chain::start().await?;
     let mut cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
     cfg.confirmations.insert(NETWORK.to_owned(), 3);
     let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
@@ -54,14 +53,13 @@ async fn confirmation_after_three_blocks_settles_the_hold_once() -> anyhow::Resu
 
 #[tokio::test]
 async fn without_a_receipt_or_an_answer_nothing_is_concluded() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let acme = stack.tenant("acme").await?;
-    stack
-        .fund(&acme, "treasury", "ETH", "10000000000000000000")
-        .await?;
-    let node = Anvil::start().await?;
+    let Chain {
+        stack,
+        acme,
+        node,
+        signer,
+    } = Chain::start().await?;
     node.set_automine(false).await?;
-    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
     let cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
     let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
     let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
@@ -97,13 +95,12 @@ async fn settled(stack: &Stack, kind: &str) -> anyhow::Result<i64> {
 
 #[tokio::test]
 async fn a_reorg_after_confirmation_reopens_the_hold_and_re_confirms_once() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let acme = stack.tenant("acme").await?;
-    stack
-        .fund(&acme, "treasury", "ETH", "10000000000000000000")
-        .await?;
-    let node = Anvil::start().await?;
-    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    let Chain {
+        stack,
+        acme,
+        node,
+        signer,
+    } = Chain::start().await?;
     let cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
     let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
     let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
@@ -167,14 +164,13 @@ async fn a_reorg_after_confirmation_reopens_the_hold_and_re_confirms_once() -> a
 
 #[tokio::test]
 async fn a_stuck_transfer_is_fee_bumped_and_paid_once() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let acme = stack.tenant("acme").await?;
-    stack
-        .fund(&acme, "treasury", "ETH", "10000000000000000000")
-        .await?;
-    let node = Anvil::start().await?;
+    let Chain {
+        stack,
+        acme,
+        node,
+        signer,
+    } = Chain::start().await?;
     node.set_automine(false).await?;
-    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
     let cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
     let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
     let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;

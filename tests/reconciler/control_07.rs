@@ -4,22 +4,22 @@
 use opledger_domain::state::OperationState;
 use opledger_reconciler::Finding;
 use opledger_store::broadcast::Due;
-use opledger_testkit::{Anvil, FaultMode, FaultProxy};
+use opledger_testkit::{FaultMode, FaultProxy};
+use opledger_tests::BOB;
+use opledger_tests::chain::Chain;
 use opledger_tests::chain::{broadcaster_config, reconciler_config};
-use opledger_tests::signer::{HOT_WALLET, InProcessSigner, NETWORK, approve, attempts};
-use opledger_tests::{BOB, Stack};
+use opledger_tests::signer::{HOT_WALLET, NETWORK, approve, attempts};
 
 #[tokio::test]
 async fn control_07_response_dropped_after_send_ends_confirmed_with_one_transfer()
 -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let acme = stack.tenant("acme").await?;
-    stack
-        .fund(&acme, "treasury", "ETH", "10000000000000000000")
-        .await?;
-    let node = Anvil::start().await?;
+    let Chain {
+        stack,
+        acme,
+        node,
+        signer,
+    } = Chain::start().await?;
     let proxy = FaultProxy::start(format!("127.0.0.1:{}", node.port()).parse()?).await?;
-    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&stack, &signer, &proxy.url("http")),
         stack.admin.clone(),
@@ -84,14 +84,13 @@ async fn control_07_response_dropped_after_send_ends_confirmed_with_one_transfer
 
 #[tokio::test]
 async fn a_node_that_does_not_answer_yields_no_verdict_and_keeps_the_hold() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let acme = stack.tenant("acme").await?;
-    stack
-        .fund(&acme, "treasury", "ETH", "10000000000000000000")
-        .await?;
-    let node = Anvil::start().await?;
+    let Chain {
+        stack,
+        acme,
+        node,
+        signer,
+    } = Chain::start().await?;
     let proxy = FaultProxy::start(format!("127.0.0.1:{}", node.port()).parse()?).await?;
-    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&stack, &signer, &proxy.url("http")),
         stack.admin.clone(),

@@ -3,21 +3,20 @@
 //! no longer be mined.
 
 use opledger_reconciler::Finding;
-use opledger_testkit::Anvil;
+use opledger_tests::BOB;
+use opledger_tests::chain::Chain;
 use opledger_tests::chain::{broadcaster_config, reconciler_config};
-use opledger_tests::signer::{HOT_WALLET, InProcessSigner, approve, attempts};
-use opledger_tests::{BOB, Stack};
+use opledger_tests::signer::{HOT_WALLET, approve, attempts};
 
 #[tokio::test]
 async fn dropped_from_the_pool_is_cancelled_and_verified_not_sent() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let acme = stack.tenant("acme").await?;
-    stack
-        .fund(&acme, "treasury", "ETH", "10000000000000000000")
-        .await?;
-    let node = Anvil::start().await?;
+    let Chain {
+        stack,
+        acme,
+        node,
+        signer,
+    } = Chain::start().await?;
     node.set_automine(false).await?;
-    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&stack, &signer, &node.rpc_url()),
         stack.admin.clone(),

@@ -4,23 +4,23 @@
 use opledger_domain::state::OperationState;
 use opledger_reconciler::Finding;
 use opledger_store::broadcast::Due;
-use opledger_testkit::{Anvil, FaultMode, FaultProxy};
+use opledger_testkit::{FaultMode, FaultProxy};
+use opledger_tests::BOB;
+use opledger_tests::chain::Chain;
 use opledger_tests::chain::{broadcaster_config, reconciler_config};
-use opledger_tests::signer::{InProcessSigner, NETWORK, approve};
-use opledger_tests::{BOB, Stack};
+use opledger_tests::signer::{NETWORK, approve};
 use std::future::IntoFuture;
 
 #[tokio::test]
 async fn control_09_no_verdict_within_the_window_ends_failed_terminal_with_owner_hold_and_alert_metric()
 -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let acme = stack.tenant("acme").await?;
-    stack
-        .fund(&acme, "treasury", "ETH", "10000000000000000000")
-        .await?;
-    let node = Anvil::start().await?;
+    let Chain {
+        stack,
+        acme,
+        node,
+        signer,
+    } = Chain::start().await?;
     let proxy = FaultProxy::start(format!("127.0.0.1:{}", node.port()).parse()?).await?;
-    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&stack, &signer, &proxy.url("http")),
         stack.admin.clone(),

@@ -6,22 +6,22 @@ use opledger_proto::v1::operator_service_client::OperatorServiceClient;
 use opledger_proto::v1::{ListUnresolvedRequest, ResolveWithdrawalRequest, WithdrawalState};
 use opledger_reconciler::Finding;
 use opledger_store::broadcast::Due;
-use opledger_testkit::{Anvil, FaultMode, FaultProxy};
+use opledger_testkit::{FaultMode, FaultProxy};
+use opledger_tests::chain::Chain;
 use opledger_tests::chain::{broadcaster_config, reconciler_config};
-use opledger_tests::signer::{InProcessSigner, NETWORK, approve};
-use opledger_tests::{BOB, Stack, authed, reason};
+use opledger_tests::signer::{NETWORK, approve};
+use opledger_tests::{BOB, authed, reason};
 
 #[tokio::test]
 async fn an_escalated_withdrawal_is_resolved_only_to_what_the_evidence_shows() -> anyhow::Result<()>
 {
-    let stack = Stack::start().await?;
-    let acme = stack.tenant("acme").await?;
-    stack
-        .fund(&acme, "treasury", "ETH", "10000000000000000000")
-        .await?;
-    let node = Anvil::start().await?;
+    let Chain {
+        stack,
+        acme,
+        node,
+        signer,
+    } = Chain::start().await?;
     let proxy = FaultProxy::start(format!("127.0.0.1:{}", node.port()).parse()?).await?;
-    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&stack, &signer, &proxy.url("http")),
         stack.admin.clone(),

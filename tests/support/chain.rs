@@ -43,3 +43,37 @@ pub fn reconciler_config(
         ..opledger_reconciler::Config::default()
     }
 }
+
+/// A test world for the chain-facing services: the operations and approvals services with tenant
+/// `acme` holding 10 ETH in `treasury`, a fresh anvil node (automine) and an in-process signer
+/// holding `acme`'s hot wallet.
+#[derive(Debug)]
+pub struct Chain {
+    /// Database and services.
+    pub stack: Stack,
+    /// The funded tenant.
+    pub acme: crate::Tenant,
+    /// The node.
+    pub node: opledger_testkit::Anvil,
+    /// The signer.
+    pub signer: InProcessSigner,
+}
+
+impl Chain {
+    /// Starts everything.
+    pub async fn start() -> anyhow::Result<Chain> {
+        let stack = Stack::start().await?;
+        let acme = stack.tenant("acme").await?;
+        stack
+            .fund(&acme, "treasury", "ETH", "10000000000000000000")
+            .await?;
+        let node = opledger_testkit::Anvil::start().await?;
+        let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+        Ok(Chain {
+            stack,
+            acme,
+            node,
+            signer,
+        })
+    }
+}
