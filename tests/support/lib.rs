@@ -3,6 +3,7 @@
 //! grants are exercised), tenants with keys, and authenticated requests.
 
 pub mod chain;
+pub mod inbox;
 pub mod signer;
 
 use anyhow::Context;

@@ -160,13 +160,23 @@ pub(crate) async fn apply_hold_effect(
     }
 }
 
-impl Store {
-    /// Credits an account idempotently by key, creating the account when missing.
-    pub async fn credit_account(&self, credit: NewCredit<'_>) -> Result<Credited> {
-        let digest = credit.key.digest();
-        let mut tx = self.pool.begin().await?;
-        let inserted: Option<(i64,)> = sqlx::query_as(
-            "WITH acct AS ( \
+/// Credits an account inside the caller's transaction, keyed by `key_digest` (creating the account
+/// when missing): one journal entry, two postings, one `ledger_credits` row. Returns false, having
+/// written nothing (the statement runs under a savepoint that is rolled back), when the key already
+/// credited this tenant; compare with [`stored_credit`].
+pub async fn credit_in(
+    conn: &mut PgConnection,
+    tenant_id: TenantId,
+    key_digest: &[u8; 32],
+    account: &AccountName,
+    asset: &AssetCode,
+    amount: Amount,
+) -> Result<bool> {
+    use sqlx::Connection;
+    // The statement credits the account before it learns whether the key was new.
+    let mut savepoint = conn.begin().await?;
+    let inserted: Option<(i64,)> = sqlx::query_as(
+        "WITH acct AS ( \
                INSERT INTO ledger_accounts (tenant_id, account, asset, available) \
                VALUES ($1, $2, $3, $4::numeric) \
                ON CONFLICT (tenant_id, account, asset) DO UPDATE \
@@ -184,26 +194,59 @@ impl Store {
              INSERT INTO ledger_credits (tenant_id, idempotency_key_hash, account, asset, amount, entry_id) \
              SELECT $1, $5, $2, $3, $4::numeric, entry_id FROM entry \
              ON CONFLICT (tenant_id, idempotency_key_hash) DO NOTHING RETURNING entry_id",
+    )
+    .bind(tenant_id.as_uuid())
+    .bind(account.as_str())
+    .bind(asset.as_str())
+    .bind(amount.to_string())
+    .bind(key_digest.as_slice())
+    .fetch_optional(&mut *savepoint)
+    .await?;
+    if inserted.is_some() {
+        savepoint.commit().await?;
+        Ok(true)
+    } else {
+        savepoint.rollback().await?;
+        Ok(false)
+    }
+}
+
+/// What the credit with this key digest did: account, asset and amount, if it exists.
+pub async fn stored_credit(
+    conn: &mut PgConnection,
+    tenant_id: TenantId,
+    key_digest: &[u8; 32],
+) -> Result<Option<(String, String, String)>> {
+    Ok(sqlx::query_as(
+        "SELECT account, asset, amount::text FROM ledger_credits \
+         WHERE tenant_id = $1 AND idempotency_key_hash = $2",
+    )
+    .bind(tenant_id.as_uuid())
+    .bind(key_digest.as_slice())
+    .fetch_optional(&mut *conn)
+    .await?)
+}
+
+impl Store {
+    /// Credits an account idempotently by key, creating the account when missing.
+    pub async fn credit_account(&self, credit: NewCredit<'_>) -> Result<Credited> {
+        let digest = credit.key.digest();
+        let mut tx = self.pool.begin().await?;
+        let inserted = credit_in(
+            &mut tx,
+            credit.tenant_id,
+            &digest,
+            credit.account,
+            credit.asset,
+            credit.amount,
         )
-        .bind(credit.tenant_id.as_uuid())
-        .bind(credit.account.as_str())
-        .bind(credit.asset.as_str())
-        .bind(credit.amount.to_string())
-        .bind(digest.as_slice())
-        .fetch_optional(&mut *tx)
         .await?;
-        let replayed = inserted.is_none();
+        let replayed = !inserted;
         if replayed {
             // The key was used before: undo this attempt entirely, then compare with what it did.
             tx.rollback().await?;
-            let stored: Option<(String, String, String)> = sqlx::query_as(
-                "SELECT account, asset, amount::text FROM ledger_credits \
-                 WHERE tenant_id = $1 AND idempotency_key_hash = $2",
-            )
-            .bind(credit.tenant_id.as_uuid())
-            .bind(digest.as_slice())
-            .fetch_optional(&self.pool)
-            .await?;
+            let mut conn = self.pool.acquire().await?;
+            let stored = stored_credit(&mut conn, credit.tenant_id, &digest).await?;
             let Some((account, asset, amount)) = stored else {
                 return Err(StoreError::Conflict { current: None });
             };

@@ -207,9 +207,10 @@ pub const TRANSITIONS: &[Transition] = &[
     row(S::Signing, S::Signed, &[A::Signer], H::Keep),
     // Lease reclaim while nothing was signed.
     row(S::Signing, S::Approved, &[A::Signer], H::Keep),
-    row(S::Signed, S::Broadcast, &[A::Broadcaster], H::Keep),
+    // A custodian's verified status update (webhook) may report what our own watcher would see.
+    row(S::Signed, S::Broadcast, &[A::Broadcaster, A::WebhookProcessor], H::Keep),
     row(S::Signed, S::Unknown, &[A::Broadcaster], H::Keep),
-    row(S::Broadcast, S::Confirmed, &[A::ChainWatcher, A::Reconciler], H::Settle),
+    row(S::Broadcast, S::Confirmed, &[A::ChainWatcher, A::Reconciler, A::WebhookProcessor], H::Settle),
     row(S::Broadcast, S::Unknown, &[A::Broadcaster, A::ChainWatcher, A::Reconciler], H::Keep),
     row(S::Broadcast, S::FailedTerminal, &[A::ChainWatcher, A::Reconciler], H::Keep),
     row(S::Unknown, S::Broadcast, &[A::Reconciler, A::Operator], H::Keep),

@@ -1,0 +1,182 @@
+//! Typed configuration: defaults, then the TOML file named by `OPLEDGER_INBOX_CONFIG`, then
+//! `OPLEDGER_INBOX_*` environment variables, then validation.
+
+use opledger_grpc::config::{ConfigError, DatabaseUrl, Secret, check_database};
+use opledger_webhook::seal::BodyKey;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+/// Days a processed event's body is kept before the retention job purges it. `docs/privacy.md`
+/// states this value; a test checks that they agree.
+pub const DEFAULT_RETENTION_PROCESSED_DAYS: u32 = 30;
+/// Days a quarantined or UNHANDLED body is kept (from arrival). Documented in `docs/privacy.md`.
+pub const DEFAULT_RETENTION_QUARANTINED_DAYS: u32 = 90;
+
+/// The inbox service's configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address of the gRPC port (InboxService, health, reflection).
+    pub listen: SocketAddr,
+    /// Address of the webhook ingress (`POST /webhooks/{source}/{endpoint}`, HTTP/1.1).
+    pub http_listen: SocketAddr,
+    /// Address of the Prometheus metrics endpoint (`GET /metrics`).
+    pub metrics_listen: SocketAddr,
+    /// PostgreSQL URL of a login role in `opledger_app`.
+    pub database_url: DatabaseUrl,
+    /// Pooled database connections.
+    pub db_max_connections: u32,
+    /// Seconds a request waits for a pooled connection before failing (503).
+    pub db_acquire_timeout_secs: u64,
+    /// Body and endpoint-secret encryption keys, comma-separated `<id>:<base64 of 32 bytes>`;
+    /// the first seals, all open (`OPLEDGER_INBOX_BODY_KEYS`).
+    pub body_keys: Secret,
+    /// Largest accepted body in bytes (larger: 413, nothing stored).
+    pub max_body_bytes: usize,
+    /// Milliseconds a request may take end to end (longer: 503, nothing acknowledged).
+    pub request_timeout_ms: u64,
+    /// Seconds a signature timestamp may differ from now, both ways (Standard Webhooks: 300).
+    pub timestamp_tolerance_secs: i64,
+    /// Seconds an endpoint and its keys stay cached (a retired key works at most this long).
+    pub endpoint_cache_ttl_secs: u64,
+    /// Names this processor in transition logs.
+    pub worker_id: String,
+    /// Milliseconds between processor polls when there is no work.
+    pub poll_interval_ms: u64,
+    /// Processors running at once.
+    pub processors: usize,
+    /// Attempts before a failing item becomes a dead letter.
+    pub max_attempts: i32,
+    /// Milliseconds before the first retry; doubles per attempt, at most 10 minutes.
+    pub retry_base_ms: u64,
+    /// Team owning dead letters.
+    pub dead_letter_owner: String,
+    /// Team owning KYT failures that arrive after the operation left REQUESTED.
+    pub compliance_owner: String,
+    /// Days a processed event's body is kept.
+    pub retention_processed_days: u32,
+    /// Days a quarantined or UNHANDLED body is kept.
+    pub retention_quarantined_days: u32,
+    /// Seconds between retention passes.
+    pub retention_interval_secs: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 50056)),
+            http_listen: SocketAddr::from(([127, 0, 0, 1], 8088)),
+            metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9106)),
+            database_url: DatabaseUrl::default(),
+            db_max_connections: 16,
+            db_acquire_timeout_secs: 5,
+            body_keys: Secret::default(),
+            max_body_bytes: 256 * 1024,
+            request_timeout_ms: 10_000,
+            timestamp_tolerance_secs: opledger_webhook::verify::DEFAULT_TOLERANCE_SECS,
+            endpoint_cache_ttl_secs: 30,
+            worker_id: "inbox".to_owned(),
+            poll_interval_ms: 200,
+            processors: 2,
+            max_attempts: 8,
+            retry_base_ms: 1_000,
+            dead_letter_owner: "payments-ops".to_owned(),
+            compliance_owner: "compliance".to_owned(),
+            retention_processed_days: DEFAULT_RETENTION_PROCESSED_DAYS,
+            retention_quarantined_days: DEFAULT_RETENTION_QUARANTINED_DAYS,
+            retention_interval_secs: 3600,
+        }
+    }
+}
+
+fn invalid(field: &'static str, problem: &'static str) -> ConfigError {
+    ConfigError::Invalid { field, problem }
+}
+
+fn is_team(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
+}
+
+impl Config {
+    /// Loads defaults, then `file` if given, then the environment, and validates.
+    pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+        let config: Config = opledger_grpc::config::load("OPLEDGER_INBOX_", file)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks every value; the keys must parse.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check_database(&self.database_url, self.db_max_connections)?;
+        self.body_keys()?;
+        if self.max_body_bytes == 0 || self.max_body_bytes > 16 * 1024 * 1024 {
+            return Err(invalid("max_body_bytes", "must be 1 to 16777216"));
+        }
+        if self.request_timeout_ms == 0 {
+            return Err(invalid("request_timeout_ms", "must be at least 1"));
+        }
+        if !(1..=3600).contains(&self.timestamp_tolerance_secs) {
+            return Err(invalid("timestamp_tolerance_secs", "must be 1 to 3600"));
+        }
+        if self.processors == 0 || self.max_attempts < 1 || self.poll_interval_ms == 0 {
+            return Err(invalid(
+                "processors",
+                "processors, max_attempts and poll_interval_ms must be at least 1",
+            ));
+        }
+        if !is_team(&self.dead_letter_owner) || !is_team(&self.compliance_owner) {
+            return Err(invalid(
+                "dead_letter_owner",
+                "owners must match [a-z0-9][a-z0-9_-]{0,62}",
+            ));
+        }
+        if self.retention_processed_days == 0 || self.retention_quarantined_days == 0 {
+            return Err(invalid(
+                "retention_processed_days",
+                "retention must be at least 1 day",
+            ));
+        }
+        if self.retention_interval_secs == 0 {
+            return Err(invalid("retention_interval_secs", "must be at least 1"));
+        }
+        Ok(())
+    }
+
+    /// The parsed keys, sealing key first.
+    pub fn body_keys(&self) -> Result<Vec<BodyKey>, ConfigError> {
+        let keys: Vec<BodyKey> = self
+            .body_keys
+            .0
+            .split(',')
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .map(BodyKey::parse)
+            .collect::<Result<_, _>>()
+            .map_err(|_| {
+                invalid(
+                    "body_keys",
+                    "must be <id>:<base64 of 32 bytes>, comma-separated",
+                )
+            })?;
+        if keys.is_empty() {
+            return Err(invalid("body_keys", "is required"));
+        }
+        Ok(keys)
+    }
+
+    /// The store settings this configuration implies.
+    pub fn store_config(&self) -> opledger_store::StoreConfig {
+        opledger_store::StoreConfig {
+            max_connections: self.db_max_connections,
+            acquire_timeout: Duration::from_secs(self.db_acquire_timeout_secs),
+            ..opledger_store::StoreConfig::default()
+        }
+    }
+}

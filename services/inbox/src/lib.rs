@@ -1,0 +1,181 @@
+//! The webhook inbox service: the HTTP ingress that verifies and records inbound webhooks before
+//! acknowledging them ([`ingress`]), the processor that applies them idempotently
+//! ([`processor`]), the operator API over dead letters and quarantines ([`operator`]), the
+//! retention job for raw bodies, and `/metrics`.
+
+pub mod config;
+pub mod ingress;
+pub mod keys;
+pub mod metrics;
+pub mod operator;
+pub mod processor;
+
+pub use config::Config;
+
+use opledger_grpc::config::ConfigError;
+use opledger_grpc::server::{self, ServeError};
+use opledger_store::Store;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tonic::service::Routes;
+
+pub use opledger_proto::v1::inbox_service_server::SERVICE_NAME;
+
+/// The operator API's routes (API keys cached for `auth_ttl`).
+pub fn routes(store: Store, auth_ttl: Duration) -> Routes {
+    let auth = Arc::new(opledger_grpc::Authenticator::new(store.clone(), auth_ttl));
+    Routes::new(
+        opledger_proto::v1::inbox_service_server::InboxServiceServer::new(operator::InboxApi::new(
+            store, auth,
+        )),
+    )
+}
+
+/// Why the inbox could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configuration is unusable.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The server could not start or failed.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+}
+
+/// The key ring `config` names.
+pub fn key_ring(config: &Config) -> Result<Arc<keys::KeyRing>, ConfigError> {
+    keys::KeyRing::new(config.body_keys()?)
+        .map(Arc::new)
+        .ok_or(ConfigError::Invalid {
+            field: "body_keys",
+            problem: "is required",
+        })
+}
+
+/// The processor `config` describes.
+pub fn processor(config: &Config, store: Store, ring: Arc<keys::KeyRing>) -> processor::Processor {
+    processor::Processor::new(
+        store,
+        ring,
+        processor::Policy {
+            worker_id: config.worker_id.clone(),
+            max_attempts: config.max_attempts,
+            retry_base: Duration::from_millis(config.retry_base_ms),
+            dead_letter_owner: config.dead_letter_owner.clone(),
+            compliance_owner: config.compliance_owner.clone(),
+        },
+    )
+}
+
+async fn bind(addr: std::net::SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })
+}
+
+/// The three listening sockets of the service.
+#[derive(Debug)]
+pub struct Listeners {
+    /// gRPC (InboxService, health, reflection).
+    pub grpc: TcpListener,
+    /// The webhook ingress.
+    pub http: TcpListener,
+    /// `/metrics`.
+    pub metrics: TcpListener,
+}
+
+/// Connects the store, binds the configured addresses and serves until Ctrl-C or SIGTERM.
+pub async fn run(config: Config) -> Result<(), StartError> {
+    let (store, grpc) =
+        server::connect_and_bind(&config.database_url.0, config.store_config(), config.listen)
+            .await?;
+    let listeners = Listeners {
+        grpc,
+        http: bind(config.http_listen).await?,
+        metrics: bind(config.metrics_listen).await?,
+    };
+    serve(&config, store, listeners, server::shutdown_signal()).await
+}
+
+/// Serves the ingress, the operator API and metrics on `listeners`, and runs the processors and
+/// the retention job, until `shutdown` resolves. Tests call this in-process.
+pub async fn serve(
+    config: &Config,
+    store: Store,
+    listeners: Listeners,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), StartError> {
+    let ring = key_ring(config)?;
+    let stats = Arc::new(metrics::IngressStats::default());
+    let ingress = ingress::router(
+        store.clone(),
+        ring.clone(),
+        stats.clone(),
+        ingress::IngressSettings {
+            max_body_bytes: config.max_body_bytes,
+            timeout: Duration::from_millis(config.request_timeout_ms),
+            tolerance_secs: config.timestamp_tolerance_secs,
+            cache_ttl: Duration::from_secs(config.endpoint_cache_ttl_secs),
+        },
+    );
+    let mut tasks = tokio::task::JoinSet::new();
+    let http = listeners.http;
+    tasks.spawn(async move {
+        if let Err(e) = axum::serve(http, ingress).await {
+            tracing::error!(error = %e, "webhook ingress stopped");
+        }
+    });
+    let metrics_router = metrics::router(store.clone(), stats);
+    let metrics_listener = listeners.metrics;
+    tasks.spawn(async move {
+        if let Err(e) = axum::serve(metrics_listener, metrics_router).await {
+            tracing::error!(error = %e, "metrics endpoint stopped");
+        }
+    });
+    let poll = Duration::from_millis(config.poll_interval_ms);
+    for n in 0..config.processors {
+        let worker = processor(config, store.clone(), ring.clone());
+        tasks.spawn(async move {
+            loop {
+                if n == 0 {
+                    worker.wake().await;
+                }
+                if worker.step().await == processor::Step::Idle {
+                    tokio::time::sleep(poll).await;
+                }
+            }
+        });
+    }
+    let retention = store.clone();
+    let (processed, quarantined, every) = (
+        Duration::from_secs(u64::from(config.retention_processed_days) * 86_400),
+        Duration::from_secs(u64::from(config.retention_quarantined_days) * 86_400),
+        Duration::from_secs(config.retention_interval_secs),
+    );
+    tasks.spawn(async move {
+        loop {
+            match retention.purge_inbox_bodies(processed, quarantined).await {
+                Ok(p) if p.events + p.quarantined > 0 => {
+                    tracing::info!(
+                        events = p.events,
+                        quarantined = p.quarantined,
+                        "bodies purged"
+                    )
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e.log_safe(), "retention pass failed"),
+            }
+            tokio::time::sleep(every).await;
+        }
+    });
+    let served = server::serve(
+        listeners.grpc,
+        SERVICE_NAME,
+        routes(store, Duration::from_secs(30)),
+        shutdown,
+    )
+    .await;
+    tasks.abort_all();
+    Ok(served?)
+}

@@ -1,0 +1,340 @@
+//! The processor: claims one due work item at a time (`SKIP LOCKED`, so several processors are
+//! safe), applies its event and finishes the item in the same transaction. Running an item twice
+//! has the effect of running it once: a crash before commit leaves nothing applied and the item
+//! due; after commit the item is DONE and never claimed again.
+//!
+//! What each event does:
+//! - `deposit.confirmed`: credits the account once per (source, deposit id); the same deposit id
+//!   with different content is a dead letter.
+//! - `transfer.status`: moves the operation only along a transition the state machine allows for
+//!   the webhook processor (SIGNED -> BROADCAST, BROADCAST -> CONFIRMED settling the hold), and
+//!   only if the transaction hash is one of the operation's signed attempts. Not allowed yet (the
+//!   "confirmed" arrived before the "broadcast", or the operation is still being signed): parked
+//!   until the operation moves. Already there: done. Contradicting a final outcome
+//!   (REJECTED, VERIFIED_NOT_SENT) or naming a foreign hash: dead letter.
+//! - `kyt.result`: recorded on the operation; a failing result rejects a REQUESTED operation
+//!   (hold released once). A failure after the operation left REQUESTED is a dead letter owned by
+//!   compliance: it must not be silently ignored, and it cannot be un-signed.
+//!
+//! Items that fail (operation not found yet, database errors) are retried with exponential
+//! backoff and become dead letters after `max_attempts`.
+
+use crate::keys::KeyRing;
+use opledger_domain::state::{Actor, OperationState, check_transition};
+use opledger_store::inbox::{CreditOutcome, Finish, WorkTx};
+use opledger_store::transition::TransitionRequest;
+use opledger_store::{Store, StoreError};
+use opledger_webhook::event::{self, Event, KytVerdict, Parsed, TransferState};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Processor settings.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Names the processor in transition logs.
+    pub worker_id: String,
+    /// Attempts before a dead letter.
+    pub max_attempts: i32,
+    /// First retry delay; doubles per attempt up to 10 minutes.
+    pub retry_base: Duration,
+    /// Owner of dead letters.
+    pub dead_letter_owner: String,
+    /// Owner of KYT failures after approval.
+    pub compliance_owner: String,
+}
+
+/// One processor.
+#[derive(Debug, Clone)]
+pub struct Processor {
+    store: Store,
+    ring: Arc<KeyRing>,
+    policy: Arc<Policy>,
+}
+
+/// What one step did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Nothing was due.
+    Idle,
+    /// An item was finished (done, parked or dead).
+    Finished,
+    /// An item failed and will be retried (or became a dead letter).
+    Failed,
+}
+
+/// Which team owns a dead letter.
+#[derive(Debug, Clone, Copy)]
+enum Owner {
+    DeadLetters,
+    Compliance,
+}
+
+/// How an applied item ends (see [`Finish`]).
+#[derive(Debug, Clone, Copy)]
+enum Decision {
+    Done(&'static str),
+    Parked(i64, &'static str),
+    Dead(Owner, &'static str),
+}
+
+/// Why applying failed in a way worth retrying.
+#[derive(Debug)]
+enum Retry {
+    /// The operation does not exist (yet) for this tenant.
+    OperationNotFound,
+    /// The body could not be opened with the configured keys.
+    BodyUnreadable,
+    /// The store failed or a concurrent move won the race.
+    Store(StoreError),
+}
+
+impl Retry {
+    fn code(&self) -> &'static str {
+        match self {
+            Retry::OperationNotFound => "OPERATION_NOT_FOUND",
+            Retry::BodyUnreadable => "BODY_UNREADABLE",
+            Retry::Store(StoreError::Conflict { .. }) => "CONCURRENT_CHANGE",
+            Retry::Store(_) => "STORE_ERROR",
+        }
+    }
+}
+
+impl From<StoreError> for Retry {
+    fn from(e: StoreError) -> Self {
+        Retry::Store(e)
+    }
+}
+
+impl Processor {
+    /// A processor over this store and key ring.
+    pub fn new(store: Store, ring: Arc<KeyRing>, policy: Policy) -> Processor {
+        Processor {
+            store,
+            ring,
+            policy: Arc::new(policy),
+        }
+    }
+
+    /// Wakes parked items whose operation moved; returns how many.
+    pub async fn wake(&self) -> u64 {
+        match self.store.wake_parked_work().await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(error = %e.log_safe(), "waking parked inbox items failed");
+                0
+            }
+        }
+    }
+
+    /// Claims and processes one due item.
+    pub async fn step(&self) -> Step {
+        let mut work = match self.store.claim_work().await {
+            Ok(Some(work)) => work,
+            Ok(None) => return Step::Idle,
+            Err(e) => {
+                tracing::warn!(error = %e.log_safe(), "claiming inbox work failed");
+                return Step::Idle;
+            }
+        };
+        let inbox_id = work.item.inbox_id;
+        let attempts = work.item.attempts;
+        let owner = self.policy.dead_letter_owner.clone();
+        match self.apply(&mut work).await {
+            Ok(decision) => {
+                let finish = self.finish_of(decision);
+                let (kind, code) = match finish {
+                    Finish::Done { outcome } => ("done", outcome),
+                    Finish::Parked { outcome, .. } => ("parked", outcome),
+                    Finish::Dead { reason, .. } => ("dead_letter", reason),
+                };
+                let code = code.to_owned();
+                match work.finish(finish).await {
+                    Ok(()) => {
+                        tracing::info!(inbox_id, result = kind, outcome = %code, "inbox item");
+                        Step::Finished
+                    }
+                    Err(e) => {
+                        self.failed(inbox_id, attempts, &owner, Retry::Store(e))
+                            .await
+                    }
+                }
+            }
+            Err(retry) => {
+                drop(work); // rolls back whatever the attempt did
+                self.failed(inbox_id, attempts, &owner, retry).await
+            }
+        }
+    }
+
+    async fn failed(&self, inbox_id: i64, attempts: i32, owner: &str, retry: Retry) -> Step {
+        let shift = u32::try_from(attempts.clamp(0, 20)).unwrap_or(20);
+        let delay = self
+            .policy
+            .retry_base
+            .saturating_mul(1_u32 << shift)
+            .min(Duration::from_secs(600));
+        if let Retry::Store(e) = &retry {
+            tracing::warn!(inbox_id, error = %e.log_safe(), "inbox item failed");
+        }
+        match self
+            .store
+            .fail_work(
+                inbox_id,
+                retry.code(),
+                delay,
+                self.policy.max_attempts,
+                owner,
+            )
+            .await
+        {
+            Ok(true) => tracing::error!(
+                inbox_id,
+                reason = retry.code(),
+                owner,
+                "inbox item moved to dead letters"
+            ),
+            Ok(false) => {
+                tracing::info!(
+                    inbox_id,
+                    reason = retry.code(),
+                    "inbox item will be retried"
+                )
+            }
+            Err(e) => tracing::warn!(error = %e.log_safe(), "recording an inbox failure failed"),
+        }
+        Step::Failed
+    }
+
+    async fn apply(&self, work: &mut WorkTx) -> Result<Decision, Retry> {
+        let item = &work.item;
+        let Some(sealed) = &item.body else {
+            return Ok(self.dead("BODY_PURGED"));
+        };
+        let body = self
+            .ring
+            .open_body(item.tenant_id, &item.source, &item.event_id, sealed)
+            .map_err(|_| Retry::BodyUnreadable)?;
+        let event = match event::parse(&body) {
+            Ok(Parsed::Known(event)) => event,
+            // Classified as known at the ingress; a parser change since then must not guess.
+            _ => return Ok(self.dead("NO_LONGER_PARSEABLE")),
+        };
+        match event {
+            Event::DepositConfirmed(d) => {
+                let outcome = work
+                    .credit_deposit(d.deposit_id().as_str(), d.account(), d.asset(), d.amount())
+                    .await?;
+                Ok(match outcome {
+                    CreditOutcome::Credited => Decision::Done("CREDITED"),
+                    CreditOutcome::AlreadyCredited => Decision::Done("ALREADY_CREDITED"),
+                    CreditOutcome::Conflicting => self.dead("DEPOSIT_CONFLICT"),
+                })
+            }
+            Event::TransferStatus(t) => {
+                let op_id = t.operation_id();
+                let (state, version) = work
+                    .operation(op_id)
+                    .await?
+                    .ok_or(Retry::OperationNotFound)?;
+                let target = match t.status() {
+                    TransferState::Broadcast => OperationState::Broadcast,
+                    TransferState::Confirmed => OperationState::Confirmed,
+                };
+                let hashes = work.attempt_hashes(op_id).await?;
+                if hashes.is_empty() {
+                    // Nothing signed yet: the update is early (or foreign); wait for a signature.
+                    return Ok(if state.is_final() {
+                        self.dead("EVIDENCE_CONFLICT")
+                    } else {
+                        Decision::Parked(version, "AWAITING_SIGNATURE")
+                    });
+                }
+                if !hashes.contains(&t.tx_hash_hex()) {
+                    return Ok(self.dead("TX_HASH_MISMATCH"));
+                }
+                if state == target
+                    || (target == OperationState::Broadcast && state == OperationState::Confirmed)
+                {
+                    return Ok(Decision::Done("ALREADY_APPLIED"));
+                }
+                if check_transition(state, target, Actor::WebhookProcessor).is_ok() {
+                    let reason = match target {
+                        OperationState::Broadcast => "custodian reported broadcast",
+                        _ => "custodian reported confirmed",
+                    };
+                    let request = TransitionRequest::new(
+                        item_tenant(work),
+                        op_id,
+                        state,
+                        target,
+                        Actor::WebhookProcessor,
+                        &self.policy.worker_id,
+                        reason,
+                    );
+                    work.transition(&request).await?;
+                    return Ok(Decision::Done("APPLIED"));
+                }
+                Ok(if state.is_final() {
+                    self.dead("EVIDENCE_CONFLICT")
+                } else {
+                    Decision::Parked(version, "NOT_ALLOWED_IN_STATE")
+                })
+            }
+            Event::KytResult(k) => {
+                let op_id = k.operation_id();
+                let (state, _) = work
+                    .operation(op_id)
+                    .await?
+                    .ok_or(Retry::OperationNotFound)?;
+                let pass = k.result() == KytVerdict::Pass;
+                let recorded = work
+                    .record_screening(op_id, k.provider_ref().as_str(), pass)
+                    .await?;
+                if !recorded {
+                    return Ok(Decision::Done("ALREADY_RECORDED"));
+                }
+                if pass || state == OperationState::Rejected {
+                    return Ok(Decision::Done("RECORDED"));
+                }
+                if check_transition(state, OperationState::Rejected, Actor::WebhookProcessor)
+                    .is_ok()
+                {
+                    let request = TransitionRequest::new(
+                        item_tenant(work),
+                        op_id,
+                        state,
+                        OperationState::Rejected,
+                        Actor::WebhookProcessor,
+                        &self.policy.worker_id,
+                        "kyt screening failed",
+                    );
+                    work.transition(&request).await?;
+                    return Ok(Decision::Done("REJECTED"));
+                }
+                Ok(Decision::Dead(Owner::Compliance, "KYT_FAIL_AFTER_APPROVAL"))
+            }
+        }
+    }
+
+    fn dead(&self, reason: &'static str) -> Decision {
+        Decision::Dead(Owner::DeadLetters, reason)
+    }
+
+    fn finish_of(&self, decision: Decision) -> Finish<'_> {
+        match decision {
+            Decision::Done(outcome) => Finish::Done { outcome },
+            Decision::Parked(version, outcome) => Finish::Parked { version, outcome },
+            Decision::Dead(owner, reason) => Finish::Dead {
+                owner: match owner {
+                    Owner::DeadLetters => &self.policy.dead_letter_owner,
+                    Owner::Compliance => &self.policy.compliance_owner,
+                },
+                reason,
+            },
+        }
+    }
+}
+
+fn item_tenant(work: &WorkTx) -> opledger_domain::ids::TenantId {
+    work.item.tenant_id
+}
