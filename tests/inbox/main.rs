@@ -3,6 +3,7 @@
 //! letters and their operator API, retention, and the evidence for controls 8 and 10 (including
 //! a real inbox process killed around its commit).
 
+mod admin;
 mod control_08;
 mod control_10;
 mod ingress;

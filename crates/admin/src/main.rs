@@ -1,12 +1,16 @@
-//! `opledger-admin`: schema migrations, tenants, API keys and ledger invariant checks.
+//! `opledger-admin`: schema migrations, tenants, API keys, webhook endpoints and ledger invariant
+//! checks.
 //!
 //! Runs with the owner role's database URL (`--database-url` or `OPLEDGER_ADMIN_DATABASE_URL`).
 //! Issued API keys are printed once on stdout and never stored in clear.
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use opledger_store::inbox::{NewSecret, SealedBody};
 use opledger_store::keys::Role;
 use opledger_store::{MIGRATOR, Store, StoreConfig};
+use opledger_webhook::seal;
+use opledger_webhook::secret::{Ed25519PublicKey, SigningSecret};
 
 #[derive(Parser, Debug)]
 #[command(name = "opledger-admin", about = "opledger administration")]
@@ -60,6 +64,12 @@ enum Command {
     },
     /// Checks ledger and operation invariants; exits 1 when any is violated.
     CheckInvariants,
+    /// Webhook endpoints of the inbox and their verification keys. HMAC secrets are sealed with
+    /// the inbox's first body key (`OPLEDGER_INBOX_BODY_KEYS`, the same value the service reads).
+    Webhook {
+        #[command(subcommand)]
+        command: WebhookCommand,
+    },
     /// Signer keystores (Ethereum keystore v3); works without a database.
     Keystore {
         #[command(subcommand)]
@@ -95,6 +105,42 @@ enum KeystoreCommand {
         /// Key-derivation cost: standard (production) or light (development and tests only).
         #[arg(long, default_value = "standard")]
         kdf: Kdf,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum WebhookCommand {
+    /// Creates an endpoint for a tenant and prints its path and its first secret (once).
+    CreateEndpoint {
+        /// The tenant's name.
+        #[arg(long)]
+        tenant: String,
+        /// The provider label (first path segment), e.g. `custodian`.
+        #[arg(long)]
+        source: String,
+        /// Event types this provider may send, comma-separated (deposit.confirmed,
+        /// transfer.status, kyt.result).
+        #[arg(long, value_delimiter = ',', required = true)]
+        types: Vec<String>,
+        /// Verify `v1a` signatures with this Ed25519 public key (`whpk_...`) instead of minting
+        /// an HMAC secret.
+        #[arg(long)]
+        ed25519_public_key: Option<String>,
+    },
+    /// Adds a key to an endpoint (rotation: old and new verify until the old one is retired).
+    AddSecret {
+        /// The endpoint id (`whe_...`).
+        endpoint: String,
+        /// An Ed25519 public key (`whpk_...`) instead of a new HMAC secret.
+        #[arg(long)]
+        ed25519_public_key: Option<String>,
+    },
+    /// Retires a key of an endpoint; it stops verifying within the inbox's cache TTL.
+    RetireSecret {
+        /// The endpoint id (`whe_...`).
+        endpoint: String,
+        /// The key's id, as printed when it was created.
+        secret_id: i64,
     },
 }
 
@@ -251,6 +297,7 @@ async fn main() -> anyhow::Result<()> {
                 serde_json::json!({ "available": b.available.to_string(), "held": b.held.to_string(), "replayed": credited.replayed }),
             );
         }
+        Command::Webhook { command } => webhook(&store, command, cli.json).await?,
         // Handled before connecting to the database.
         Command::Keystore { .. } => {}
         Command::CheckInvariants => {
@@ -350,5 +397,97 @@ fn keystore(command: &KeystoreCommand, json: bool) -> anyhow::Result<()> {
         &address,
         serde_json::json!({ "address": address, "keystore": out.display().to_string() }),
     );
+    Ok(())
+}
+
+const EVENT_TYPES: [&str; 3] = ["deposit.confirmed", "transfer.status", "kyt.result"];
+
+/// A new key for an endpoint: an Ed25519 public key as given, or a freshly minted HMAC secret
+/// sealed with the inbox's first body key (returned so it can be printed once).
+fn new_secret(
+    endpoint_id: &str,
+    ed25519: Option<&str>,
+) -> anyhow::Result<(NewSecret, Option<SigningSecret>)> {
+    if let Some(text) = ed25519 {
+        let key = Ed25519PublicKey::parse(text)
+            .map_err(|e| anyhow::anyhow!("--ed25519-public-key: {e}"))?;
+        return Ok((NewSecret::Ed25519(key.to_bytes().to_vec()), None));
+    }
+    let keys = std::env::var("OPLEDGER_INBOX_BODY_KEYS")
+        .context("OPLEDGER_INBOX_BODY_KEYS must hold the inbox's body keys to seal a secret")?;
+    let keys = zeroize::Zeroizing::new(keys);
+    let keys = seal::parse_key_list(&keys)
+        .map_err(|e| anyhow::anyhow!("OPLEDGER_INBOX_BODY_KEYS: {e}"))?;
+    let secret = SigningSecret::generate();
+    let sealed = seal::seal_secret(&keys[0], endpoint_id, &secret)
+        .map_err(|e| anyhow::anyhow!("cannot seal the secret: {e}"))?;
+    let stored = SealedBody {
+        key_id: i16::from_ne_bytes(sealed.key_id.to_ne_bytes()),
+        nonce: sealed.nonce.to_vec(),
+        ciphertext: sealed.ciphertext,
+    };
+    Ok((NewSecret::Hmac(stored), Some(secret)))
+}
+
+async fn webhook(store: &Store, command: WebhookCommand, json: bool) -> anyhow::Result<()> {
+    match command {
+        WebhookCommand::CreateEndpoint {
+            tenant,
+            source,
+            types,
+            ed25519_public_key,
+        } => {
+            if let Some(bad) = types.iter().find(|t| !EVENT_TYPES.contains(&t.as_str())) {
+                anyhow::bail!("--types: unknown event type {bad:?} (known: {EVENT_TYPES:?})");
+            }
+            let tenant_id = store
+                .tenant_by_name(&tenant)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", e.log_safe()))?
+                .context("no such tenant")?;
+            let endpoint_id = format!("whe_{}", hex::encode(rand::random::<[u8; 16]>()));
+            let (first, secret) = new_secret(&endpoint_id, ed25519_public_key.as_deref())?;
+            let secret_id = store
+                .create_webhook_endpoint_with_id(&endpoint_id, tenant_id, &source, &types, &first)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot create the endpoint: {}", e.log_safe()))?;
+            let path = format!("/webhooks/{source}/{endpoint_id}");
+            let secret_text = secret.map(|s| s.to_whsec_string());
+            let shown = secret_text.as_ref().map_or("(ed25519 key)", |s| s.as_str());
+            print(
+                json,
+                &format!("endpoint {path}\nsecret {shown} (id {secret_id}; shown once)"),
+                serde_json::json!({ "endpoint_id": endpoint_id, "path": path, "secret_id": secret_id, "secret": secret_text.as_ref().map(|s| s.as_str()) }),
+            );
+        }
+        WebhookCommand::AddSecret {
+            endpoint,
+            ed25519_public_key,
+        } => {
+            let (new, secret) = new_secret(&endpoint, ed25519_public_key.as_deref())?;
+            let secret_id = store
+                .add_webhook_secret(&endpoint, &new)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot add the secret: {}", e.log_safe()))?;
+            let secret_text = secret.map(|s| s.to_whsec_string());
+            let shown = secret_text.as_ref().map_or("(ed25519 key)", |s| s.as_str());
+            print(
+                json,
+                &format!("secret {shown} (id {secret_id}; shown once)"),
+                serde_json::json!({ "secret_id": secret_id, "secret": secret_text.as_ref().map(|s| s.as_str()) }),
+            );
+        }
+        WebhookCommand::RetireSecret {
+            endpoint,
+            secret_id,
+        } => {
+            let retired = store
+                .retire_webhook_secret(&endpoint, secret_id)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", e.log_safe()))?;
+            anyhow::ensure!(retired, "no active secret {secret_id} on that endpoint");
+            print(json, "retired", serde_json::json!({ "retired": secret_id }));
+        }
+    }
     Ok(())
 }

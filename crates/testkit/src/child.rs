@@ -155,8 +155,9 @@ impl Drop for ChildService {
     }
 }
 
-/// `target/<profile>/<bin>`: the running test is `target/<profile>/deps/<test>-<hash>`.
-fn binary_path(bin: &str) -> anyhow::Result<PathBuf> {
+/// The workspace binary `bin` at `target/<profile>/<bin>`, next to the running test executable
+/// (`target/<profile>/deps/<test>-<hash>`).
+pub fn binary_path(bin: &str) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe().context("locating the running test executable")?;
     let mut dir = exe
         .parent()

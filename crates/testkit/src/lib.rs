@@ -23,7 +23,7 @@ mod token;
 pub use anvil::{
     ANVIL_BIN_ENV, Anvil, AnvilOptions, DEV_KEYS, RpcCallError, RpcError, TxpoolStatus,
 };
-pub use child::ChildService;
+pub use child::{ChildService, binary_path};
 pub use database::{TEST_DATABASE_URL_ENV, TestDatabase, template_name};
 pub use proxy::{DROP_RESPONSE_GRACE, FaultMode, FaultProxy, ProxyStats};
 pub use token::{

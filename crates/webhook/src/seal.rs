@@ -17,6 +17,7 @@
 
 use std::fmt;
 
+use crate::secret::SigningSecret;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
@@ -61,6 +62,9 @@ pub enum BodyKeyError {
     /// The key does not decode to 32 bytes.
     #[error("body key must decode to 32 bytes")]
     InvalidLength,
+    /// A key list is empty or names the same id twice.
+    #[error("body key list must hold at least one key and no id twice")]
+    EmptyOrDuplicate,
 }
 
 impl BodyKey {
@@ -281,6 +285,57 @@ pub fn row_aad(tenant_id: &TenantId, source: &str, event_id: &str) -> Vec<u8> {
         aad.extend_from_slice(part.as_bytes());
     }
     aad
+}
+
+const SECRET_AAD_DOMAIN: &[u8] = b"opledger/webhook-secret/v1\0";
+
+/// The associated data binding a sealed endpoint secret to its endpoint id.
+pub fn secret_aad(endpoint_id: &str) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(SECRET_AAD_DOMAIN.len() + endpoint_id.len());
+    aad.extend_from_slice(SECRET_AAD_DOMAIN);
+    aad.extend_from_slice(endpoint_id.as_bytes());
+    aad
+}
+
+/// Seals an endpoint's HMAC secret (its `whsec_` text) for storage, bound to the endpoint.
+pub fn seal_secret(
+    key: &BodyKey,
+    endpoint_id: &str,
+    secret: &SigningSecret,
+) -> Result<Sealed, SealError> {
+    let text = secret.to_whsec_string();
+    seal(key, text.as_bytes(), &secret_aad(endpoint_id))
+}
+
+/// Opens a secret sealed by [`seal_secret`] for the same endpoint.
+pub fn open_secret(
+    keys: &[BodyKey],
+    endpoint_id: &str,
+    sealed: &Sealed,
+) -> Result<SigningSecret, OpenError> {
+    let text = open(keys, sealed, &secret_aad(endpoint_id))?;
+    std::str::from_utf8(&text)
+        .ok()
+        .and_then(|t| SigningSecret::parse(t).ok())
+        .ok_or(OpenError::Corrupt)
+}
+
+/// Parses a comma-separated list of keys in [`BodyKey::parse`] form (the first one seals). An
+/// empty list is an error, and so are two keys with the same id.
+pub fn parse_key_list(text: &str) -> Result<Vec<BodyKey>, BodyKeyError> {
+    let keys: Vec<BodyKey> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(BodyKey::parse)
+        .collect::<Result<_, _>>()?;
+    let mut ids: Vec<u16> = keys.iter().map(BodyKey::id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if keys.is_empty() || ids.len() != keys.len() {
+        return Err(BodyKeyError::EmptyOrDuplicate);
+    }
+    Ok(keys)
 }
 
 #[cfg(test)]

@@ -25,12 +25,6 @@ fn body_aad(tenant_id: TenantId, source: &str, event_id: &str) -> Vec<u8> {
     seal::row_aad(&tenant_id, source, event_id)
 }
 
-fn secret_aad(endpoint_id: &str) -> Vec<u8> {
-    let mut aad = b"opledger/webhook-secret/v1\0".to_vec();
-    aad.extend_from_slice(endpoint_id.as_bytes());
-    aad
-}
-
 fn to_store(sealed: Sealed) -> SealedBody {
     SealedBody {
         key_id: i16::from_ne_bytes(sealed.key_id.to_ne_bytes()),
@@ -85,16 +79,11 @@ impl KeyRing {
             .map_err(|_| Unreadable)
     }
 
-    /// Seals an endpoint's HMAC secret (its `whsec_` text form).
+    /// Seals an endpoint's HMAC secret for storage.
     pub fn seal_secret(&self, endpoint_id: &str, secret: &SigningSecret) -> Option<SealedBody> {
-        let text = secret.to_whsec_string();
-        seal::seal(
-            self.sealing_key(),
-            text.as_bytes(),
-            &secret_aad(endpoint_id),
-        )
-        .ok()
-        .map(to_store)
+        seal::seal_secret(self.sealing_key(), endpoint_id, secret)
+            .ok()
+            .map(to_store)
     }
 
     /// The endpoint's verification keys. A key that cannot be opened (its sealing key is no
@@ -104,13 +93,7 @@ impl KeyRing {
         for stored in &endpoint.secrets {
             let key = match (stored.kind, &stored.sealed) {
                 (SecretKind::Hmac, Some(sealed)) => from_store(sealed)
-                    .and_then(|s| {
-                        seal::open(&self.keys, &s, &secret_aad(&endpoint.endpoint_id)).ok()
-                    })
-                    .and_then(|text| {
-                        let text = std::str::from_utf8(&text).ok()?;
-                        SigningSecret::parse(text).ok()
-                    })
+                    .and_then(|s| seal::open_secret(&self.keys, &endpoint.endpoint_id, &s).ok())
                     .map(VerificationKey::Hmac),
                 (SecretKind::Ed25519, _) => <&[u8; 32]>::try_from(stored.public_key.as_slice())
                     .ok()

@@ -230,3 +230,35 @@ fn byte_encoding_round_trip() {
     wrong_version[0] = 2;
     assert_eq!(Sealed::from_bytes(&wrong_version), None);
 }
+
+#[test]
+fn a_sealed_secret_opens_only_for_its_endpoint() {
+    let key = BodyKey::generate(3);
+    let secret = SigningSecret::generate();
+    let sealed = seal_secret(&key, "whe_a", &secret).expect("sealed");
+    let keys = [key];
+    assert_eq!(open_secret(&keys, "whe_a", &sealed), Ok(secret));
+    assert_eq!(
+        open_secret(&keys, "whe_b", &sealed),
+        Err(OpenError::Corrupt)
+    );
+}
+
+#[test]
+fn key_lists_need_one_key_and_distinct_ids() {
+    let a = BodyKey::generate(1).to_config_string();
+    let b = BodyKey::generate(2).to_config_string();
+    let both = format!("{}, {}", a.as_str(), b.as_str());
+    let keys = parse_key_list(&both).expect("two keys");
+    assert_eq!(keys.iter().map(BodyKey::id).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(
+        parse_key_list(" , ").err(),
+        Some(BodyKeyError::EmptyOrDuplicate)
+    );
+    let twice = format!("{},{}", a.as_str(), a.as_str());
+    assert_eq!(
+        parse_key_list(&twice).err(),
+        Some(BodyKeyError::EmptyOrDuplicate)
+    );
+    assert!(parse_key_list("1:short").is_err());
+}
