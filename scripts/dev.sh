@@ -8,10 +8,11 @@
 # between runs, durable settings), creates the `opledger` database, applies migrations, creates
 # the application login role, a demo tenant with client/approver/operator keys (written once to
 # .data/dev/keys.env, mode 600: a dev convenience, never do this with real keys) and funds its
-# `treasury` ETH account, a signer database role, a demo hot wallet keystore (anvil's first PUBLIC
-# dev key, light KDF: development only) and a signer caller token. Then it starts anvil (pinned npm
-# package, 1 s blocks, state kept in .data/dev), the operations, approvals, signer, broadcaster and
-# reconciler services, and prints how to call them.
+# `treasury` ETH account, the inbox's body key and a webhook endpoint with its secret, a signer
+# database role, a demo hot wallet keystore (anvil's first PUBLIC dev key, light KDF: development
+# only) and a signer caller token. Then it starts anvil (pinned npm package, 1 s blocks, state kept
+# in .data/dev), the operations, approvals, signer, broadcaster, reconciler and inbox services, and
+# prints how to call them.
 #
 # Environment:
 #   OPLEDGER_DATABASE_URL     owner URL of an existing database to use instead of a local cluster
@@ -33,7 +34,7 @@ fi
 
 log "building the workspace binaries ($profile)"
 cargo build "${cargo_flags[@]}" -p opledger-operations -p opledger-approvals -p opledger-signer \
-    -p opledger-broadcaster -p opledger-reconciler -p opledger-admin >&2
+    -p opledger-broadcaster -p opledger-reconciler -p opledger-inbox -p opledger-admin >&2
 bin="$OPLEDGER_REPO_ROOT/target/$profile"
 
 state="$OPLEDGER_REPO_ROOT/.data/dev"
@@ -102,13 +103,31 @@ approvals_listen="127.0.0.1:50052"
 signer_listen="127.0.0.1:50053"
 broadcaster_listen="127.0.0.1:50054"
 reconciler_listen="127.0.0.1:50055"
+inbox_listen="127.0.0.1:50056"
+inbox_http="127.0.0.1:8088"
 anvil_port="${OPLEDGER_DEV_ANVIL_PORT:-8545}"
 anvil_url="http://127.0.0.1:$anvil_port"
 if ! grep -q '^OPLEDGER_DEMO_SIGNER_TOKEN=' "$keys"; then
     echo "OPLEDGER_DEMO_SIGNER_TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$keys"
 fi
+if ! grep -q '^OPLEDGER_INBOX_BODY_KEYS=' "$keys"; then
+    # The inbox's body-encryption key (id 1): seals raw webhook bodies and endpoint secrets.
+    echo "OPLEDGER_INBOX_BODY_KEYS=1:$(head -c 32 /dev/urandom | base64 -w0)" >>"$keys"
+fi
 # shellcheck disable=SC1090
 source "$keys"
+export OPLEDGER_INBOX_BODY_KEYS
+if ! grep -q '^OPLEDGER_DEMO_WEBHOOK_PATH=' "$keys"; then
+    log "creating the demo webhook endpoint"
+    created="$("$bin/opledger-admin" --database-url "$owner_url" --json webhook create-endpoint \
+        --tenant demo --source custodian --types deposit.confirmed,transfer.status,kyt.result)"
+    {
+        echo "OPLEDGER_DEMO_WEBHOOK_PATH=$(sed -E 's/.*"path":"([^"]+)".*/\1/' <<<"$created")"
+        echo "OPLEDGER_DEMO_WEBHOOK_SECRET=$(sed -E 's/.*"secret":"([^"]+)".*/\1/' <<<"$created")"
+    } >>"$keys"
+    # shellcheck disable=SC1090
+    source "$keys"
+fi
 
 # The demo hot wallet: anvil's first dev key, which is PUBLIC. Development only.
 hot="$state/hot.json"
@@ -172,6 +191,9 @@ opledger dev stack
   signer gRPC       $signer_listen  (caller token: \$OPLEDGER_DEMO_SIGNER_TOKEN)
   broadcaster       $broadcaster_listen (health), metrics http://127.0.0.1:9104/metrics
   reconciler        $reconciler_listen (operator API), metrics http://127.0.0.1:9105/metrics
+  inbox (webhooks)  http://$inbox_http\$OPLEDGER_DEMO_WEBHOOK_PATH (Standard Webhooks, secret
+                    \$OPLEDGER_DEMO_WEBHOOK_SECRET), operator API $inbox_listen,
+                    metrics http://127.0.0.1:9106/metrics
   anvil (chain)     $anvil_url  chain id 31337, 1 s blocks, state kept in .data/dev/anvil-state.json
   database          $owner_url
   demo keys         $keys
@@ -188,6 +210,8 @@ Call it, for example with grpcurl (reflection lists every method):
   (once approved, the broadcaster signs and submits it and the watcher confirms it on anvil)
   grpcurl -plaintext -H "authorization: Bearer \$OPLEDGER_DEMO_OPERATOR_KEY" \\
     -d '{}' $reconciler_listen opledger.v1.OperatorService/ListUnresolved
+  grpcurl -plaintext -H "authorization: Bearer \$OPLEDGER_DEMO_OPERATOR_KEY" \\
+    -d '{}' $inbox_listen opledger.v1.InboxService/ListInboxIssues
 (source $keys first; Ctrl-C stops the services and the local cluster)
 
 EOF2
@@ -225,6 +249,9 @@ if [[ -s "$signer_config" ]]; then
 fi
 OPLEDGER_OPERATIONS_DATABASE_URL="$app_url" OPLEDGER_OPERATIONS_LISTEN="$listen" \
     "$bin/opledger-operations" &
+pids+=("$!")
+OPLEDGER_INBOX_DATABASE_URL="$app_url" OPLEDGER_INBOX_LISTEN="$inbox_listen" \
+    OPLEDGER_INBOX_HTTP_LISTEN="$inbox_http" "$bin/opledger-inbox" &
 pids+=("$!")
 trap 'kill -TERM "${pids[@]}" 2>/dev/null || true' INT TERM
 # Stop everything as soon as any service exits.
