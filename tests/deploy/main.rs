@@ -16,13 +16,21 @@ use std::path::{Path, PathBuf};
 /// The six services: compose service name, Kubernetes workload name `opledger-<name>`, image and
 /// Dockerfile target `<name>`, settings `OPLEDGER_<NAME>_*`, and their ports.
 const SERVICES: [Service; 6] = [
-    Service { name: "operations", grpc: 50051, metrics: 9101 },
-    Service { name: "approvals", grpc: 50052, metrics: 9102 },
-    Service { name: "signer", grpc: 50053, metrics: 9103 },
-    Service { name: "broadcaster", grpc: 50054, metrics: 9104 },
-    Service { name: "reconciler", grpc: 50055, metrics: 9105 },
-    Service { name: "inbox", grpc: 50056, metrics: 9106 },
+    service("operations", 50051, 9101),
+    service("approvals", 50052, 9102),
+    service("signer", 50053, 9103),
+    service("broadcaster", 50054, 9104),
+    service("reconciler", 50055, 9105),
+    service("inbox", 50056, 9106),
 ];
+
+const fn service(name: &'static str, grpc: u16, metrics: u16) -> Service {
+    Service {
+        name,
+        grpc,
+        metrics,
+    }
+}
 
 #[derive(Debug, Clone, Copy)]
 struct Service {
@@ -48,7 +56,10 @@ const METRICS: &[(&str, MetricKind)] = &[
     ("opledger_submissions_total", MetricKind::Counter),
     // every gRPC service
     ("opledger_grpc_requests_total", MetricKind::Counter),
-    ("opledger_grpc_request_duration_seconds", MetricKind::Histogram),
+    (
+        "opledger_grpc_request_duration_seconds",
+        MetricKind::Histogram,
+    ),
     // the inbox
     ("opledger_inbox_requests_total", MetricKind::Counter),
     ("opledger_inbox_quarantined_total", MetricKind::Counter),
@@ -58,7 +69,10 @@ const METRICS: &[(&str, MetricKind)] = &[
     ("opledger_inbox_dead_letters", MetricKind::Gauge),
     ("opledger_inbox_open_quarantines", MetricKind::Gauge),
     ("opledger_inbox_open_unhandled", MetricKind::Gauge),
-    ("opledger_inbox_oldest_unresolved_seconds", MetricKind::Gauge),
+    (
+        "opledger_inbox_oldest_unresolved_seconds",
+        MetricKind::Gauge,
+    ),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +86,12 @@ enum MetricKind {
 // Files
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    canonical(&Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+}
+
+/// Without `..`: files reached through different kustomizations compare equal.
+fn canonical(path: &Path) -> PathBuf {
+    fs::canonicalize(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn deploy() -> PathBuf {
@@ -114,8 +133,7 @@ fn yaml_docs(path: &Path) -> Vec<Value> {
             .unwrap_or_else(|e| panic!("{}: merge keys: {e}", path.display()));
         if !value.is_null() {
             docs.push(
-                serde_json::to_value(&value)
-                    .unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+                serde_json::to_value(&value).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
             );
         }
     }
@@ -136,7 +154,11 @@ fn json_file(path: &Path) -> Value {
 fn strings(value: &Value) -> Vec<String> {
     value
         .as_array()
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -187,7 +209,9 @@ impl Manifest {
     }
 
     fn containers(&self) -> Vec<&Value> {
-        let Some(pod) = self.pod_spec() else { return Vec::new() };
+        let Some(pod) = self.pod_spec() else {
+            return Vec::new();
+        };
         ["/containers", "/initContainers"]
             .iter()
             .flat_map(|p| array_at(pod, p))
@@ -195,17 +219,26 @@ impl Manifest {
     }
 
     fn at(&self) -> String {
-        format!("{} {}/{} ({})", self.kind(), self.namespace, self.name(), self.path.display())
+        format!(
+            "{} {}/{} ({})",
+            self.kind(),
+            self.namespace,
+            self.name(),
+            self.path.display()
+        )
     }
 }
+
+/// Generated ConfigMaps or Secrets: (namespace, name) -> data.
+type Generated = BTreeMap<(String, String), BTreeMap<String, String>>;
 
 /// What a kustomization directory renders to: its resources, its generated ConfigMaps and
 /// Secrets (namespace, name -> data), and its patch files.
 #[derive(Debug, Default)]
 struct Rendered {
     resources: Vec<Manifest>,
-    config_maps: BTreeMap<(String, String), BTreeMap<String, String>>,
-    secrets: BTreeMap<(String, String), BTreeMap<String, String>>,
+    config_maps: Generated,
+    secrets: Generated,
     patches: Vec<Manifest>,
 }
 
@@ -220,7 +253,7 @@ fn render(dir: &Path) -> Rendered {
     let namespace = str_at(&k, "/namespace").map(str::to_owned);
     let mut out = Rendered::default();
     for resource in strings(&k["resources"]) {
-        let path = dir.join(&resource);
+        let path = canonical(&dir.join(&resource));
         if path.is_dir() {
             let sub = render(&path);
             out.resources.extend(sub.resources);
@@ -246,9 +279,14 @@ fn render(dir: &Path) -> Rendered {
         out.config_maps = rename_namespace(out.config_maps, ns);
         out.secrets = rename_namespace(out.secrets, ns);
     }
-    for (field, target) in [("configMapGenerator", &mut out.config_maps), ("secretGenerator", &mut out.secrets)] {
+    for (field, target) in [
+        ("configMapGenerator", &mut out.config_maps),
+        ("secretGenerator", &mut out.secrets),
+    ] {
         for generator in array_at(&k, &format!("/{field}")) {
-            let name = str_at(generator, "/name").expect("generator name").to_owned();
+            let name = str_at(generator, "/name")
+                .expect("generator name")
+                .to_owned();
             let ns = str_at(generator, "/namespace")
                 .map(str::to_owned)
                 .or_else(|| namespace.clone())
@@ -261,11 +299,19 @@ fn render(dir: &Path) -> Rendered {
                     .unwrap_or_else(|| panic!("{}: merge into unknown {key:?}", dir.display()))
                     .extend(data),
                 "replace" => {
-                    assert!(target.contains_key(&key), "{}: replace of unknown {key:?}", dir.display());
+                    assert!(
+                        target.contains_key(&key),
+                        "{}: replace of unknown {key:?}",
+                        dir.display()
+                    );
                     target.insert(key, data);
                 }
                 _ => {
-                    assert!(!target.contains_key(&key), "{}: {key:?} generated twice", dir.display());
+                    assert!(
+                        !target.contains_key(&key),
+                        "{}: {key:?} generated twice",
+                        dir.display()
+                    );
                     target.insert(key, data);
                 }
             }
@@ -273,21 +319,26 @@ fn render(dir: &Path) -> Rendered {
     }
     for patch in array_at(&k, "/patches") {
         if let Some(file) = str_at(patch, "/path") {
-            let path = dir.join(file);
+            let path = canonical(&dir.join(file));
             for doc in yaml_docs(&path) {
-                let ns = str_at(&doc, "/metadata/namespace").unwrap_or_default().to_owned();
-                out.patches.push(Manifest { path: path.clone(), namespace: ns, doc });
+                let ns = str_at(&doc, "/metadata/namespace")
+                    .unwrap_or_default()
+                    .to_owned();
+                out.patches.push(Manifest {
+                    path: path.clone(),
+                    namespace: ns,
+                    doc,
+                });
             }
         }
     }
     out
 }
 
-fn rename_namespace(
-    map: BTreeMap<(String, String), BTreeMap<String, String>>,
-    ns: &str,
-) -> BTreeMap<(String, String), BTreeMap<String, String>> {
-    map.into_iter().map(|((_, name), data)| ((ns.to_owned(), name), data)).collect()
+fn rename_namespace(map: Generated, ns: &str) -> Generated {
+    map.into_iter()
+        .map(|((_, name), data)| ((ns.to_owned(), name), data))
+        .collect()
 }
 
 /// The data of one generator: `literals` (KEY=VALUE), `files` (name = file name, or KEY=path)
@@ -357,7 +408,9 @@ fn all_k8s_resources() -> Vec<Manifest> {
 }
 
 fn workloads(resources: &[Manifest]) -> impl Iterator<Item = &Manifest> {
-    resources.iter().filter(|m| WORKLOAD_KINDS.contains(&m.kind()))
+    resources
+        .iter()
+        .filter(|m| WORKLOAD_KINDS.contains(&m.kind()))
 }
 
 fn deployment<'a>(resources: &'a [Manifest], name: &str) -> &'a Manifest {
@@ -390,7 +443,9 @@ fn interpolate(text: &str) -> Result<String, String> {
             out.push('$');
             rest = after;
         } else if let Some(inner) = rest.strip_prefix('{') {
-            let end = inner.find('}').ok_or_else(|| format!("unclosed ${{ in {text}"))?;
+            let end = inner
+                .find('}')
+                .ok_or_else(|| format!("unclosed ${{ in {text}"))?;
             let expr = &inner[..end];
             let default = expr
                 .split_once(":-")
@@ -486,10 +541,10 @@ fn effective_settings(
     };
     let prefix = service.prefix();
     for (key, value) in env {
-        if let Some(field) = key.strip_prefix(&prefix) {
-            if field != "CONFIG" {
-                table.insert(field.to_lowercase(), env_value(value));
-            }
+        if let Some(field) = key.strip_prefix(&prefix)
+            && field != "CONFIG"
+        {
+            table.insert(field.to_lowercase(), env_value(value));
         }
     }
     table
@@ -501,7 +556,12 @@ fn unknown_settings(service: &Service, settings: &toml::Table) -> Vec<String> {
     settings
         .keys()
         .filter(|k| !fields.contains(*k))
-        .map(|k| format!("{}: no setting `{k}` in services/{}/src/config.rs", service.name, service.name))
+        .map(|k| {
+            format!(
+                "{}: no setting `{k}` in services/{}/src/config.rs",
+                service.name, service.name
+            )
+        })
         .collect()
 }
 
@@ -537,9 +597,13 @@ fn dev_overlay_settings() -> Vec<(Service, toml::Table)> {
         .collect()
 }
 
-fn container_env(dev: &Rendered, workload: &Manifest, container: &Value) -> BTreeMap<String, String> {
+fn container_env(
+    dev: &Rendered,
+    workload: &Manifest,
+    container: &Value,
+) -> BTreeMap<String, String> {
     let ns = &workload.namespace;
-    let lookup = |map: &BTreeMap<(String, String), BTreeMap<String, String>>, name: &str| {
+    let lookup = |map: &Generated, name: &str| {
         map.get(&(ns.clone(), name.to_owned()))
             .cloned()
             .unwrap_or_else(|| panic!("{}: {name} is not defined", workload.at()))
@@ -559,10 +623,17 @@ fn container_env(dev: &Rendered, workload: &Manifest, container: &Value) -> BTre
             v.to_owned()
         } else if let Some(r) = var.pointer("/valueFrom/secretKeyRef") {
             let data = lookup(&dev.secrets, str_at(r, "/name").expect("secret name"));
-            data.get(str_at(r, "/key").expect("key")).cloned().unwrap_or_default()
+            data.get(str_at(r, "/key").expect("key"))
+                .cloned()
+                .unwrap_or_default()
         } else if let Some(r) = var.pointer("/valueFrom/configMapKeyRef") {
-            let data = lookup(&dev.config_maps, str_at(r, "/name").expect("config map name"));
-            data.get(str_at(r, "/key").expect("key")).cloned().unwrap_or_default()
+            let data = lookup(
+                &dev.config_maps,
+                str_at(r, "/name").expect("config map name"),
+            );
+            data.get(str_at(r, "/key").expect("key"))
+                .cloned()
+                .unwrap_or_default()
         } else {
             // fieldRef: the pod name, as the workloads use it
             format!("{}-0", workload.name())
@@ -607,12 +678,14 @@ struct Stage {
 impl Stage {
     fn with(&self, keyword: &str) -> impl Iterator<Item = &str> {
         let prefix = format!("{keyword} ");
-        self.instructions.iter().filter_map(move |i| i.strip_prefix(prefix.as_str()))
+        self.instructions
+            .iter()
+            .filter_map(move |i| i.strip_prefix(prefix.as_str()))
     }
 }
 
 fn dockerfile_stages(path: &Path) -> Vec<Stage> {
-    let mut args = BTreeMap::new();
+    let mut args: BTreeMap<String, String> = BTreeMap::new();
     let mut stages: Vec<Stage> = Vec::new();
     let mut joined = String::new();
     let mut instructions = Vec::new();
@@ -643,10 +716,17 @@ fn dockerfile_stages(path: &Path) -> Vec<Stage> {
                 [_, as_, name] if as_.eq_ignore_ascii_case("as") => (*name).to_owned(),
                 _ => String::new(),
             };
-            stages.push(Stage { name, from, instructions: Vec::new() });
+            stages.push(Stage {
+                name,
+                from,
+                instructions: Vec::new(),
+            });
         } else if let Some(stage) = stages.last_mut() {
             stage.instructions.push(instruction);
-        } else if let Some((k, v)) = instruction.strip_prefix("ARG ").and_then(|a| a.split_once('=')) {
+        } else if let Some((k, v)) = instruction
+            .strip_prefix("ARG ")
+            .and_then(|a| a.split_once('='))
+        {
             args.insert(k.to_owned(), v.to_owned());
         }
     }
@@ -668,6 +748,13 @@ fn effective_user(stages: &[Stage], stage: &Stage) -> Option<String> {
 
 // ---------------------------------------------------------------------------------------------
 // PromQL
+
+/// PromQL operators and modifiers that look like names.
+const PROMQL_WORDS: &[&str] = &["and", "or", "unless", "bool", "offset", "inf", "nan"];
+/// Aggregations, which may be followed by `by (...)` instead of their argument.
+const AGGREGATIONS: &[&str] = &[
+    "sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "topk", "bottomk",
+];
 
 /// Metric names a PromQL expression selects (label matchers, ranges, strings, grouping clauses
 /// and function names removed).
@@ -698,12 +785,23 @@ fn promql_metrics(expr: &str) -> BTreeSet<String> {
             continue;
         }
         let start = i;
-        while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == ':') {
+        while i < chars.len()
+            && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == ':')
+        {
             i += 1;
         }
         let word: String = chars[start..i].iter().collect();
         let next = chars[i..].iter().find(|c| !c.is_whitespace()).copied();
-        if ["by", "without", "on", "ignoring", "group_left", "group_right"].contains(&word.as_str()) {
+        if [
+            "by",
+            "without",
+            "on",
+            "ignoring",
+            "group_left",
+            "group_right",
+        ]
+        .contains(&word.as_str())
+        {
             skip_group = next == Some('(');
             continue;
         }
@@ -715,7 +813,8 @@ fn promql_metrics(expr: &str) -> BTreeSet<String> {
             skip_group = false;
             continue;
         }
-        let keyword = ["and", "or", "unless", "bool", "offset", "inf", "nan"].contains(&word.as_str());
+        let keyword =
+            PROMQL_WORDS.contains(&word.as_str()) || AGGREGATIONS.contains(&word.as_str());
         if next != Some('(') && !keyword {
             names.insert(word);
         }
@@ -725,7 +824,10 @@ fn promql_metrics(expr: &str) -> BTreeSet<String> {
 
 /// The metric of a Grafana `label_values(metric, label)` variable query, if it is one.
 fn label_values_metric(query: &str) -> Option<BTreeSet<String>> {
-    let inner = query.trim().strip_prefix("label_values(")?.strip_suffix(')')?;
+    let inner = query
+        .trim()
+        .strip_prefix("label_values(")?
+        .strip_suffix(')')?;
     let selector = inner.rsplit_once(',').map_or(inner, |(s, _)| s);
     Some(promql_metrics(selector))
 }
@@ -759,15 +861,25 @@ fn dashboard() -> Value {
 #[test]
 fn every_yaml_file_under_deploy_parses() {
     let files = files_under(&deploy(), &[".yaml", ".yml"]);
-    assert!(files.len() >= 20, "expected the deployment YAML, found {files:?}");
+    assert!(
+        files.len() >= 20,
+        "expected the deployment YAML, found {files:?}"
+    );
     let documents: usize = files.iter().map(|f| yaml_docs(f).len()).sum();
-    assert!(documents >= files.len(), "{documents} documents in {} files", files.len());
+    assert!(
+        documents >= files.len(),
+        "{documents} documents in {} files",
+        files.len()
+    );
 }
 
 #[test]
 fn every_json_file_under_deploy_parses() {
     let files = files_under(&deploy(), &[".json"]);
-    assert!(files.iter().any(|f| f.ends_with("grafana/opledger.json")), "{files:?}");
+    assert!(
+        files.iter().any(|f| f.ends_with("grafana/opledger.json")),
+        "{files:?}"
+    );
     for file in files {
         json_file(&file);
     }
@@ -806,7 +918,10 @@ fn every_kustomization_names_files_that_exist() {
         for field in ["configMapGenerator", "secretGenerator"] {
             for generator in array_at(&k, &format!("/{field}")) {
                 for file in strings(&generator["files"]) {
-                    check(file.split_once('=').map_or(file.as_str(), |(_, p)| p), "generator file");
+                    check(
+                        file.split_once('=').map_or(file.as_str(), |(_, p)| p),
+                        "generator file",
+                    );
                 }
                 for env in strings(&generator["envs"]) {
                     check(&env, "generator env file");
@@ -822,12 +937,28 @@ fn the_dev_overlay_composes_the_base_and_the_signer_namespace() {
     let dev = dev_overlay();
     for service in SERVICES {
         let d = deployment(&dev.resources, &format!("opledger-{}", service.name));
-        let ns = if service.name == "signer" { "opledger-signer" } else { "opledger" };
+        let ns = if service.name == "signer" {
+            "opledger-signer"
+        } else {
+            "opledger"
+        };
         assert_eq!(d.namespace, ns, "{}", d.at());
     }
-    let jobs: Vec<&str> = dev.resources.iter().filter(|m| m.kind() == "Job").map(Manifest::name).collect();
-    assert!(jobs.contains(&"opledger-migrate"), "no migrate Job: {jobs:?}");
-    let migrate = dev.resources.iter().find(|m| m.name() == "opledger-migrate").expect("migrate");
+    let jobs: Vec<&str> = dev
+        .resources
+        .iter()
+        .filter(|m| m.kind() == "Job")
+        .map(Manifest::name)
+        .collect();
+    assert!(
+        jobs.contains(&"opledger-migrate"),
+        "no migrate Job: {jobs:?}"
+    );
+    let migrate = dev
+        .resources
+        .iter()
+        .find(|m| m.name() == "opledger-migrate")
+        .expect("migrate");
     let container = migrate.containers()[0];
     assert!(
         str_at(container, "/image").is_some_and(|i| i.starts_with("opledger/admin"))
@@ -840,8 +971,15 @@ fn the_dev_overlay_composes_the_base_and_the_signer_namespace() {
 fn every_deployment_has_grpc_readiness_and_liveness_probes_on_a_port_it_declares() {
     let mut problems = Vec::new();
     let resources = all_k8s_resources();
-    let deployments: Vec<&Manifest> = resources.iter().filter(|m| m.kind() == "Deployment").collect();
-    assert!(deployments.len() >= SERVICES.len(), "{} Deployments", deployments.len());
+    let deployments: Vec<&Manifest> = resources
+        .iter()
+        .filter(|m| m.kind() == "Deployment")
+        .collect();
+    assert!(
+        deployments.len() >= SERVICES.len(),
+        "{} Deployments",
+        deployments.len()
+    );
     for d in deployments {
         for container in d.containers() {
             let ports: BTreeSet<u64> = array_at(container, "/ports")
@@ -849,10 +987,18 @@ fn every_deployment_has_grpc_readiness_and_liveness_probes_on_a_port_it_declares
                 .filter_map(|p| p["containerPort"].as_u64())
                 .collect();
             for probe in ["readinessProbe", "livenessProbe"] {
-                match container.pointer(&format!("/{probe}/grpc/port")).and_then(Value::as_u64) {
+                match container
+                    .pointer(&format!("/{probe}/grpc/port"))
+                    .and_then(Value::as_u64)
+                {
                     Some(port) if ports.contains(&port) => {}
-                    Some(port) => problems.push(format!("{}: {probe} on undeclared port {port}", d.at())),
-                    None => problems.push(format!("{}: {probe} is not a gRPC probe with a numeric port", d.at())),
+                    Some(port) => {
+                        problems.push(format!("{}: {probe} on undeclared port {port}", d.at()))
+                    }
+                    None => problems.push(format!(
+                        "{}: {probe} is not a gRPC probe with a numeric port",
+                        d.at()
+                    )),
                 }
             }
         }
@@ -866,7 +1012,13 @@ fn every_service_deployment_probes_its_own_grpc_port() {
     for service in SERVICES {
         let d = deployment(&dev.resources, &format!("opledger-{}", service.name));
         let c = d.containers()[0];
-        assert_eq!(c.pointer("/readinessProbe/grpc/port").and_then(Value::as_u64), Some(u64::from(service.grpc)), "{}", d.at());
+        assert_eq!(
+            c.pointer("/readinessProbe/grpc/port")
+                .and_then(Value::as_u64),
+            Some(u64::from(service.grpc)),
+            "{}",
+            d.at()
+        );
     }
 }
 
@@ -889,16 +1041,25 @@ fn every_container_runs_as_non_root_with_a_read_only_root_and_no_capabilities() 
             if setting("runAsNonRoot") != Some(&Value::Bool(true)) {
                 problems.push(format!("{at}: runAsNonRoot is not true"));
             }
-            if !setting("runAsUser").and_then(Value::as_u64).is_some_and(|uid| uid > 0) {
+            if !setting("runAsUser")
+                .and_then(Value::as_u64)
+                .is_some_and(|uid| uid > 0)
+            {
                 problems.push(format!("{at}: no numeric non-zero runAsUser"));
             }
-            if container.pointer("/securityContext/readOnlyRootFilesystem") != Some(&Value::Bool(true)) {
+            if container.pointer("/securityContext/readOnlyRootFilesystem")
+                != Some(&Value::Bool(true))
+            {
                 problems.push(format!("{at}: readOnlyRootFilesystem is not true"));
             }
-            if container.pointer("/securityContext/allowPrivilegeEscalation") != Some(&Value::Bool(false)) {
+            if container.pointer("/securityContext/allowPrivilegeEscalation")
+                != Some(&Value::Bool(false))
+            {
                 problems.push(format!("{at}: allowPrivilegeEscalation is not false"));
             }
-            if !strings(&container["securityContext"]["capabilities"]["drop"]).contains(&"ALL".to_owned()) {
+            if !strings(&container["securityContext"]["capabilities"]["drop"])
+                .contains(&"ALL".to_owned())
+            {
                 problems.push(format!("{at}: capabilities do not drop ALL"));
             }
             if !array_at(container, "/securityContext/capabilities/add").is_empty() {
@@ -910,7 +1071,10 @@ fn every_container_runs_as_non_root_with_a_read_only_root_and_no_capabilities() 
         }
     }
     assert!(count >= 9, "{count} containers");
-    assert_none(problems, "containers that could run as root or write their image");
+    assert_none(
+        problems,
+        "containers that could run as root or write their image",
+    );
 }
 
 #[test]
@@ -920,7 +1084,10 @@ fn every_container_declares_cpu_and_memory_requests_and_limits() {
         for container in w.containers() {
             for bound in ["requests", "limits"] {
                 for resource in ["cpu", "memory"] {
-                    if container.pointer(&format!("/resources/{bound}/{resource}")).is_none() {
+                    if container
+                        .pointer(&format!("/resources/{bound}/{resource}"))
+                        .is_none()
+                    {
                         problems.push(format!("{}: no {bound}.{resource}", w.at()));
                     }
                 }
@@ -949,26 +1116,41 @@ fn every_kubernetes_service_targets_ports_its_pods_declare() {
     let mut problems = Vec::new();
     let resources = all_k8s_resources();
     for service in resources.iter().filter(|m| m.kind() == "Service") {
-        let selector = service.doc.pointer("/spec/selector").and_then(Value::as_object).expect("selector");
+        let selector = service
+            .doc
+            .pointer("/spec/selector")
+            .and_then(Value::as_object)
+            .expect("selector");
         let pods: Vec<&Manifest> = workloads(&resources)
             .filter(|w| w.namespace == service.namespace)
             .filter(|w| {
-                selector.iter().all(|(k, v)| w.doc.pointer(&format!("/spec/template/metadata/labels/{}", k.replace('/', "~1"))) == Some(v))
+                selector.iter().all(|(k, v)| {
+                    w.doc.pointer(&format!(
+                        "/spec/template/metadata/labels/{}",
+                        k.replace('/', "~1")
+                    )) == Some(v)
+                })
             })
             .collect();
         if pods.is_empty() {
             problems.push(format!("{}: selects no workload", service.at()));
         }
         for port in array_at(&service.doc, "/spec/ports") {
-            let declared = pods.iter().flat_map(|w| w.containers()).flat_map(|c| array_at(c, "/ports")).any(|p| {
-                match &port["targetPort"] {
+            let declared = pods
+                .iter()
+                .flat_map(|w| w.containers())
+                .flat_map(|c| array_at(c, "/ports"))
+                .any(|p| match &port["targetPort"] {
                     Value::String(name) => p["name"].as_str() == Some(name),
                     Value::Number(n) => p["containerPort"].as_u64() == n.as_u64(),
                     _ => p["containerPort"] == port["port"],
-                }
-            });
+                });
             if !declared {
-                problems.push(format!("{}: targetPort {} is not declared by its pods", service.at(), port["targetPort"]));
+                problems.push(format!(
+                    "{}: targetPort {} is not declared by its pods",
+                    service.at(),
+                    port["targetPort"]
+                ));
             }
         }
     }
@@ -981,7 +1163,7 @@ fn the_dev_overlay_defines_every_secret_config_map_and_key_its_pods_use() {
     let mut problems = Vec::new();
     for w in workloads(&dev.resources) {
         let ns = &w.namespace;
-        let mut need = |map: &BTreeMap<(String, String), BTreeMap<String, String>>, kind: &str, name: Option<&str>, key: Option<&str>| {
+        let mut need = |map: &Generated, kind: &str, name: Option<&str>, key: Option<&str>| {
             let Some(name) = name else { return };
             match map.get(&(ns.clone(), name.to_owned())) {
                 None => problems.push(format!("{}: {kind} {ns}/{name} is not defined", w.at())),
@@ -994,17 +1176,47 @@ fn the_dev_overlay_defines_every_secret_config_map_and_key_its_pods_use() {
         };
         for container in w.containers() {
             for source in array_at(container, "/envFrom") {
-                need(&dev.config_maps, "ConfigMap", str_at(source, "/configMapRef/name"), None);
-                need(&dev.secrets, "Secret", str_at(source, "/secretRef/name"), None);
+                need(
+                    &dev.config_maps,
+                    "ConfigMap",
+                    str_at(source, "/configMapRef/name"),
+                    None,
+                );
+                need(
+                    &dev.secrets,
+                    "Secret",
+                    str_at(source, "/secretRef/name"),
+                    None,
+                );
             }
             for var in array_at(container, "/env") {
-                need(&dev.secrets, "Secret", str_at(var, "/valueFrom/secretKeyRef/name"), str_at(var, "/valueFrom/secretKeyRef/key"));
-                need(&dev.config_maps, "ConfigMap", str_at(var, "/valueFrom/configMapKeyRef/name"), str_at(var, "/valueFrom/configMapKeyRef/key"));
+                need(
+                    &dev.secrets,
+                    "Secret",
+                    str_at(var, "/valueFrom/secretKeyRef/name"),
+                    str_at(var, "/valueFrom/secretKeyRef/key"),
+                );
+                need(
+                    &dev.config_maps,
+                    "ConfigMap",
+                    str_at(var, "/valueFrom/configMapKeyRef/name"),
+                    str_at(var, "/valueFrom/configMapKeyRef/key"),
+                );
             }
         }
         for volume in array_at(w.pod_spec().expect("pod"), "/volumes") {
-            need(&dev.secrets, "Secret", str_at(volume, "/secret/secretName"), None);
-            need(&dev.config_maps, "ConfigMap", str_at(volume, "/configMap/name"), None);
+            need(
+                &dev.secrets,
+                "Secret",
+                str_at(volume, "/secret/secretName"),
+                None,
+            );
+            need(
+                &dev.config_maps,
+                "ConfigMap",
+                str_at(volume, "/configMap/name"),
+                None,
+            );
         }
     }
     assert_none(problems, "references the dev overlay does not satisfy");
@@ -1034,47 +1246,99 @@ fn the_signer_mounts_its_keystore_read_only_from_a_secret_and_runs_its_own_image
     assert_eq!(signer.namespace, "opledger-signer");
     let pod = signer.pod_spec().expect("pod");
     let container = signer.containers()[0];
-    assert!(str_at(container, "/image").is_some_and(|i| i.starts_with("opledger/signer:")), "{container}");
-    assert_eq!(pod["automountServiceAccountToken"], Value::Bool(false), "no API token in the signer");
+    assert!(
+        str_at(container, "/image").is_some_and(|i| i.starts_with("opledger/signer:")),
+        "{container}"
+    );
+    assert_eq!(
+        pod["automountServiceAccountToken"],
+        Value::Bool(false),
+        "no API token in the signer"
+    );
     let mount = |path: &str| {
         array_at(container, "/volumeMounts")
             .iter()
             .find(|m| m["mountPath"] == path)
             .unwrap_or_else(|| panic!("nothing mounted at {path}"))
     };
-    for (path, secret) in [("/keys", "opledger-signer-keystore"), ("/run/secrets/opledger", "opledger-signer-passphrases")] {
+    for (path, secret) in [
+        ("/keys", "opledger-signer-keystore"),
+        ("/run/secrets/opledger", "opledger-signer-passphrases"),
+    ] {
         let m = mount(path);
         assert_eq!(m["readOnly"], Value::Bool(true), "{path} is read-only");
-        let volume = array_at(pod, "/volumes").iter().find(|v| v["name"] == m["name"]).expect("volume");
-        assert_eq!(str_at(volume, "/secret/secretName"), Some(secret), "{path} comes from a Secret");
+        let volume = array_at(pod, "/volumes")
+            .iter()
+            .find(|v| v["name"] == m["name"])
+            .expect("volume");
+        assert_eq!(
+            str_at(volume, "/secret/secretName"),
+            Some(secret),
+            "{path} comes from a Secret"
+        );
     }
     let database = array_at(container, "/env")
         .iter()
         .find(|v| v["name"] == "OPLEDGER_SIGNER_DATABASE_URL")
         .expect("signer database url");
-    assert_eq!(str_at(database, "/valueFrom/secretKeyRef/name"), Some("opledger-signer-db"), "its own database role");
+    assert_eq!(
+        str_at(database, "/valueFrom/secretKeyRef/name"),
+        Some("opledger-signer-db"),
+        "its own database role"
+    );
     // Its wallets name keystores on the key mount and passphrase files on the passphrase mount.
-    let settings = dev_overlay_settings().into_iter().find(|(s, _)| s.name == "signer").expect("signer").1;
-    let wallets = settings.get("wallets").and_then(toml::Value::as_array).expect("wallets");
+    let settings = dev_overlay_settings()
+        .into_iter()
+        .find(|(s, _)| s.name == "signer")
+        .expect("signer")
+        .1;
+    let wallets = settings
+        .get("wallets")
+        .and_then(toml::Value::as_array)
+        .expect("wallets");
     assert!(!wallets.is_empty(), "the dev signer has a wallet");
     for wallet in wallets {
-        assert!(wallet.get("keystore").and_then(toml::Value::as_str).is_some_and(|p| p.starts_with("/keys/")), "{wallet}");
-        assert!(wallet.get("passphrase_file").and_then(toml::Value::as_str).is_some_and(|p| p.starts_with("/run/secrets/opledger/")), "{wallet}");
+        assert!(
+            wallet
+                .get("keystore")
+                .and_then(toml::Value::as_str)
+                .is_some_and(|p| p.starts_with("/keys/")),
+            "{wallet}"
+        );
+        assert!(
+            wallet
+                .get("passphrase_file")
+                .and_then(toml::Value::as_str)
+                .is_some_and(|p| p.starts_with("/run/secrets/opledger/")),
+            "{wallet}"
+        );
     }
 }
 
 /// NetworkPolicies (resources and patches, and deploy/signer's standalone one) that apply to the
 /// signer's namespace.
 fn signer_network_policies() -> Vec<Manifest> {
-    let mut policies: Vec<Manifest> = all_k8s_resources().into_iter().filter(|m| m.kind() == "NetworkPolicy").collect();
+    let mut policies: Vec<Manifest> = all_k8s_resources()
+        .into_iter()
+        .filter(|m| m.kind() == "NetworkPolicy")
+        .collect();
     for k in files_under(&k8s(), &["kustomization.yaml"]) {
-        policies.extend(render(k.parent().expect("dir")).patches.into_iter().filter(|m| m.kind() == "NetworkPolicy"));
+        policies.extend(
+            render(k.parent().expect("dir"))
+                .patches
+                .into_iter()
+                .filter(|m| m.kind() == "NetworkPolicy"),
+        );
     }
     let standalone = deploy().join("signer/networkpolicy.yaml");
-    policies.extend(yaml_docs(&standalone).into_iter().map(|doc| Manifest {
-        path: standalone.clone(),
-        namespace: str_at(&doc, "/metadata/namespace").unwrap_or_default().to_owned(),
-        doc,
+    policies.extend(yaml_docs(&standalone).into_iter().map(|doc| {
+        Manifest {
+            path: standalone.clone(),
+            namespace: str_at(&doc, "/metadata/namespace")
+                .unwrap_or_default()
+                .to_owned(),
+            doc,
+        }
     }));
     policies.retain(|p| p.namespace == "opledger-signer");
     policies
@@ -1083,7 +1347,12 @@ fn signer_network_policies() -> Vec<Manifest> {
 fn ports(rule: &Value) -> BTreeSet<(String, u64)> {
     array_at(rule, "/ports")
         .iter()
-        .map(|p| (str_at(p, "/protocol").unwrap_or("TCP").to_owned(), p["port"].as_u64().unwrap_or(0)))
+        .map(|p| {
+            (
+                str_at(p, "/protocol").unwrap_or("TCP").to_owned(),
+                p["port"].as_u64().unwrap_or(0),
+            )
+        })
         .collect()
 }
 
@@ -1103,10 +1372,16 @@ fn the_signers_network_policies_admit_only_broadcaster_and_reconciler_on_50053()
                 problems.push(format!("{}: ingress from anywhere", p.at()));
             }
             for peer in from {
-                let ns_ok = str_at(peer, "/namespaceSelector/matchLabels/kubernetes.io~1metadata.name") == Some("opledger");
+                let ns_ok = str_at(
+                    peer,
+                    "/namespaceSelector/matchLabels/kubernetes.io~1metadata.name",
+                ) == Some("opledger");
                 let pod = str_at(peer, "/podSelector/matchLabels/app.kubernetes.io~1name");
                 let only_labels = peer.as_object().is_some_and(|o| o.len() == 2)
-                    && peer.pointer("/podSelector/matchLabels").and_then(Value::as_object).is_some_and(|m| m.len() == 1);
+                    && peer
+                        .pointer("/podSelector/matchLabels")
+                        .and_then(Value::as_object)
+                        .is_some_and(|m| m.len() == 1);
                 if !ns_ok || !pod.is_some_and(|n| callers.contains(&n)) || !only_labels {
                     problems.push(format!("{}: ingress peer {peer} is not the broadcaster or reconciler of namespace opledger", p.at()));
                 }
@@ -1114,14 +1389,24 @@ fn the_signers_network_policies_admit_only_broadcaster_and_reconciler_on_50053()
         }
     }
     // The Kubernetes policy admits both callers: the reconciler signs cancel replacements.
-    let main = policies.iter().find(|p| p.name() == "opledger-signer" && p.path.starts_with(k8s().join("signer"))).expect("k8s/signer policy");
+    let main = policies
+        .iter()
+        .find(|p| p.name() == "opledger-signer" && p.path.starts_with(k8s().join("signer")))
+        .expect("k8s/signer policy");
     let admitted: BTreeSet<&str> = array_at(&main.doc, "/spec/ingress")
         .iter()
         .flat_map(|r| array_at(r, "/from"))
         .filter_map(|peer| str_at(peer, "/podSelector/matchLabels/app.kubernetes.io~1name"))
         .collect();
-    assert_eq!(admitted, BTreeSet::from(callers), "k8s/signer admits both callers");
-    assert_eq!(strings(&main.doc["spec"]["policyTypes"]), ["Ingress", "Egress"]);
+    assert_eq!(
+        admitted,
+        BTreeSet::from(callers),
+        "k8s/signer admits both callers"
+    );
+    assert_eq!(
+        strings(&main.doc["spec"]["policyTypes"]),
+        ["Ingress", "Egress"]
+    );
     assert_none(problems, "signer ingress wider than its callers on 50053");
 }
 
@@ -1140,7 +1425,10 @@ fn the_signers_network_policies_allow_egress_only_to_postgresql_and_dns() {
             }
             if is_dns
                 && !array_at(rule, "/to").iter().all(|peer| {
-                    str_at(peer, "/namespaceSelector/matchLabels/kubernetes.io~1metadata.name") == Some("kube-system")
+                    str_at(
+                        peer,
+                        "/namespaceSelector/matchLabels/kubernetes.io~1metadata.name",
+                    ) == Some("kube-system")
                 })
             {
                 problems.push(format!("{}: DNS egress beyond kube-system", p.at()));
@@ -1148,18 +1436,35 @@ fn the_signers_network_policies_allow_egress_only_to_postgresql_and_dns() {
         }
         let types = strings(&p.doc["spec"]["policyTypes"]);
         if p.doc.pointer("/spec/podSelector").is_some() && !types.contains(&"Egress".to_owned()) {
-            problems.push(format!("{}: egress not restricted (policyTypes {types:?})", p.at()));
+            problems.push(format!(
+                "{}: egress not restricted (policyTypes {types:?})",
+                p.at()
+            ));
         }
     }
     // The dev overlay narrows PostgreSQL to its own database pod.
-    let dev = policies.iter().find(|p| p.path.starts_with(k8s().join("overlays/dev"))).expect("dev egress patch");
+    let dev = policies
+        .iter()
+        .find(|p| p.path.starts_with(k8s().join("overlays/dev")))
+        .expect("dev egress patch");
     let rules = array_at(&dev.doc, "/spec/egress");
-    let to_postgres = rules.iter().find(|r| ports(r) == postgres).expect("a PostgreSQL rule");
+    let to_postgres = rules
+        .iter()
+        .find(|r| ports(r) == postgres)
+        .expect("a PostgreSQL rule");
     assert!(
-        array_at(to_postgres, "/to").iter().all(|peer| str_at(peer, "/podSelector/matchLabels/app.kubernetes.io~1name") == Some("postgres")),
+        array_at(to_postgres, "/to").iter().all(|peer| str_at(
+            peer,
+            "/podSelector/matchLabels/app.kubernetes.io~1name"
+        ) == Some("postgres")),
         "dev: PostgreSQL egress goes to the postgres pod only: {to_postgres}"
     );
-    assert!(rules.iter().any(|r| ports(r).contains(&("UDP".to_owned(), 53))), "dev keeps DNS");
+    assert!(
+        rules
+            .iter()
+            .any(|r| ports(r).contains(&("UDP".to_owned(), 53))),
+        "dev keeps DNS"
+    );
     assert_none(problems, "signer egress beyond PostgreSQL and DNS");
 }
 
@@ -1178,7 +1483,10 @@ fn every_kubernetes_image_is_built_by_a_dockerfile_target_or_pinned() {
                 None => false,
             };
             if !built && (tag.is_empty() || tag == "latest") {
-                problems.push(format!("{}: image {image} is neither built here nor pinned", w.at()));
+                problems.push(format!(
+                    "{}: image {image} is neither built here nor pinned",
+                    w.at()
+                ));
             }
             if repository.starts_with("opledger/") && !built {
                 problems.push(format!("{}: no Dockerfile target builds {image}", w.at()));
@@ -1196,14 +1504,21 @@ fn compose_services_reference_only_defined_secrets_volumes_networks_and_services
     let compose = compose();
     let services = compose["services"].as_object().expect("services");
     let defined = |key: &str| -> BTreeSet<String> {
-        compose[key].as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default()
+        compose[key]
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default()
     };
-    let (secrets, volumes, networks) = (defined("secrets"), defined("volumes"), defined("networks"));
+    let (secrets, volumes, networks) =
+        (defined("secrets"), defined("volumes"), defined("networks"));
     let mut problems = Vec::new();
     for secret in &secrets {
         let file = compose_secret_file(&compose, secret);
         if !file.is_file() {
-            problems.push(format!("secret {secret}: {} does not exist", file.display()));
+            problems.push(format!(
+                "secret {secret}: {} does not exist",
+                file.display()
+            ));
         }
     }
     for (name, service) in services {
@@ -1222,7 +1537,10 @@ fn compose_services_reference_only_defined_secrets_volumes_networks_and_services
             if source.starts_with('.') || source.starts_with('/') {
                 let path = compose_dir().join(interpolate(source).unwrap_or_default());
                 if !path.exists() {
-                    problems.push(format!("{name}: bind mount {} does not exist", path.display()));
+                    problems.push(format!(
+                        "{name}: bind mount {} does not exist",
+                        path.display()
+                    ));
                 }
             } else if !volumes.contains(source) {
                 problems.push(format!("{name}: volume {source} is not defined"));
@@ -1255,9 +1573,15 @@ fn compose_builds_from_existing_dockerfile_targets_and_pins_every_other_image() 
                 problems.push(format!("{name}: {} does not exist", dockerfile.display()));
             }
             if let Some(target) = str_at(build, "/target") {
-                let targets: BTreeSet<String> = dockerfile_stages(&dockerfile).into_iter().map(|s| s.name).collect();
+                let targets: BTreeSet<String> = dockerfile_stages(&dockerfile)
+                    .into_iter()
+                    .map(|s| s.name)
+                    .collect();
                 if !targets.contains(target) {
-                    problems.push(format!("{name}: {} has no stage {target}", dockerfile.display()));
+                    problems.push(format!(
+                        "{name}: {} has no stage {target}",
+                        dockerfile.display()
+                    ));
                 }
                 if dockerfile.ends_with("deploy/docker/Dockerfile") && !stages.contains(target) {
                     problems.push(format!("{name}: unknown target {target}"));
@@ -1279,15 +1603,23 @@ fn compose_waits_only_on_services_that_report_health_or_finish() {
     let services = compose["services"].as_object().expect("services");
     let mut problems = Vec::new();
     for (name, service) in services {
-        let Some(depends) = service["depends_on"].as_object() else { continue };
+        let Some(depends) = service["depends_on"].as_object() else {
+            continue;
+        };
         for (dependency, condition) in depends {
             let target = &services[dependency];
             match str_at(condition, "/condition") {
                 Some("service_healthy") if target.get("healthcheck").is_none() => {
-                    problems.push(format!("{name}: waits for {dependency} to be healthy, which has no healthcheck"));
+                    problems.push(format!(
+                        "{name}: waits for {dependency} to be healthy, which has no healthcheck"
+                    ));
                 }
-                Some("service_completed_successfully") if str_at(target, "/restart") != Some("no") => {
-                    problems.push(format!("{name}: waits for {dependency} to finish, which restarts"));
+                Some("service_completed_successfully")
+                    if str_at(target, "/restart") != Some("no") =>
+                {
+                    problems.push(format!(
+                        "{name}: waits for {dependency} to finish, which restarts"
+                    ));
                 }
                 _ => {}
             }
@@ -1301,12 +1633,24 @@ fn compose_runs_migrations_before_any_service_starts() {
     let compose = compose();
     let migrate = &compose["services"]["migrate"];
     assert_eq!(strings(&migrate["command"]), ["migrate"]);
-    assert!(str_at(migrate, "/image").is_some_and(|i| i.starts_with("opledger/admin")), "{migrate}");
-    assert_eq!(str_at(migrate, "/depends_on/postgres/condition"), Some("service_healthy"));
-    assert_eq!(str_at(&compose, "/services/provision/depends_on/migrate/condition"), Some("service_completed_successfully"));
+    assert!(
+        str_at(migrate, "/image").is_some_and(|i| i.starts_with("opledger/admin")),
+        "{migrate}"
+    );
+    assert_eq!(
+        str_at(migrate, "/depends_on/postgres/condition"),
+        Some("service_healthy")
+    );
+    assert_eq!(
+        str_at(&compose, "/services/provision/depends_on/migrate/condition"),
+        Some("service_completed_successfully")
+    );
     for service in SERVICES {
         assert_eq!(
-            str_at(&compose["services"][service.name], "/depends_on/provision/condition"),
+            str_at(
+                &compose["services"][service.name],
+                "/depends_on/provision/condition"
+            ),
             Some("service_completed_successfully"),
             "{} starts after migrate and provision",
             service.name
@@ -1322,9 +1666,15 @@ fn compose_gives_every_service_a_grpc_healthcheck_tracing_and_a_locked_down_cont
         let s = &compose["services"][service.name];
         let env = environment(s);
         let name = service.name;
-        let listen = env.get(&format!("{}LISTEN", service.prefix())).cloned().unwrap_or_default();
+        let listen = env
+            .get(&format!("{}LISTEN", service.prefix()))
+            .cloned()
+            .unwrap_or_default();
         if listen != format!("0.0.0.0:{}", service.grpc) {
-            problems.push(format!("{name}: LISTEN is {listen:?}, not 0.0.0.0:{}", service.grpc));
+            problems.push(format!(
+                "{name}: LISTEN is {listen:?}, not 0.0.0.0:{}",
+                service.grpc
+            ));
         }
         let test = strings(&s["healthcheck"]["test"]);
         let expected_name = expected_health_service(name);
@@ -1332,13 +1682,24 @@ fn compose_gives_every_service_a_grpc_healthcheck_tracing_and_a_locked_down_cont
             || !test.contains(&format!("-addr=127.0.0.1:{}", service.grpc))
             || !test.contains(&format!("-service={expected_name}"))
         {
-            problems.push(format!("{name}: healthcheck {test:?} does not probe {expected_name} on {}", service.grpc));
+            problems.push(format!(
+                "{name}: healthcheck {test:?} does not probe {expected_name} on {}",
+                service.grpc
+            ));
         }
-        if !strings(&s["volumes"]).iter().any(|v| v.starts_with("grpc-health-probe:") && v.ends_with(":ro")) {
-            problems.push(format!("{name}: the health probe volume is not mounted read-only"));
+        if !strings(&s["volumes"])
+            .iter()
+            .any(|v| v.starts_with("grpc-health-probe:") && v.ends_with(":ro"))
+        {
+            problems.push(format!(
+                "{name}: the health probe volume is not mounted read-only"
+            ));
         }
-        if env.get("OTEL_EXPORTER_OTLP_ENDPOINT").map(String::as_str) != Some("http://jaeger:4317") {
-            problems.push(format!("{name}: OTEL_EXPORTER_OTLP_ENDPOINT is not http://jaeger:4317"));
+        if env.get("OTEL_EXPORTER_OTLP_ENDPOINT").map(String::as_str) != Some("http://jaeger:4317")
+        {
+            problems.push(format!(
+                "{name}: OTEL_EXPORTER_OTLP_ENDPOINT is not http://jaeger:4317"
+            ));
         }
         if env.get("OTEL_SERVICE_NAME") != Some(&format!("opledger-{name}")) {
             problems.push(format!("{name}: OTEL_SERVICE_NAME is not opledger-{name}"));
@@ -1348,11 +1709,16 @@ fn compose_gives_every_service_a_grpc_healthcheck_tracing_and_a_locked_down_cont
         }
         match compose_config_secret(&compose, &service) {
             Some(secret) if strings(&s["secrets"]).contains(&secret) => {}
-            other => problems.push(format!("{name}: its config file {other:?} is not one of its secrets")),
+            other => problems.push(format!(
+                "{name}: its config file {other:?} is not one of its secrets"
+            )),
         }
     }
     // The signer reaches only its internal network.
-    assert_eq!(strings(&compose["services"]["signer"]["networks"]), ["signer"]);
+    assert_eq!(
+        strings(&compose["services"]["signer"]["networks"]),
+        ["signer"]
+    );
     assert_eq!(compose["networks"]["signer"]["internal"], Value::Bool(true));
     assert_none(problems, "compose services");
 }
@@ -1377,13 +1743,18 @@ fn every_grpc_probe_asks_for_the_health_service_its_service_reports() {
     for service in SERVICES {
         let d = deployment(&dev.resources, &format!("opledger-{}", service.name));
         for probe in ["readinessProbe", "livenessProbe"] {
-            let asked = d.containers()[0].pointer(&format!("/{probe}/grpc/service")).and_then(Value::as_str);
+            let asked = d.containers()[0]
+                .pointer(&format!("/{probe}/grpc/service"))
+                .and_then(Value::as_str);
             if asked != Some(expected_health_service(service.name)) {
                 problems.push(format!("{}: {probe} asks for {asked:?}", d.at()));
             }
         }
     }
-    assert_none(problems, "probes asking for a health service nobody reports");
+    assert_none(
+        problems,
+        "probes asking for a health service nobody reports",
+    );
 }
 
 #[test]
@@ -1396,7 +1767,9 @@ fn the_compose_signer_reads_only_files_it_is_given() {
     for path in text.split('"').filter(|s| s.starts_with("/run/secrets/")) {
         let secret = path.trim_start_matches("/run/secrets/");
         if !given.contains(&secret.to_owned()) {
-            problems.push(format!("signer.toml names {path}, which is not one of the signer's secrets"));
+            problems.push(format!(
+                "signer.toml names {path}, which is not one of the signer's secrets"
+            ));
         }
     }
     assert_none(problems, "compose signer files");
@@ -1405,14 +1778,24 @@ fn the_compose_signer_reads_only_files_it_is_given() {
 #[test]
 fn the_example_wallets_belong_to_the_tenant_the_provisioning_creates() {
     for (toml_path, script) in [
-        (compose_dir().join("secrets.example/signer.toml"), compose_dir().join("provision.sh")),
-        (k8s().join("overlays/dev/signer.toml"), k8s().join("overlays/dev/provision.sh")),
+        (
+            compose_dir().join("secrets.example/signer.toml"),
+            compose_dir().join("provision.sh"),
+        ),
+        (
+            k8s().join("overlays/dev/signer.toml"),
+            k8s().join("overlays/dev/provision.sh"),
+        ),
     ] {
         let config: toml::Table = read(&toml_path).parse().expect("signer TOML");
         let script = read(&script);
         for wallet in config["wallets"].as_array().expect("wallets") {
             let tenant = wallet["tenant_id"].as_str().expect("tenant_id");
-            assert!(script.contains(&format!("'{tenant}'")), "{}: tenant {tenant} is not provisioned", toml_path.display());
+            assert!(
+                script.contains(&format!("'{tenant}'")),
+                "{}: tenant {tenant} is not provisioned",
+                toml_path.display()
+            );
         }
     }
 }
@@ -1443,7 +1826,10 @@ fn every_example_secret_is_marked_for_development_only() {
             problems.push(file.display().to_string());
         }
     }
-    assert_none(problems, "example secrets not marked as development placeholders");
+    assert_none(
+        problems,
+        "example secrets not marked as development placeholders",
+    );
 }
 
 // =============================================================================================
@@ -1472,7 +1858,10 @@ fn the_dev_overlay_sets_only_settings_the_services_define() {
     let mut problems = Vec::new();
     for (service, settings) in dev_overlay_settings() {
         problems.extend(unknown_settings(&service, &settings));
-        let listen = settings.get("listen").and_then(toml::Value::as_str).unwrap_or_default();
+        let listen = settings
+            .get("listen")
+            .and_then(toml::Value::as_str)
+            .unwrap_or_default();
         if listen != format!("0.0.0.0:{}", service.grpc) {
             problems.push(format!("{}: listen is {listen:?}", service.name));
         }
@@ -1489,7 +1878,10 @@ fn the_base_config_maps_set_only_settings_the_services_define() {
             .iter()
             .find(|s| name == &format!("opledger-{}", s.name))
             .unwrap_or_else(|| panic!("config map {name}"));
-        problems.extend(unknown_settings(service, &effective_settings(service, None, data)));
+        problems.extend(unknown_settings(
+            service,
+            &effective_settings(service, None, data),
+        ));
     }
     assert_none(problems, "base settings");
 }
@@ -1506,7 +1898,10 @@ fn prometheus_scrapes_every_services_metrics_port_and_loads_the_alert_rules() {
         .flat_map(|job| array_at(job, "/static_configs"))
         .flat_map(|s| strings(&s["targets"]))
         .collect();
-    let expected: BTreeSet<String> = SERVICES.iter().map(|s| format!("{}:{}", s.name, s.metrics)).collect();
+    let expected: BTreeSet<String> = SERVICES
+        .iter()
+        .map(|s| format!("{}:{}", s.name, s.metrics))
+        .collect();
     assert_eq!(targets, expected);
     let rules = strings(&config["rule_files"]);
     assert!(rules.contains(&"alerts.yml".to_owned()), "{rules:?}");
@@ -1516,8 +1911,13 @@ fn prometheus_scrapes_every_services_metrics_port_and_loads_the_alert_rules() {
     // compose mounts this folder where the command looks for the file.
     let compose = compose();
     let prometheus = &compose["services"]["prometheus"];
-    assert!(strings(&prometheus["volumes"]).contains(&"../prometheus:/etc/prometheus:ro".to_owned()));
-    assert!(strings(&prometheus["command"]).contains(&"--config.file=/etc/prometheus/prometheus.yml".to_owned()));
+    assert!(
+        strings(&prometheus["volumes"]).contains(&"../prometheus:/etc/prometheus:ro".to_owned())
+    );
+    assert!(
+        strings(&prometheus["command"])
+            .contains(&"--config.file=/etc/prometheus/prometheus.yml".to_owned())
+    );
 }
 
 #[test]
@@ -1542,9 +1942,16 @@ fn every_dashboard_query_names_only_metrics_the_suite_exports() {
         }
     }
     for variable in array_at(&dashboard, "/templating/list") {
-        let query = str_at(variable, "/query/query").or_else(|| str_at(variable, "/query")).unwrap_or_default();
+        let query = str_at(variable, "/query/query")
+            .or_else(|| str_at(variable, "/query"))
+            .unwrap_or_default();
         if let Some(metrics) = label_values_metric(query) {
-            problems.extend(metrics.into_iter().filter(|m| !allowed_metric(m)).map(|m| format!("variable: {m}")));
+            problems.extend(
+                metrics
+                    .into_iter()
+                    .filter(|m| !allowed_metric(m))
+                    .map(|m| format!("variable: {m}")),
+            );
         }
     }
     // The panels the deployment promises.
@@ -1575,10 +1982,15 @@ fn counters_are_shown_as_rates_not_raw_totals() {
         for target in array_at(panel, "/targets") {
             let expr = str_at(target, "/expr").unwrap_or_default();
             for m in promql_metrics(expr) {
-                let counter = METRICS.iter().any(|(n, k)| *n == m && *k == MetricKind::Counter)
+                let counter = METRICS
+                    .iter()
+                    .any(|(n, k)| *n == m && *k == MetricKind::Counter)
                     || m.ends_with("_bucket");
                 if counter && !(expr.contains("rate(") || expr.contains("increase(")) {
-                    problems.push(format!("{}: {m} is a counter shown raw", str_at(panel, "/title").unwrap_or_default()));
+                    problems.push(format!(
+                        "{}: {m} is a counter shown raw",
+                        str_at(panel, "/title").unwrap_or_default()
+                    ));
                 }
             }
         }
@@ -1589,8 +2001,14 @@ fn counters_are_shown_as_rates_not_raw_totals() {
 #[test]
 fn the_dashboard_takes_its_prometheus_datasource_from_a_variable() {
     let dashboard = dashboard();
-    assert!(dashboard["schemaVersion"].as_u64().is_some_and(|v| v >= 36), "schemaVersion");
-    assert!(str_at(&dashboard, "/uid").is_some_and(|u| !u.is_empty()), "a stable uid");
+    assert!(
+        dashboard["schemaVersion"].as_u64().is_some_and(|v| v >= 36),
+        "schemaVersion"
+    );
+    assert!(
+        str_at(&dashboard, "/uid").is_some_and(|u| !u.is_empty()),
+        "a stable uid"
+    );
     let variable = array_at(&dashboard, "/templating/list")
         .iter()
         .find(|v| v["type"] == "datasource")
@@ -1601,7 +2019,11 @@ fn the_dashboard_takes_its_prometheus_datasource_from_a_variable() {
     let mut problems = Vec::new();
     for panel in panels(&dashboard) {
         let title = str_at(panel, "/title").unwrap_or_default();
-        if !ids.insert(panel["id"].as_u64().unwrap_or_else(|| panic!("{title}: no id"))) {
+        if !ids.insert(
+            panel["id"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{title}: no id")),
+        ) {
             problems.push(format!("{title}: duplicate id"));
         }
         if panel.get("gridPos").is_none() {
@@ -1610,8 +2032,12 @@ fn the_dashboard_takes_its_prometheus_datasource_from_a_variable() {
         if panel["type"] == "row" {
             continue;
         }
-        for ds in std::iter::once(&panel["datasource"]).chain(array_at(panel, "/targets").iter().map(|t| &t["datasource"])) {
-            if str_at(ds, "/uid") != Some(reference.as_str()) || str_at(ds, "/type") != Some("prometheus") {
+        for ds in std::iter::once(&panel["datasource"])
+            .chain(array_at(panel, "/targets").iter().map(|t| &t["datasource"]))
+        {
+            if str_at(ds, "/uid") != Some(reference.as_str())
+                || str_at(ds, "/type") != Some("prometheus")
+            {
                 problems.push(format!("{title}: datasource {ds} is not {reference}"));
             }
         }
@@ -1625,7 +2051,10 @@ fn grafana_provisions_the_dashboard_compose_mounts_and_the_compose_prometheus() 
     let compose = compose();
     let grafana = &compose["services"]["grafana"];
     let volumes = strings(&grafana["volumes"]);
-    assert!(volumes.contains(&"../grafana/provisioning:/etc/grafana/provisioning:ro".to_owned()), "{volumes:?}");
+    assert!(
+        volumes.contains(&"../grafana/provisioning:/etc/grafana/provisioning:ro".to_owned()),
+        "{volumes:?}"
+    );
     let mounted = volumes
         .iter()
         .find_map(|v| v.strip_prefix("../grafana/opledger.json:"))
@@ -1633,7 +2062,11 @@ fn grafana_provisions_the_dashboard_compose_mounts_and_the_compose_prometheus() 
         .expect("the dashboard is mounted");
     let providers = yaml_doc(&provisioning.join("dashboards/opledger.yaml"));
     let path = str_at(&providers, "/providers/0/options/path").expect("provider path");
-    assert_eq!(Path::new(mounted).parent(), Some(Path::new(path)), "the provider reads where compose mounts");
+    assert_eq!(
+        Path::new(mounted).parent(),
+        Some(Path::new(path)),
+        "the provider reads where compose mounts"
+    );
     let datasources = yaml_doc(&provisioning.join("datasources/prometheus.yaml"));
     let source = &array_at(&datasources, "/datasources")[0];
     assert_eq!(str_at(source, "/type"), Some("prometheus"));
@@ -1644,7 +2077,15 @@ fn grafana_provisions_the_dashboard_compose_mounts_and_the_compose_prometheus() 
 // =============================================================================================
 // Images
 
-const TARGETS: [&str; 7] = ["operations", "approvals", "signer", "broadcaster", "reconciler", "inbox", "admin"];
+const TARGETS: [&str; 7] = [
+    "operations",
+    "approvals",
+    "signer",
+    "broadcaster",
+    "reconciler",
+    "inbox",
+    "admin",
+];
 
 #[test]
 fn the_dockerfile_has_a_non_root_stage_per_service_running_its_binary() {
@@ -1656,17 +2097,32 @@ fn the_dockerfile_has_a_non_root_stage_per_service_running_its_binary() {
             continue;
         };
         match effective_user(&stages, stage) {
-            Some(user) if user.split(':').all(|id| id.parse::<u32>().is_ok_and(|id| id > 0)) => {}
-            other => problems.push(format!("{target}: runs as {other:?}, not a numeric non-root user")),
+            Some(user)
+                if user
+                    .split(':')
+                    .all(|id| id.parse::<u32>().is_ok_and(|id| id > 0)) => {}
+            other => problems.push(format!(
+                "{target}: runs as {other:?}, not a numeric non-root user"
+            )),
         }
         let entrypoint = stage.with("ENTRYPOINT").last().unwrap_or_default();
         let argv: Vec<String> = serde_json::from_str(entrypoint).unwrap_or_default();
-        if argv.first().map(String::as_str) != Some(format!("/usr/local/bin/opledger-{target}").as_str()) {
-            problems.push(format!("{target}: ENTRYPOINT {entrypoint} is not its binary"));
+        if argv.first().map(String::as_str)
+            != Some(format!("/usr/local/bin/opledger-{target}").as_str())
+        {
+            problems.push(format!(
+                "{target}: ENTRYPOINT {entrypoint} is not its binary"
+            ));
         }
     }
-    let build = stages.iter().find(|s| s.name == "build").expect("build stage");
-    let cargo = build.with("RUN").find(|r| r.contains("cargo build")).expect("cargo build");
+    let build = stages
+        .iter()
+        .find(|s| s.name == "build")
+        .expect("build stage");
+    let cargo = build
+        .with("RUN")
+        .find(|r| r.contains("cargo build"))
+        .expect("cargo build");
     for flag in ["--release", "--locked"] {
         if !cargo.contains(flag) {
             problems.push(format!("cargo build without {flag}"));
@@ -1676,8 +2132,14 @@ fn the_dockerfile_has_a_non_root_stage_per_service_running_its_binary() {
     if cargo.contains("--workspace") || cargo.contains("--all") {
         problems.push("cargo build builds the whole workspace".to_owned());
     }
+    let words: Vec<&str> = cargo.split_whitespace().collect();
+    let packages: BTreeSet<&str> = words
+        .windows(2)
+        .filter(|w| w[0] == "-p")
+        .map(|w| w[1])
+        .collect();
     for target in TARGETS {
-        if !cargo.contains(&format!("-p opledger-{target} ")) && !cargo.contains(&format!("-p opledger-{target}\n")) {
+        if !packages.contains(format!("opledger-{target}").as_str()) {
             problems.push(format!("cargo build does not build opledger-{target}"));
         }
     }
@@ -1687,16 +2149,41 @@ fn the_dockerfile_has_a_non_root_stage_per_service_running_its_binary() {
 #[test]
 fn the_signer_image_holds_nothing_but_its_binary_and_libc() {
     let stages = dockerfile();
-    let signer = stages.iter().find(|s| s.name == "signer").expect("signer stage");
-    assert_eq!(signer.from, "scratch", "no base image: no shell, no package manager");
+    let signer = stages
+        .iter()
+        .find(|s| s.name == "signer")
+        .expect("signer stage");
+    assert_eq!(
+        signer.from, "scratch",
+        "no base image: no shell, no package manager"
+    );
     assert_eq!(signer.with("RUN").count(), 0);
     let copies: Vec<&str> = signer.with("COPY").collect();
-    assert_eq!(copies, ["--from=build /out/signer-root/ /"], "one copy of the prepared root");
-    let build = stages.iter().find(|s| s.name == "build").expect("build stage");
-    let root = build.with("RUN").find(|r| r.contains("/out/signer-root")).expect("signer root");
-    assert!(root.contains("cp /out/bin/opledger-signer /out/signer-root/usr/local/bin/"), "{root}");
-    assert!(root.contains("ldd /out/bin/opledger-signer"), "only the libraries the signer links: {root}");
-    assert!(!root.contains("opledger-admin") && !root.contains("ca-certificates"), "{root}");
+    assert_eq!(
+        copies,
+        ["--from=build /out/signer-root/ /"],
+        "one copy of the prepared root"
+    );
+    let build = stages
+        .iter()
+        .find(|s| s.name == "build")
+        .expect("build stage");
+    let root = build
+        .with("RUN")
+        .find(|r| r.contains("/out/signer-root"))
+        .expect("signer root");
+    assert!(
+        root.contains("cp /out/bin/opledger-signer /out/signer-root/usr/local/bin/"),
+        "{root}"
+    );
+    assert!(
+        root.contains("ldd /out/bin/opledger-signer"),
+        "only the libraries the signer links: {root}"
+    );
+    assert!(
+        !root.contains("opledger-admin") && !root.contains("ca-certificates"),
+        "{root}"
+    );
 }
 
 #[test]
@@ -1704,10 +2191,13 @@ fn no_service_image_installs_packages() {
     // ca-certificates included: PostgreSQL TLS uses bundled roots and the chain client has no TLS.
     let mut problems = Vec::new();
     for stage in dockerfile() {
-        if TARGETS.contains(&stage.name.as_str()) || stage.name == "runtime" {
-            if stage.with("RUN").any(|r| r.contains("apt-get") || r.contains("apk ")) {
-                problems.push(stage.name);
-            }
+        let service_or_base = TARGETS.contains(&stage.name.as_str()) || stage.name == "runtime";
+        if service_or_base
+            && stage
+                .with("RUN")
+                .any(|r| r.contains("apt-get") || r.contains("apk "))
+        {
+            problems.push(stage.name);
         }
     }
     assert_none(problems, "stages that install packages");
@@ -1718,14 +2208,30 @@ fn the_anvil_image_installs_the_version_the_tests_pin() {
     let package: Value = json_file(&repo().join("tools/anvil/package.json"));
     let version = str_at(&package, "/dependencies/@foundry-rs~1anvil").expect("pinned anvil");
     let dockerfile = read(&deploy().join("docker/anvil.Dockerfile"));
-    assert!(dockerfile.contains("COPY tools/anvil/package.json tools/anvil/package-lock.json"), "installs from the lock file");
-    assert!(dockerfile.contains("npm ci --ignore-scripts"), "exactly the locked packages");
-    assert!(dockerfile.contains(&format!("anvil Version: {version}")), "checks the installed version {version}");
-    for flag in ["--host\", \"0.0.0.0", "--chain-id\", \"31337", "--block-time\", \"1"] {
+    assert!(
+        dockerfile.contains("COPY tools/anvil/package.json tools/anvil/package-lock.json"),
+        "installs from the lock file"
+    );
+    assert!(
+        dockerfile.contains("npm ci --ignore-scripts"),
+        "exactly the locked packages"
+    );
+    assert!(
+        dockerfile.contains(&format!("anvil Version: {version}")),
+        "checks the installed version {version}"
+    );
+    for flag in [
+        "--host\", \"0.0.0.0",
+        "--chain-id\", \"31337",
+        "--block-time\", \"1",
+    ] {
         assert!(dockerfile.contains(flag), "anvil flag {flag}");
     }
     let compose = compose();
-    assert_eq!(str_at(&compose, "/services/anvil/image"), Some(format!("opledger/anvil:{version}").as_str()));
+    assert_eq!(
+        str_at(&compose, "/services/anvil/image"),
+        Some(format!("opledger/anvil:{version}").as_str())
+    );
 }
 
 #[test]
@@ -1751,10 +2257,16 @@ fn every_allow_listed_metric_is_exported_by_the_source() {
     let missing: Vec<String> = METRICS
         .iter()
         .map(|(name, _)| *name)
-        .filter(|name| !sources.contains(&format!("# TYPE {name} ")) && !sources.contains(&format!("\"{name}\"")))
+        .filter(|name| {
+            !sources.contains(&format!("# TYPE {name} "))
+                && !sources.contains(&format!("\"{name}\""))
+        })
         .map(str::to_owned)
         .collect();
-    assert_none(missing, "allow-listed metrics no source exports (as `# TYPE <name> ` or \"<name>\")");
+    assert_none(
+        missing,
+        "allow-listed metrics no source exports (as `# TYPE <name> ` or \"<name>\")",
+    );
 }
 
 // =============================================================================================
@@ -1816,7 +2328,10 @@ fn the_health_service_names_are_the_ones_the_services_register() {
         ("signer", opledger_signer::SERVICE_NAME),
         ("broadcaster", opledger_broadcaster::SERVICE_NAME),
         ("reconciler", opledger_reconciler::SERVICE_NAME),
-        ("inbox", opledger_proto::v1::inbox_service_server::SERVICE_NAME),
+        (
+            "inbox",
+            opledger_proto::v1::inbox_service_server::SERVICE_NAME,
+        ),
     ] {
         assert_eq!(expected_health_service(service), registered, "{service}");
     }
@@ -1827,8 +2342,11 @@ fn the_dev_keystore_opens_with_its_passphrase_as_anvils_first_account() {
     use opledger_evm::signer::{KeyProvider, LocalKey};
     let dir = compose_dir().join("secrets.example");
     let passphrase = read(&dir.join("hot-wallet.pass"));
-    let key = LocalKey::from_keystore_file(&dir.join("hot-wallet.json"), passphrase.trim_end().as_bytes())
-        .expect("the dev keystore opens with its passphrase");
+    let key = LocalKey::from_keystore_file(
+        &dir.join("hot-wallet.json"),
+        passphrase.trim_end().as_bytes(),
+    )
+    .expect("the dev keystore opens with its passphrase");
     assert_eq!(
         key.address().to_string().to_lowercase(),
         "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266",

@@ -77,7 +77,7 @@ async fn operators_list_replay_and_resolve_inbox_issues_and_every_action_is_logg
             ),
         ]
     );
-    assert_eq!(listed[0].owner, "payments-ops");
+    assert_eq!(listed[0].owner, "payments-operations");
     assert_eq!(listed[0].attempts, 3);
     assert!(
         listed

@@ -127,7 +127,7 @@ async fn an_item_that_keeps_failing_becomes_a_dead_letter_after_max_attempts() -
     world
         .wait_rows(
             "inbox_work",
-            "AND status = 'DEAD' AND attempts = 3 AND owner = 'payments-ops' \
+            "AND status = 'DEAD' AND attempts = 3 AND owner = 'payments-operations' \
              AND outcome = 'ATTEMPTS_EXHAUSTED' AND last_error = 'OPERATION_NOT_FOUND'",
             1,
         )

@@ -82,7 +82,7 @@ impl Default for Config {
             processors: 2,
             max_attempts: 8,
             retry_base_ms: 1_000,
-            dead_letter_owner: "payments-ops".to_owned(),
+            dead_letter_owner: "payments-operations".to_owned(),
             compliance_owner: "compliance".to_owned(),
             retention_processed_days: DEFAULT_RETENTION_PROCESSED_DAYS,
             retention_quarantined_days: DEFAULT_RETENTION_QUARANTINED_DAYS,
