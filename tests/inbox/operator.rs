@@ -200,5 +200,12 @@ async fn operators_list_replay_and_resolve_inbox_issues_and_every_action_is_logg
         .await
         .expect_err("already resolved");
     assert_eq!(again.code(), tonic::Code::NotFound);
+    // Every gRPC call is counted by method and status code on the service's /metrics.
+    let resolved = "opledger_grpc_requests_total{service=\"opledger.v1.InboxService\",\
+        method=\"/opledger.v1.InboxService/ResolveInboxItem\",code=\"OK\"}";
+    assert_eq!(world.inbox.metric(resolved).await?, 3.0);
+    let missing = "opledger_grpc_requests_total{service=\"opledger.v1.InboxService\",\
+        method=\"/opledger.v1.InboxService/ResolveInboxItem\",code=\"NOT_FOUND\"}";
+    assert_eq!(world.inbox.metric(missing).await?, 1.0);
     world.stop().await
 }

@@ -15,6 +15,10 @@ async fn start_service(stack: &Stack, port: u16, failpoints: &str) -> anyhow::Re
         &[
             ("OPLEDGER_OPERATIONS_DATABASE_URL", stack.db.app_url.clone()),
             ("OPLEDGER_OPERATIONS_LISTEN", format!("127.0.0.1:{port}")),
+            (
+                "OPLEDGER_OPERATIONS_METRICS_LISTEN",
+                "127.0.0.1:0".to_owned(),
+            ),
             ("OPLEDGER_FAILPOINTS", failpoints.to_owned()),
             ("RUST_LOG", "info".to_owned()),
         ],

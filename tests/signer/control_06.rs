@@ -66,6 +66,7 @@ async fn start(h: &Harness, failpoints: &str) -> anyhow::Result<ChildService> {
                 "OPLEDGER_SIGNER_CONFIG",
                 h.config_path.display().to_string(),
             ),
+            ("OPLEDGER_SIGNER_METRICS_LISTEN", "127.0.0.1:0".to_owned()),
             ("OPLEDGER_FAILPOINTS", failpoints.to_owned()),
             ("RUST_LOG", "info".to_owned()),
         ],

@@ -1,12 +1,13 @@
 //! The gRPC edge shared by opledger services: API-key authentication, typed error statuses with
 //! `google.rpc.ErrorInfo`, the one mapping of store errors to statuses, conversions of the shared
-//! wire types, and the standard server furniture (health, reflection, logging).
+//! wire types, and the standard server furniture (health, reflection, logging, request metrics).
 //!
 //! Services use this crate at their edge only. It never decides business outcomes.
 
 pub mod auth;
 pub mod config;
 pub mod convert;
+pub mod metrics;
 pub mod server;
 pub mod status;
 mod store_error;

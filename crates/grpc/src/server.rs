@@ -69,16 +69,27 @@ pub async fn connect_and_bind(
     Ok((store, listener))
 }
 
-/// Connects the store, binds `listen` and serves one API until Ctrl-C or SIGTERM.
+/// Binds `addr` and serves this process's gRPC metrics there in the background.
+pub async fn spawn_metrics(addr: SocketAddr) -> Result<tokio::task::JoinHandle<()>, ServeError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    Ok(crate::metrics::spawn_endpoint(listener))
+}
+
+/// Connects the store, binds `listen` and serves one API until Ctrl-C or SIGTERM, with its gRPC
+/// metrics on `metrics_listen`.
 pub async fn run(
     database_url: &str,
     store_config: StoreConfig,
     listen: SocketAddr,
+    metrics_listen: SocketAddr,
     auth_cache_ttl: Duration,
     service_name: &str,
     make: MakeRoutes,
 ) -> Result<(), ServeError> {
     let (store, listener) = connect_and_bind(database_url, store_config, listen).await?;
+    let _metrics = spawn_metrics(metrics_listen).await?;
     serve_api(
         listener,
         store,
@@ -125,6 +136,7 @@ pub async fn serve_tls(
         builder = builder.tls_config(tls)?;
     }
     builder
+        .layer(crate::metrics::MetricsLayer::new(service_name))
         .add_routes(routes)
         .serve_with_incoming_shutdown(
             TcpIncoming::from(listener).with_nodelay(Some(true)),

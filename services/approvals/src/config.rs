@@ -13,6 +13,9 @@ use std::time::Duration;
 pub struct Config {
     /// Address of the gRPC port (`OPLEDGER_APPROVALS_LISTEN`).
     pub listen: SocketAddr,
+    /// Address of the Prometheus metrics endpoint (`GET /metrics`, HTTP/1.1): gRPC request
+    /// counts by method and code, latency histograms.
+    pub metrics_listen: SocketAddr,
     /// PostgreSQL URL of a login role in `opledger_app` (`OPLEDGER_APPROVALS_DATABASE_URL`).
     pub database_url: DatabaseUrl,
     /// Pooled database connections.
@@ -27,6 +30,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 50052)),
+            metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9102)),
             database_url: DatabaseUrl::default(),
             db_max_connections: 16,
             db_acquire_timeout_secs: 5,

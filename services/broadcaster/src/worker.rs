@@ -221,7 +221,7 @@ impl Broadcaster {
             .collect()
     }
 
-    /// Prometheus text exposition of the submission counters.
+    /// Prometheus text exposition of the submission counters (and this process's gRPC metrics).
     pub fn metrics(&self) -> String {
         let mut out = String::from(
             "# HELP opledger_submissions_total eth_sendRawTransaction results by class.\n\
@@ -233,6 +233,7 @@ impl Broadcaster {
                 class.as_str()
             ));
         }
+        out.push_str(&opledger_grpc::metrics::global().render());
         out
     }
 

@@ -162,6 +162,7 @@ async fn scrape(State((store, stats)): State<(Store, Arc<IngressStats>)>) -> imp
             StatusCode::SERVICE_UNAVAILABLE
         }
     };
+    out.push_str(&opledger_grpc::metrics::global().render());
     (
         status,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

@@ -37,6 +37,7 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
         url,
         config.store_config(),
         config.listen,
+        config.metrics_listen,
         ttl,
         SERVICE_NAME,
         routes,

@@ -21,7 +21,7 @@ async fn scrape(State(store): State<Store>) -> impl IntoResponse {
         Ok(snapshot) => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-            snapshot.to_prometheus(),
+            snapshot.to_prometheus() + &opledger_grpc::metrics::global().render(),
         ),
         Err(e) => {
             tracing::warn!(error = %e.log_safe(), "metrics unavailable");

@@ -15,6 +15,9 @@ use std::time::Duration;
 pub struct Config {
     /// Address of the gRPC port.
     pub listen: SocketAddr,
+    /// Address of the Prometheus metrics endpoint (`GET /metrics`, HTTP/1.1): gRPC request
+    /// counts by method and code, latency histograms.
+    pub metrics_listen: SocketAddr,
     /// PostgreSQL URL of a login role in `opledger_signer` (only signing columns are writable).
     pub database_url: DatabaseUrl,
     /// Pooled database connections.
@@ -100,6 +103,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 50053)),
+            metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9103)),
             database_url: DatabaseUrl::default(),
             db_max_connections: 8,
             db_acquire_timeout_secs: 5,

@@ -61,6 +61,7 @@ pub async fn run(config: Config) -> Result<(), StartError> {
         server::connect_and_bind(&config.database_url.0, config.store_config(), config.listen)
             .await?;
     let tls = config.tls.as_ref().map(tls_config).transpose()?;
+    let _metrics = server::spawn_metrics(config.metrics_listen).await?;
     let signer = Signer::new(store, Arc::new(config), wallets);
     let routes = routes(signer, callers);
     Ok(server::serve_tls(

@@ -1,0 +1,250 @@
+//! gRPC request metrics of this process: a tower layer every server built by [`crate::server`]
+//! carries, and their Prometheus text.
+//!
+//! - `opledger_grpc_requests_total{service,method,code}`: calls answered, by status code.
+//! - `opledger_grpc_request_duration_seconds{service,method}`: a histogram of the time from
+//!   request to response headers (for unary calls: the whole call).
+//!
+//! Paths that are not a method of the service (UNIMPLEMENTED) are counted under
+//! `method="unknown"`, so a caller cannot grow the label set.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tonic::codegen::http;
+
+/// Upper bounds of the latency histogram, seconds.
+const BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+];
+
+/// gRPC status code names, by number.
+const CODES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
+#[derive(Debug, Default)]
+struct MethodStats {
+    codes: BTreeMap<usize, u64>,
+    buckets: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+/// The registry of one process.
+#[derive(Debug, Default)]
+pub struct GrpcMetrics {
+    methods: Mutex<BTreeMap<(String, String), MethodStats>>,
+}
+
+impl GrpcMetrics {
+    /// Records one answered call.
+    pub fn record(&self, service: &str, method: &str, code: usize, elapsed: Duration) {
+        let method = if code == 12 { "unknown" } else { method };
+        let seconds = elapsed.as_secs_f64();
+        let Ok(mut methods) = self.methods.lock() else {
+            return;
+        };
+        let stats = methods
+            .entry((service.to_owned(), method.to_owned()))
+            .or_default();
+        *stats.codes.entry(code.min(CODES.len() - 1)).or_default() += 1;
+        for (bound, bucket) in BUCKETS.iter().zip(stats.buckets.iter_mut()) {
+            if seconds <= *bound {
+                *bucket += 1;
+            }
+        }
+        stats.count += 1;
+        stats.sum += seconds;
+    }
+
+    /// The Prometheus text of every recorded method.
+    pub fn render(&self) -> String {
+        let mut out = String::from(
+            "# HELP opledger_grpc_requests_total gRPC calls answered, by status code.\n\
+             # TYPE opledger_grpc_requests_total counter\n",
+        );
+        let Ok(methods) = self.methods.lock() else {
+            return out;
+        };
+        for ((service, method), stats) in methods.iter() {
+            for (code, n) in &stats.codes {
+                let _ = writeln!(
+                    out,
+                    "opledger_grpc_requests_total{{service=\"{service}\",method=\"{method}\",code=\"{}\"}} {n}",
+                    CODES[*code]
+                );
+            }
+        }
+        out.push_str(
+            "# HELP opledger_grpc_request_duration_seconds Time from request to response headers.\n\
+             # TYPE opledger_grpc_request_duration_seconds histogram\n",
+        );
+        for ((service, method), stats) in methods.iter() {
+            let labels = format!("service=\"{service}\",method=\"{method}\"");
+            for (bound, n) in BUCKETS.iter().zip(stats.buckets.iter()) {
+                let _ = writeln!(
+                    out,
+                    "opledger_grpc_request_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {n}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "opledger_grpc_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}\n\
+                 opledger_grpc_request_duration_seconds_sum{{{labels}}} {}\n\
+                 opledger_grpc_request_duration_seconds_count{{{labels}}} {}",
+                stats.count, stats.sum, stats.count
+            );
+        }
+        out
+    }
+}
+
+/// The process-wide registry.
+pub fn global() -> &'static GrpcMetrics {
+    static GLOBAL: OnceLock<GrpcMetrics> = OnceLock::new();
+    GLOBAL.get_or_init(GrpcMetrics::default)
+}
+
+/// The tower layer recording every call of a server into [`global`].
+#[derive(Debug, Clone)]
+pub struct MetricsLayer {
+    service: Arc<str>,
+}
+
+impl MetricsLayer {
+    /// A layer labelling calls with `service` (the gRPC service name).
+    pub fn new(service: &str) -> MetricsLayer {
+        MetricsLayer {
+            service: Arc::from(service),
+        }
+    }
+}
+
+impl<S> tower::Layer<S> for MetricsLayer {
+    type Service = MetricsService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        MetricsService {
+            inner,
+            service: self.service.clone(),
+        }
+    }
+}
+
+/// See [`MetricsLayer`].
+#[derive(Debug, Clone)]
+pub struct MetricsService<S> {
+    inner: S,
+    service: Arc<str>,
+}
+
+impl<S, B, R> tower::Service<http::Request<B>> for MetricsService<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let method = request.uri().path().to_owned();
+        let service = self.service.clone();
+        let started = Instant::now();
+        let call = self.inner.call(request);
+        Box::pin(async move {
+            let response = call.await;
+            // Errors are answered "trailers-only" (grpc-status in the headers); a success carries
+            // its status in the trailers, so no header means OK.
+            let code = match &response {
+                Ok(r) => r
+                    .headers()
+                    .get("grpc-status")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .unwrap_or(0),
+                Err(_) => 2,
+            };
+            global().record(&service, &method, code, started.elapsed());
+            response
+        })
+    }
+}
+
+/// `GET /metrics` with this process's gRPC metrics only (services without database gauges).
+pub fn router() -> axum::Router {
+    axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(|| async {
+            (
+                [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                global().render(),
+            )
+        }),
+    )
+}
+
+/// Serves [`router`] on `listener` in a background task.
+pub fn spawn_endpoint(listener: tokio::net::TcpListener) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router()).await {
+            tracing::error!(error = %e, "metrics endpoint stopped");
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_are_counted_by_code_and_timed_into_cumulative_buckets() {
+        let m = GrpcMetrics::default();
+        m.record("s", "/p.S/A", 0, Duration::from_millis(3));
+        m.record("s", "/p.S/A", 5, Duration::from_millis(30));
+        m.record("s", "/random/path", 12, Duration::from_millis(1));
+        let text = m.render();
+        assert!(text.contains(
+            "opledger_grpc_requests_total{service=\"s\",method=\"/p.S/A\",code=\"OK\"} 1"
+        ));
+        assert!(text.contains(
+            "opledger_grpc_requests_total{service=\"s\",method=\"/p.S/A\",code=\"NOT_FOUND\"} 1"
+        ));
+        assert!(text.contains("method=\"unknown\",code=\"UNIMPLEMENTED\"} 1"));
+        assert!(!text.contains("/random/path"));
+        assert!(text.contains(
+            "opledger_grpc_request_duration_seconds_bucket{service=\"s\",method=\"/p.S/A\",le=\"0.005\"} 1"
+        ));
+        assert!(text.contains(
+            "opledger_grpc_request_duration_seconds_bucket{service=\"s\",method=\"/p.S/A\",le=\"0.05\"} 2"
+        ));
+        assert!(text.contains(
+            "opledger_grpc_request_duration_seconds_count{service=\"s\",method=\"/p.S/A\"} 2"
+        ));
+    }
+}
