@@ -23,3 +23,13 @@ ALTER ROLE opledger_signer_svc SET statement_timeout = '10s';
 
 -- The approvals service, like the operations service, is a member of opledger_app.
 CREATE ROLE opledger_approvals LOGIN PASSWORD 'change-me-approvals' IN ROLE opledger_app;
+
+-- The workers and the inbox are members of opledger_app too: they move operations only through
+-- the transition function and its conditional updates, like the APIs.
+CREATE ROLE opledger_broadcaster LOGIN PASSWORD 'change-me-broadcaster' IN ROLE opledger_app;
+ALTER ROLE opledger_broadcaster SET statement_timeout = '10s';
+CREATE ROLE opledger_reconciler LOGIN PASSWORD 'change-me-reconciler' IN ROLE opledger_app;
+ALTER ROLE opledger_reconciler SET statement_timeout = '10s';
+CREATE ROLE opledger_inbox LOGIN PASSWORD 'change-me-inbox' IN ROLE opledger_app;
+ALTER ROLE opledger_inbox SET statement_timeout = '10s';
+ALTER ROLE opledger_inbox SET idle_in_transaction_session_timeout = '30s';
