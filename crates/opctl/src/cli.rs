@@ -1,0 +1,549 @@
+//! The command line: global flags, subcommands and the local checks clap runs on their values.
+
+use crate::states;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use opledger_proto::v1::WithdrawalState;
+use std::fmt;
+
+/// `opctl --help`: what the exit codes mean.
+pub const LONG_ABOUT: &str = "\
+Operator CLI of opledger: creates, approves, watches and resolves withdrawals and handles webhook \
+inbox issues over the services' gRPC APIs (operations, approvals, the reconciler's operator API, \
+the inbox's operator API).
+
+The API key (--api-key or, better, OPCTL_API_KEY) is sent as `authorization: Bearer <key>`; its \
+role decides what may be called (client: create, get, list, balance; approver: approve, reject; \
+operator: unresolved, resolve, inbox). It is never printed.
+
+With --json every result is one JSON object on one line of stdout; errors are \
+{\"error\":{\"code\",\"reason\",\"message\",\"metadata\",\"violations\"}} on stdout too. Without \
+--json results go to stdout and errors to stderr as `error: <REASON>: <message>`.
+
+Exit codes:
+  0  success (watch: the withdrawal reached CONFIRMED)
+  1  the service refused the request (its ErrorInfo reason is printed), or opctl refused it on the
+     service's rules before sending it (unacknowledged risk flags, a different payload hash)
+  2  usage error: unknown flag, missing or malformed argument
+  3  cannot connect, service unavailable, or no answer within --timeout (watch: still so when
+     --until-timeout elapsed): transient, retrying is safe for idempotent calls (create only with
+     the same --idempotency-key)
+  4  watch: the withdrawal ended in an unwanted final state (REJECTED, VERIFIED_NOT_SENT,
+     FAILED_TERMINAL)
+  5  watch: --until-timeout elapsed before a final state";
+
+/// The whole command line.
+#[derive(Parser, Debug)]
+#[command(
+    name = "opctl",
+    version,
+    about = "Operator CLI of opledger",
+    long_about = LONG_ABOUT,
+    args_override_self = true
+)]
+pub struct Cli {
+    /// Service addresses, credentials and output format.
+    #[command(flatten)]
+    pub global: Global,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every subcommand accepts.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Global options")]
+pub struct Global {
+    /// The operations service (create, get, list, balance, watch; approve reads the withdrawal).
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "OPCTL_OPERATIONS_URL",
+        default_value = "http://127.0.0.1:50051"
+    )]
+    pub operations: String,
+    /// The approvals service (approve, reject).
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "OPCTL_APPROVALS_URL",
+        default_value = "http://127.0.0.1:50052"
+    )]
+    pub approvals: String,
+    /// The reconciler's operator API (unresolved, resolve).
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "OPCTL_RECONCILER_URL",
+        default_value = "http://127.0.0.1:50055"
+    )]
+    pub reconciler: String,
+    /// The inbox's operator API (inbox ...).
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "OPCTL_INBOX_URL",
+        default_value = "http://127.0.0.1:50056"
+    )]
+    pub inbox: String,
+    /// API key, sent as `authorization: Bearer <key>`; prefer the environment variable (a flag is
+    /// visible to other local users in the process list). Never printed.
+    #[arg(
+        long,
+        global = true,
+        value_name = "KEY",
+        env = "OPCTL_API_KEY",
+        hide_env_values = true,
+        value_parser = parse_api_key
+    )]
+    pub api_key: Option<ApiKey>,
+    /// One JSON object per result on stdout, for scripts.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Seconds to wait for a connection and for each answer.
+    #[arg(
+        long,
+        global = true,
+        value_name = "SECS",
+        default_value_t = 10,
+        value_parser = clap::value_parser!(u64).range(1..=3600)
+    )]
+    pub timeout: u64,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug, Clone)]
+pub enum Command {
+    /// Creates a withdrawal (client key). Without --idempotency-key a UUIDv4 key is generated
+    /// and printed before the request is sent: pass it to retry the same create safely.
+    Create(CreateArgs),
+    /// Shows one withdrawal.
+    Get {
+        /// The withdrawal id.
+        #[arg(value_parser = parse_withdrawal_id)]
+        id: String,
+    },
+    /// Lists withdrawals, newest first.
+    List(ListArgs),
+    /// Shows an account's available and held balance.
+    Balance {
+        /// The account, e.g. treasury.
+        #[arg(long)]
+        account: String,
+        /// The asset, e.g. ETH.
+        #[arg(long)]
+        asset: String,
+    },
+    /// Approves a withdrawal's payload hash (approver key); reads the withdrawal first.
+    Approve(ApproveArgs),
+    /// Rejects a REQUESTED withdrawal and releases its hold (approver or operator key).
+    Reject {
+        /// The withdrawal id.
+        #[arg(value_parser = parse_withdrawal_id)]
+        id: String,
+        /// Why, 1 to 200 characters, kept in the transition log; no personal data.
+        #[arg(long)]
+        reason: String,
+    },
+    /// Polls a withdrawal until CONFIRMED, REJECTED, VERIFIED_NOT_SENT or FAILED_TERMINAL and
+    /// prints the timeline of the state changes it saw (exit 0 on CONFIRMED, 4 on another final
+    /// state, 5 when --until-timeout elapses).
+    Watch(WatchArgs),
+    /// UNKNOWN and FAILED_TERMINAL withdrawals, oldest first (operator key).
+    Unresolved {
+        /// At most this many (server default 50, at most 500).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=500))]
+        page_size: Option<i32>,
+    },
+    /// Resolves an UNKNOWN or FAILED_TERMINAL withdrawal to what the chain evidence shows
+    /// (operator key); anything else is refused with EVIDENCE_MISMATCH and nothing changes.
+    Resolve {
+        /// The withdrawal id.
+        #[arg(value_parser = parse_withdrawal_id)]
+        id: String,
+        /// The outcome the evidence shows.
+        #[arg(long, value_enum, ignore_case = true)]
+        outcome: Outcome,
+        /// Why, 1 to 200 characters, kept in the transition log; no personal data.
+        #[arg(long)]
+        reason: String,
+    },
+    /// The webhook inbox's operator API (operator key).
+    Inbox {
+        /// What to do.
+        #[command(subcommand)]
+        command: InboxCommand,
+    },
+}
+
+/// `opctl create`.
+#[derive(Args, Debug, Clone)]
+pub struct CreateArgs {
+    /// The tenant's source account, e.g. treasury.
+    #[arg(long)]
+    pub account: String,
+    /// Asset code, e.g. ETH.
+    #[arg(long)]
+    pub asset: String,
+    /// Network id, e.g. anvil.
+    #[arg(long)]
+    pub network: String,
+    /// Destination address (0x and 40 hex digits).
+    #[arg(long, value_name = "ADDR")]
+    pub to: String,
+    /// Amount in minimal units (wei for ETH): digits only, no leading zero.
+    #[arg(long, value_name = "N", value_parser = parse_amount)]
+    pub amount: String,
+    /// Maximum network fee in minimal units of the network's native asset.
+    #[arg(long, value_name = "N", value_parser = parse_amount)]
+    pub fee_cap: String,
+    /// Optional memo or tag (not empty).
+    #[arg(long, value_name = "M")]
+    pub memo: Option<String>,
+    /// Version of the tenant's withdrawal policy the request is made under.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub policy_version: u32,
+    /// Reuse the key of an earlier attempt to retry it; generated (UUIDv4) when absent.
+    #[arg(long, value_name = "K")]
+    pub idempotency_key: Option<IdempotencyKeyArg>,
+}
+
+/// `opctl list`.
+#[derive(Args, Debug, Clone)]
+pub struct ListArgs {
+    /// Only these states (repeat the flag or separate with commas), e.g. UNKNOWN,broadcast.
+    #[arg(long = "state", value_name = "S", value_delimiter = ',', value_parser = parse_state)]
+    pub states: Vec<WithdrawalState>,
+    /// At most this many (server default 50, at most 500).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=500))]
+    pub page_size: Option<i32>,
+    /// The next page: the token printed by the previous list with the same --state.
+    #[arg(long, value_name = "TOKEN")]
+    pub page_token: Option<String>,
+}
+
+/// `opctl approve`.
+#[derive(Args, Debug, Clone)]
+pub struct ApproveArgs {
+    /// The withdrawal id.
+    #[arg(value_parser = parse_withdrawal_id)]
+    pub id: String,
+    /// Acknowledge the withdrawal's risk flags explicitly (required when it carries any).
+    #[arg(long)]
+    pub ack_risk: bool,
+    /// The payload hash you reviewed; refused locally when the withdrawal's differs.
+    #[arg(long, value_name = "HASH")]
+    pub payload_hash: Option<String>,
+}
+
+/// `opctl watch`.
+#[derive(Args, Debug, Clone)]
+pub struct WatchArgs {
+    /// The withdrawal id.
+    #[arg(value_parser = parse_withdrawal_id)]
+    pub id: String,
+    /// Milliseconds between polls.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 500,
+        value_parser = clap::value_parser!(u64).range(50..=60_000)
+    )]
+    pub interval_ms: u64,
+    /// Give up (exit 5) after this many seconds; no limit when absent.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub until_timeout: Option<u64>,
+}
+
+/// `opctl inbox ...`.
+#[derive(Subcommand, Debug, Clone)]
+pub enum InboxCommand {
+    /// Dead letters, quarantined bodies and UNHANDLED events nobody resolved yet, oldest first.
+    Issues {
+        /// At most this many (server default 50, at most 500).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=500))]
+        page_size: Option<i32>,
+    },
+    /// Puts a dead letter back to the processor with fresh attempts.
+    Replay {
+        /// The issue's inbox id.
+        inbox_id: i64,
+        /// Why, 1 to 200 characters, kept in the action log; no personal data.
+        #[arg(long)]
+        reason: String,
+    },
+    /// Marks a dead letter, quarantine or UNHANDLED event resolved by hand; nothing is applied.
+    Resolve {
+        /// The issue's inbox id.
+        inbox_id: i64,
+        /// Why, 1 to 200 characters, kept in the action log; no personal data.
+        #[arg(long)]
+        reason: String,
+    },
+}
+
+/// Outcomes an operator may resolve to.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A transfer attempt is included and final.
+    #[value(name = "CONFIRMED")]
+    Confirmed,
+    /// A cancel is included and final, or the nonce was consumed by another transaction.
+    #[value(name = "VERIFIED_NOT_SENT", alias = "verified-not-sent")]
+    VerifiedNotSent,
+    /// A transfer is included but not final yet.
+    #[value(name = "BROADCAST")]
+    Broadcast,
+}
+
+impl Outcome {
+    /// The wire state.
+    pub fn state(self) -> WithdrawalState {
+        match self {
+            Outcome::Confirmed => WithdrawalState::Confirmed,
+            Outcome::VerifiedNotSent => WithdrawalState::VerifiedNotSent,
+            Outcome::Broadcast => WithdrawalState::Broadcast,
+        }
+    }
+}
+
+/// An API key; its `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// The key itself, only to build the authorization header.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+/// An idempotency key given on the command line; its `Debug` never shows it. Checked after
+/// parsing (see `commands::create`) because clap would echo a value it refuses.
+#[derive(Clone, PartialEq, Eq)]
+pub struct IdempotencyKeyArg(pub String);
+
+impl fmt::Debug for IdempotencyKeyArg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("IdempotencyKeyArg(<redacted>)")
+    }
+}
+
+impl From<String> for IdempotencyKeyArg {
+    fn from(value: String) -> Self {
+        IdempotencyKeyArg(value)
+    }
+}
+
+// Never fails: an error message would quote the key.
+fn parse_api_key(text: &str) -> Result<ApiKey, std::convert::Infallible> {
+    Ok(ApiKey(text.trim().to_owned()))
+}
+
+fn parse_amount(text: &str) -> Result<String, String> {
+    opledger_domain::Amount::parse(text)
+        .map(|a| a.to_string())
+        .map_err(|e| format!("{e} (minimal units as digits, e.g. 1000000000000000 wei)"))
+}
+
+fn parse_withdrawal_id(text: &str) -> Result<String, String> {
+    uuid::Uuid::parse_str(text.trim())
+        .map(|id| id.to_string())
+        .map_err(|_| "not a withdrawal id (a UUID)".to_owned())
+}
+
+fn parse_state(text: &str) -> Result<WithdrawalState, String> {
+    states::parse_state(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("opctl").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn help_documents_every_exit_code() {
+        let help = Cli::command().render_long_help().to_string();
+        for code in [
+            "0  success",
+            "1  the service refused",
+            "2  usage",
+            "3  cannot connect",
+        ] {
+            assert!(help.contains(code), "{code} missing from --help");
+        }
+        assert!(help.contains("4  watch") && help.contains("5  watch"));
+    }
+
+    #[test]
+    fn the_api_key_from_the_environment_is_never_shown_in_help() {
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("OPCTL_API_KEY"));
+        assert!(!help.contains("OPCTL_API_KEY="));
+    }
+
+    #[test]
+    fn keys_never_appear_in_debug_output() {
+        let cli = parse(&[
+            "--api-key",
+            "olk_abc_secretsecret",
+            "create",
+            "--account",
+            "treasury",
+            "--asset",
+            "ETH",
+            "--network",
+            "anvil",
+            "--to",
+            "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+            "--amount",
+            "1000",
+            "--fee-cap",
+            "10",
+            "--idempotency-key",
+            "f3c1f1a2-7d0e-4a43-9d55-0f7b0f1e2d3c",
+        ])
+        .expect("valid");
+        let debug = format!("{cli:?}");
+        assert!(!debug.contains("secretsecret"));
+        assert!(!debug.contains("f3c1f1a2"));
+        assert_eq!(
+            cli.global.api_key.as_ref().map(ApiKey::expose),
+            Some("olk_abc_secretsecret")
+        );
+    }
+
+    #[test]
+    fn a_repeated_flag_takes_the_last_value_and_states_accumulate() {
+        let cli = parse(&[
+            "--operations",
+            "http://a:1",
+            "list",
+            "--operations",
+            "http://b:2",
+            "--state",
+            "unknown",
+            "--state",
+            "signed",
+        ])
+        .expect("valid");
+        assert_eq!(cli.global.operations, "http://b:2");
+        match cli.command {
+            Command::List(list) => assert_eq!(list.states.len(), 2),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_are_the_services_default_ports() {
+        let cli = parse(&["get", "0190c4c8-4b5d-7c6e-8f90-123456789abc"]).expect("valid");
+        let g = &cli.global;
+        // The environment may override them; only check when it does not.
+        if std::env::var_os("OPCTL_OPERATIONS_URL").is_none() {
+            assert_eq!(g.operations, "http://127.0.0.1:50051");
+        }
+        if std::env::var_os("OPCTL_RECONCILER_URL").is_none() {
+            assert_eq!(g.reconciler, "http://127.0.0.1:50055");
+        }
+        assert_eq!((g.timeout, g.json), (10, false));
+    }
+
+    #[test]
+    fn malformed_values_are_usage_errors() {
+        for args in [
+            &["get", "not-a-uuid"][..],
+            &[
+                "resolve",
+                "0190c4c8-4b5d-7c6e-8f90-123456789abc",
+                "--outcome",
+                "PAID",
+                "--reason",
+                "x",
+            ],
+            &["list", "--state", "PAID"],
+            &["create", "--account", "a"],
+            &[
+                "watch",
+                "0190c4c8-4b5d-7c6e-8f90-123456789abc",
+                "--interval-ms",
+                "1",
+            ],
+        ] {
+            let err = parse(args).expect_err("usage error");
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+        }
+        let err = parse(&[
+            "create",
+            "--account",
+            "a",
+            "--asset",
+            "ETH",
+            "--network",
+            "anvil",
+            "--to",
+            "0x0",
+            "--amount",
+            "01",
+            "--fee-cap",
+            "1",
+        ])
+        .expect_err("leading zero");
+        assert!(err.to_string().contains("leading zero"));
+    }
+
+    #[test]
+    fn outcomes_and_states_parse_case_insensitively() {
+        let cli = parse(&[
+            "resolve",
+            "0190c4c8-4b5d-7c6e-8f90-123456789abc",
+            "--outcome",
+            "verified_not_sent",
+            "--reason",
+            "x",
+        ])
+        .expect("valid");
+        match cli.command {
+            Command::Resolve { outcome, .. } => {
+                assert_eq!(outcome.state(), WithdrawalState::VerifiedNotSent);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let cli = parse(&[
+            "list",
+            "--state",
+            "unknown,Failed-Terminal",
+            "--state",
+            "CONFIRMED",
+        ])
+        .expect("valid");
+        match cli.command {
+            Command::List(list) => assert_eq!(
+                list.states,
+                vec![
+                    WithdrawalState::Unknown,
+                    WithdrawalState::FailedTerminal,
+                    WithdrawalState::Confirmed
+                ]
+            ),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

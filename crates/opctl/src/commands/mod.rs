@@ -1,0 +1,43 @@
+//! One module per group of subcommands; each builds its requests, calls one service and returns a
+//! [`Report`](crate::output::Report) or a [`Failure`].
+
+mod approvals;
+mod inbox;
+mod operator;
+mod watch;
+mod withdrawals;
+
+use crate::cli::{Cli, Command};
+use crate::client::{Service, Session};
+use crate::error::{Done, Failure};
+use crate::output::Output;
+
+/// Runs the parsed command line.
+pub async fn run(cli: &Cli, out: &Output) -> Result<Done, Failure> {
+    let session = Session::new(&cli.global)?;
+    match &cli.command {
+        Command::Create(args) => withdrawals::create(&session, out, args).await,
+        Command::Get { id } => withdrawals::get(&session, out, id).await,
+        Command::List(args) => withdrawals::list(&session, out, args).await,
+        Command::Balance { account, asset } => {
+            withdrawals::balance(&session, out, account, asset).await
+        }
+        Command::Approve(args) => approvals::approve(&session, out, args).await,
+        Command::Reject { id, reason } => approvals::reject(&session, out, id, reason).await,
+        Command::Watch(args) => watch::watch(&session, out, args).await,
+        Command::Unresolved { page_size } => {
+            operator::unresolved(&session, out, page_size.unwrap_or(0)).await
+        }
+        Command::Resolve {
+            id,
+            outcome,
+            reason,
+        } => operator::resolve(&session, out, id, *outcome, reason).await,
+        Command::Inbox { command } => inbox::run(&session, out, command).await,
+    }
+}
+
+/// The failure of a call to `service`.
+fn refused(service: Service) -> impl Fn(tonic::Status) -> Failure {
+    move |status| Failure::from_status(service.name(), &status)
+}

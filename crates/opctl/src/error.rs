@@ -1,0 +1,394 @@
+//! Failures and exit codes: a gRPC status (with its `google.rpc.ErrorInfo`) or a local problem,
+//! classified as refused (1), usage (2) or transient (3).
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use tonic::{Code, Status};
+use tonic_types::StatusExt;
+
+/// Exit code: success.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: the service (or opctl on its rules) refused the request.
+pub const EXIT_REFUSED: u8 = 1;
+/// Exit code: usage error (clap uses the same).
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code: cannot connect, unavailable, or no answer in time.
+pub const EXIT_UNAVAILABLE: u8 = 3;
+/// Exit code: `watch` ended in an unwanted final state.
+pub const EXIT_UNWANTED_FINAL: u8 = 4;
+/// Exit code: `watch` timed out.
+pub const EXIT_WATCH_TIMEOUT: u8 = 5;
+
+/// The `ErrorInfo` domain of opledger errors.
+const DOMAIN: &str = opledger_proto::ERROR_DOMAIN;
+
+/// What kind of failure, which decides the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A definite answer: retrying the same request gives the same refusal.
+    Refused,
+    /// The command line is wrong.
+    Usage,
+    /// Nothing definite happened (or nothing is known): retry is safe for idempotent calls.
+    Transient,
+}
+
+/// One failure as printed: `error: <reason>: <message>`, or the JSON error object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// Refused, usage or transient.
+    pub kind: Kind,
+    /// The gRPC code name (`FAILED_PRECONDITION`), or `UNAVAILABLE` / `INVALID_ARGUMENT` for
+    /// local failures.
+    pub code: &'static str,
+    /// The `ErrorInfo` reason (`EVIDENCE_MISMATCH`), else the code name.
+    pub reason: String,
+    /// What happened.
+    pub message: String,
+    /// The `ErrorInfo` metadata (never keys, addresses or memos: the services keep them out).
+    pub metadata: BTreeMap<String, String>,
+    /// Field or precondition violations (`google.rpc.BadRequest`, `PreconditionFailure`):
+    /// (field or subject, description).
+    pub violations: Vec<(String, String)>,
+}
+
+impl Failure {
+    /// A status answered by (or on the way to) `service`.
+    pub fn from_status(service: &str, status: &Status) -> Failure {
+        let details = status.get_error_details();
+        let info = details.error_info().filter(|info| info.domain == DOMAIN);
+        let code = code_name(status.code());
+        let mut violations = Vec::new();
+        if let Some(bad) = details.bad_request() {
+            violations.extend(
+                bad.field_violations
+                    .iter()
+                    .map(|v| (v.field.clone(), v.description.clone())),
+            );
+        }
+        if let Some(failed) = details.precondition_failure() {
+            violations.extend(
+                failed
+                    .violations
+                    .iter()
+                    .map(|v| (v.subject.clone(), v.description.clone())),
+            );
+        }
+        let kind = kind_of(status.code());
+        let mut message = status.message().to_owned();
+        if message.is_empty() {
+            message = format!("{service} service answered {code}");
+        } else if kind == Kind::Transient && info.is_none() {
+            // A transport-level status (no answer from the service): say which service.
+            message = format!("{service} service: {message}");
+        }
+        Failure {
+            kind,
+            code,
+            reason: info.map_or_else(|| code.to_owned(), |i| i.reason.clone()),
+            message,
+            metadata: info
+                .map(|i| i.metadata.clone().into_iter().collect())
+                .unwrap_or_default(),
+            violations,
+        }
+    }
+
+    /// The service at `url` could not be reached.
+    pub fn unreachable(service: &str, url: &str, error: &dyn std::error::Error) -> Failure {
+        Failure {
+            kind: Kind::Transient,
+            code: "UNAVAILABLE",
+            reason: "UNAVAILABLE".to_owned(),
+            message: format!(
+                "cannot connect to the {service} service at {}: {}",
+                redact_url(url),
+                error_chain(error)
+            ),
+            metadata: BTreeMap::new(),
+            violations: Vec::new(),
+        }
+    }
+
+    /// A usage problem found after parsing (exit 2). `message` must not quote secrets.
+    pub fn usage(message: impl Into<String>) -> Failure {
+        Failure {
+            kind: Kind::Usage,
+            code: "INVALID_ARGUMENT",
+            reason: "USAGE".to_owned(),
+            message: message.into(),
+            metadata: BTreeMap::new(),
+            violations: Vec::new(),
+        }
+    }
+
+    /// opctl refuses to send a request the service would refuse on its rules (exit 1).
+    pub fn refused_locally(
+        reason: &str,
+        message: impl Into<String>,
+        metadata: &[(&str, String)],
+    ) -> Failure {
+        Failure {
+            kind: Kind::Refused,
+            code: "FAILED_PRECONDITION",
+            reason: reason.to_owned(),
+            message: message.into(),
+            metadata: metadata
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect(),
+            violations: Vec::new(),
+        }
+    }
+
+    /// The process exit code for this failure.
+    pub fn exit_code(&self) -> u8 {
+        match self.kind {
+            Kind::Refused => EXIT_REFUSED,
+            Kind::Usage => EXIT_USAGE,
+            Kind::Transient => EXIT_UNAVAILABLE,
+        }
+    }
+}
+
+/// How a command ended when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Done {
+    /// Success (exit 0).
+    Ok,
+    /// `watch` saw REJECTED, VERIFIED_NOT_SENT or FAILED_TERMINAL (exit 4).
+    UnwantedFinalState,
+    /// `watch` gave up at --until-timeout (exit 5).
+    WatchTimedOut,
+    /// `watch` reached --until-timeout while the service could not be reached (exit 3).
+    WatchUnreachable,
+}
+
+impl Done {
+    /// The process exit code.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Done::Ok => EXIT_OK,
+            Done::UnwantedFinalState => EXIT_UNWANTED_FINAL,
+            Done::WatchTimedOut => EXIT_WATCH_TIMEOUT,
+            Done::WatchUnreachable => EXIT_UNAVAILABLE,
+        }
+    }
+}
+
+/// The exit code of a command's result.
+pub fn exit_code(result: &Result<Done, Failure>) -> ExitCode {
+    ExitCode::from(match result {
+        Ok(done) => done.exit_code(),
+        Err(failure) => failure.exit_code(),
+    })
+}
+
+/// Transient codes: nothing definite is known, retry is safe for idempotent calls. `CANCELLED`
+/// is what tonic reports when the client-side --timeout expires.
+pub fn kind_of(code: Code) -> Kind {
+    match code {
+        Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => Kind::Transient,
+        _ => Kind::Refused,
+    }
+}
+
+/// The canonical name of a gRPC code.
+pub fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// An error and its sources, `a: b: c`.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        let next = e.to_string();
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = e.source();
+    }
+    text
+}
+
+/// A URL without any `user:password@` part.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    if scheme.is_empty() {
+        format!("{host}{path}")
+    } else {
+        format!("{scheme}://{host}{path}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic_types::ErrorDetails;
+
+    fn opledger_status(code: Code, reason: &str, metadata: &[(&str, &str)]) -> Status {
+        let mut details = ErrorDetails::new();
+        details.set_error_info(
+            reason,
+            DOMAIN,
+            metadata
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect::<std::collections::HashMap<_, _>>(),
+        );
+        Status::with_error_details(code, "the chain evidence shows CONFIRMED", details)
+    }
+
+    #[test]
+    fn a_status_with_error_info_is_a_refusal_with_its_reason() {
+        let status = opledger_status(
+            Code::FailedPrecondition,
+            "EVIDENCE_MISMATCH",
+            &[("evidence", "CONFIRMED")],
+        );
+        let f = Failure::from_status("reconciler", &status);
+        assert_eq!(f.kind, Kind::Refused);
+        assert_eq!(f.exit_code(), 1);
+        assert_eq!(f.code, "FAILED_PRECONDITION");
+        assert_eq!(f.reason, "EVIDENCE_MISMATCH");
+        assert_eq!(f.message, "the chain evidence shows CONFIRMED");
+        assert_eq!(
+            f.metadata.get("evidence").map(String::as_str),
+            Some("CONFIRMED")
+        );
+    }
+
+    #[test]
+    fn error_info_of_another_domain_is_ignored() {
+        let mut details = ErrorDetails::new();
+        details.set_error_info("SOMETHING", "example.com", std::collections::HashMap::new());
+        let status = Status::with_error_details(Code::NotFound, "no", details);
+        let f = Failure::from_status("operations", &status);
+        assert_eq!((f.reason.as_str(), f.exit_code()), ("NOT_FOUND", 1));
+    }
+
+    #[test]
+    fn violations_are_kept() {
+        let mut details = ErrorDetails::new();
+        details.set_error_info(
+            "IDEMPOTENCY_KEY_REUSED",
+            DOMAIN,
+            std::collections::HashMap::new(),
+        );
+        details.add_precondition_failure_violation("PAYLOAD", "payload.amount", "differs");
+        details.add_bad_request_violation("payload.memo", "must not be empty");
+        let status = Status::with_error_details(Code::FailedPrecondition, "reused", details);
+        let f = Failure::from_status("operations", &status);
+        assert_eq!(
+            f.violations,
+            vec![
+                ("payload.memo".to_owned(), "must not be empty".to_owned()),
+                ("payload.amount".to_owned(), "differs".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn transient_codes_exit_3_and_everything_else_1() {
+        for code in [Code::Unavailable, Code::DeadlineExceeded, Code::Cancelled] {
+            let f = Failure::from_status("operations", &Status::new(code, "tcp connect error"));
+            assert_eq!(f.exit_code(), 3, "{code:?}");
+            assert_eq!(f.message, "operations service: tcp connect error");
+        }
+        // The store being down is UNAVAILABLE with a reason: transient, reason kept.
+        let f = Failure::from_status(
+            "operations",
+            &opledger_status(Code::Unavailable, "STORE_UNAVAILABLE", &[]),
+        );
+        assert_eq!((f.exit_code(), f.reason.as_str()), (3, "STORE_UNAVAILABLE"));
+        for code in [
+            Code::InvalidArgument,
+            Code::NotFound,
+            Code::PermissionDenied,
+            Code::Unauthenticated,
+            Code::FailedPrecondition,
+            Code::Aborted,
+            Code::Internal,
+            Code::Unimplemented,
+            Code::Unknown,
+        ] {
+            let f = Failure::from_status("operations", &Status::new(code, "x"));
+            assert_eq!(f.exit_code(), 1, "{code:?}");
+            assert_eq!(f.reason, code_name(code));
+        }
+        let f = Failure::from_status("approvals", &Status::new(Code::Internal, ""));
+        assert_eq!(f.message, "approvals service answered INTERNAL");
+    }
+
+    #[test]
+    fn exit_codes_of_outcomes() {
+        assert_eq!(Done::Ok.exit_code(), 0);
+        assert_eq!(Done::UnwantedFinalState.exit_code(), 4);
+        assert_eq!(Done::WatchTimedOut.exit_code(), 5);
+        assert_eq!(Failure::usage("bad").exit_code(), 2);
+        assert_eq!(
+            Failure::refused_locally("RISK_FLAGS_NOT_ACKNOWLEDGED", "ack", &[]).exit_code(),
+            1
+        );
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let f = Failure::unreachable("inbox", "http://u:p@127.0.0.1:1/x", &io);
+        assert_eq!(f.exit_code(), 3);
+        assert_eq!(
+            f.message,
+            "cannot connect to the inbox service at http://127.0.0.1:1/x: refused"
+        );
+    }
+
+    #[test]
+    fn urls_lose_their_credentials() {
+        assert_eq!(
+            redact_url("http://127.0.0.1:50051"),
+            "http://127.0.0.1:50051"
+        );
+        assert_eq!(redact_url("http://a:b@host:1/p@q"), "http://host:1/p@q");
+        assert_eq!(redact_url("host:1"), "host:1");
+    }
+
+    #[test]
+    fn error_chains_are_joined_once() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("transport error")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let e = Outer(std::io::Error::other("connection refused"));
+        assert_eq!(error_chain(&e), "transport error: connection refused");
+    }
+}

@@ -1,0 +1,445 @@
+//! Text for people, one JSON object per line for scripts. The formatters are pure; [`Output`]
+//! only decides where a line goes. Broken pipes (`opctl list | head`) are ignored.
+
+use crate::error::Failure;
+use crate::states::{risk_flag_name, state_name};
+use opledger_proto::v1 as pb;
+use prost_types::Timestamp;
+use serde_json::{Map, Value, json};
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, SystemTime};
+
+/// A command's result in both forms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// For people; printed as is (a trailing newline is added when missing).
+    pub text: String,
+    /// For scripts; printed on one line.
+    pub json: Value,
+}
+
+/// Where results, errors and progress go.
+#[derive(Debug, Clone, Copy)]
+pub struct Output {
+    /// `--json`.
+    pub json: bool,
+    /// stdout is a terminal.
+    pub tty: bool,
+}
+
+impl Output {
+    /// JSON or text, on this process's stdout.
+    pub fn new(json: bool) -> Output {
+        Output {
+            json,
+            tty: std::io::stdout().is_terminal(),
+        }
+    }
+
+    /// Prints a result on stdout.
+    pub fn report(&self, report: &Report) {
+        if self.json {
+            self.json_line(&report.json);
+        } else {
+            self.text(&report.text);
+        }
+    }
+
+    /// Prints one JSON object on one line of stdout.
+    pub fn json_line(&self, value: &Value) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{value}");
+        let _ = out.flush();
+    }
+
+    /// Prints text on stdout, ending with a newline.
+    pub fn text(&self, text: &str) {
+        let mut out = std::io::stdout().lock();
+        let _ = if text.ends_with('\n') {
+            write!(out, "{text}")
+        } else {
+            writeln!(out, "{text}")
+        };
+        let _ = out.flush();
+    }
+
+    /// Prints a failure: the JSON error object on stdout, or `error: ...` on stderr.
+    pub fn failure(&self, failure: &Failure) {
+        if self.json {
+            self.json_line(&failure_json(failure));
+        } else {
+            let _ = write!(std::io::stderr().lock(), "{}", failure_text(failure));
+        }
+    }
+
+    /// A note for people on stderr (never part of a result).
+    pub fn note(&self, text: &str) {
+        let _ = writeln!(std::io::stderr().lock(), "opctl: {text}");
+    }
+
+    /// Rewrites the current terminal line with `line`.
+    pub fn progress(&self, line: &str) {
+        let mut out = std::io::stdout().lock();
+        let _ = write!(out, "\r\x1b[2K{line}");
+        let _ = out.flush();
+    }
+}
+
+/// The JSON error object: `{"error":{"code","reason","message","metadata","violations"}}`.
+pub fn failure_json(failure: &Failure) -> Value {
+    let metadata: Map<String, Value> = failure
+        .metadata
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    let violations: Vec<Value> = failure
+        .violations
+        .iter()
+        .map(|(field, description)| json!({"field": field, "description": description}))
+        .collect();
+    json!({
+        "error": {
+            "code": failure.code,
+            "reason": failure.reason,
+            "message": failure.message,
+            "metadata": metadata,
+            "violations": violations,
+        }
+    })
+}
+
+/// `error: <REASON>: <message>`, then metadata, violations and a hint for transient failures.
+pub fn failure_text(failure: &Failure) -> String {
+    let mut text = format!("error: {}: {}\n", failure.reason, failure.message);
+    for (key, value) in &failure.metadata {
+        text.push_str(&format!("  {key}: {value}\n"));
+    }
+    for (field, description) in &failure.violations {
+        text.push_str(&format!("  {field}: {description}\n"));
+    }
+    if failure.kind == crate::error::Kind::Transient {
+        text.push_str(
+            "  (transient: retrying is safe for idempotent calls; \
+             repeat a create with the same --idempotency-key)\n",
+        );
+    }
+    text
+}
+
+/// RFC 3339 in UTC with milliseconds.
+pub fn rfc3339(ts: &Timestamp) -> String {
+    let mut ts = *ts;
+    ts.normalize();
+    ts.nanos -= ts.nanos % 1_000_000;
+    ts.to_string()
+}
+
+/// A wire timestamp as RFC 3339, `null` when absent.
+fn timestamp_json(ts: Option<&Timestamp>) -> Value {
+    ts.map_or(Value::Null, |t| Value::String(rfc3339(t)))
+}
+
+/// A wire timestamp as RFC 3339, `-` when absent.
+fn timestamp_text(ts: Option<&Timestamp>) -> String {
+    ts.map_or_else(|| "-".to_owned(), rfc3339)
+}
+
+/// Now, as a wire timestamp.
+pub fn now() -> Timestamp {
+    Timestamp::from(SystemTime::now())
+}
+
+/// `850ms`, `3.4s`, `2m05s`, `1h02m`.
+pub fn elapsed(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1_000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{}.{}s", ms / 1_000, (ms % 1_000) / 100)
+    } else {
+        age(d.as_secs().try_into().unwrap_or(i64::MAX))
+    }
+}
+
+/// An age in seconds: `45s`, `12m30s`, `3h04m`, `2d03h`.
+pub fn age(secs: i64) -> String {
+    let s = secs.max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3_600 => format!("{}m{:02}s", s / 60, s % 60),
+        3_600..86_400 => format!("{}h{:02}m", s / 3_600, (s % 3_600) / 60),
+        _ => format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3_600),
+    }
+}
+
+/// Left-aligned columns separated by two spaces; `empty` when there are no rows.
+pub fn table(headers: &[&str], rows: &[Vec<String>], empty: &str) -> String {
+    if rows.is_empty() {
+        return format!("{empty}\n");
+    }
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut out = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                out.push_str(cell);
+            } else {
+                let pad = widths[i].saturating_sub(cell.chars().count());
+                out.push_str(cell);
+                out.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        out.trim_end().to_owned() + "\n"
+    };
+    let mut text = line(headers.to_vec());
+    for row in rows {
+        text.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    text
+}
+
+/// The risk flags of a withdrawal by name.
+pub fn risk_flags(w: &pb::Withdrawal) -> Vec<String> {
+    w.risk_flags.iter().map(|f| risk_flag_name(*f)).collect()
+}
+
+/// A withdrawal for scripts.
+pub fn withdrawal_json(w: &pb::Withdrawal) -> Value {
+    let payload = w.payload.clone().unwrap_or_default();
+    json!({
+        "withdrawal_id": w.withdrawal_id,
+        "state": state_name(w.state),
+        "payload_hash": w.payload_hash,
+        "version": w.version,
+        "risk_flags": risk_flags(w),
+        "payload": {
+            "source_account": payload.source_account,
+            "asset": payload.asset,
+            "network": payload.network,
+            "destination": payload.destination,
+            "memo": payload.memo,
+            "amount": payload.amount,
+            "fee_cap": payload.fee_cap,
+            "policy_version": payload.policy_version,
+        },
+        "create_time": timestamp_json(w.create_time.as_ref()),
+        "update_time": timestamp_json(w.update_time.as_ref()),
+    })
+}
+
+/// A withdrawal for people, one field per line.
+pub fn withdrawal_text(w: &pb::Withdrawal) -> String {
+    let payload = w.payload.clone().unwrap_or_default();
+    let flags = risk_flags(w);
+    let rows: [(&str, String); 14] = [
+        ("withdrawal", w.withdrawal_id.clone()),
+        (
+            "state",
+            format!("{} (version {})", state_name(w.state), w.version),
+        ),
+        ("payload hash", w.payload_hash.clone()),
+        ("account", payload.source_account),
+        ("asset", payload.asset),
+        ("network", payload.network),
+        ("destination", payload.destination),
+        ("amount", payload.amount),
+        ("fee cap", payload.fee_cap),
+        ("memo", payload.memo.unwrap_or_else(|| "-".to_owned())),
+        ("policy version", payload.policy_version.to_string()),
+        (
+            "risk flags",
+            if flags.is_empty() {
+                "none".to_owned()
+            } else {
+                flags.join(", ")
+            },
+        ),
+        ("created", timestamp_text(w.create_time.as_ref())),
+        ("updated", timestamp_text(w.update_time.as_ref())),
+    ];
+    let mut text = String::new();
+    for (label, value) in rows {
+        text.push_str(&format!("{label:<15}{value}\n"));
+    }
+    text
+}
+
+/// Withdrawals as a table.
+pub fn withdrawal_table(ws: &[pb::Withdrawal]) -> String {
+    let rows: Vec<Vec<String>> = ws
+        .iter()
+        .map(|w| {
+            let payload = w.payload.clone().unwrap_or_default();
+            let flags = risk_flags(w);
+            vec![
+                w.withdrawal_id.clone(),
+                state_name(w.state),
+                payload.asset,
+                payload.network,
+                payload.amount,
+                timestamp_text(w.create_time.as_ref()),
+                if flags.is_empty() {
+                    "-".to_owned()
+                } else {
+                    flags.join(",")
+                },
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "ID", "STATE", "ASSET", "NETWORK", "AMOUNT", "CREATED", "RISK",
+        ],
+        &rows,
+        "no withdrawals",
+    )
+}
+
+/// A balance in both forms.
+pub fn balance_report(b: &pb::Balance) -> Report {
+    Report {
+        text: format!(
+            "account    {}\nasset      {}\navailable  {}\nheld       {}\n",
+            b.account, b.asset, b.available, b.held
+        ),
+        json: json!({
+            "account": b.account,
+            "asset": b.asset,
+            "available": b.available,
+            "held": b.held,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Failure;
+    use std::collections::BTreeMap;
+
+    fn withdrawal() -> pb::Withdrawal {
+        pb::Withdrawal {
+            withdrawal_id: "0190c4c8-4b5d-7c6e-8f90-123456789abc".into(),
+            payload: Some(pb::WithdrawalPayload {
+                source_account: "treasury".into(),
+                asset: "ETH".into(),
+                network: "anvil".into(),
+                destination: "0x70997970c51812dc3a010c7d01b50e0d17dc79c8".into(),
+                memo: None,
+                amount: "5000".into(),
+                fee_cap: "100".into(),
+                policy_version: 1,
+            }),
+            payload_hash: "ab".repeat(32),
+            state: pb::WithdrawalState::Requested as i32,
+            risk_flags: vec![pb::RiskFlag::SameDestinationAndAmount as i32],
+            version: 1,
+            create_time: Some(Timestamp {
+                seconds: 1_800_000_000,
+                nanos: 123_456_789,
+            }),
+            update_time: None,
+        }
+    }
+
+    #[test]
+    fn withdrawals_render_with_short_names() {
+        let w = withdrawal();
+        let v = withdrawal_json(&w);
+        assert_eq!(v["state"], "REQUESTED");
+        assert_eq!(v["risk_flags"], json!(["SAME_DESTINATION_AND_AMOUNT"]));
+        assert_eq!(v["payload"]["amount"], "5000");
+        assert_eq!(v["payload"]["memo"], Value::Null);
+        assert_eq!(v["create_time"], "2027-01-15T08:00:00.123Z");
+        assert_eq!(v["update_time"], Value::Null);
+        let text = withdrawal_text(&w);
+        assert!(text.contains("state          REQUESTED (version 1)\n"));
+        assert!(text.contains("risk flags     SAME_DESTINATION_AND_AMOUNT\n"));
+        assert!(text.contains("updated        -\n"));
+        let table = withdrawal_table(&[w]);
+        let mut lines = table.lines();
+        assert!(lines.next().is_some_and(|l| l.starts_with("ID  ")));
+        assert!(
+            lines
+                .next()
+                .is_some_and(|l| l.contains("  REQUESTED  ETH  "))
+        );
+        assert_eq!(withdrawal_table(&[]), "no withdrawals\n");
+    }
+
+    #[test]
+    fn failures_render_as_the_documented_shapes() {
+        let failure = Failure {
+            kind: crate::error::Kind::Refused,
+            code: "FAILED_PRECONDITION",
+            reason: "EVIDENCE_MISMATCH".into(),
+            message: "the chain evidence shows CONFIRMED".into(),
+            metadata: BTreeMap::from([("evidence".into(), "CONFIRMED".into())]),
+            violations: vec![],
+        };
+        assert_eq!(
+            failure_json(&failure),
+            json!({"error": {
+                "code": "FAILED_PRECONDITION",
+                "reason": "EVIDENCE_MISMATCH",
+                "message": "the chain evidence shows CONFIRMED",
+                "metadata": {"evidence": "CONFIRMED"},
+                "violations": [],
+            }})
+        );
+        assert_eq!(
+            failure_text(&failure),
+            "error: EVIDENCE_MISMATCH: the chain evidence shows CONFIRMED\n  evidence: CONFIRMED\n"
+        );
+        let io = std::io::Error::other("connection refused");
+        let transient = Failure::unreachable("operations", "http://127.0.0.1:1", &io);
+        let text = failure_text(&transient);
+        assert!(text.starts_with("error: UNAVAILABLE: cannot connect to the operations service"));
+        assert!(text.contains("transient"));
+    }
+
+    #[test]
+    fn durations_and_ages_are_short() {
+        assert_eq!(elapsed(Duration::from_millis(850)), "850ms");
+        assert_eq!(elapsed(Duration::from_millis(3_456)), "3.4s");
+        assert_eq!(elapsed(Duration::from_secs(125)), "2m05s");
+        assert_eq!(age(-5), "0s");
+        assert_eq!(age(45), "45s");
+        assert_eq!(age(750), "12m30s");
+        assert_eq!(age(3 * 3_600 + 4 * 60 + 9), "3h04m");
+        assert_eq!(age(2 * 86_400 + 3 * 3_600), "2d03h");
+    }
+
+    #[test]
+    fn tables_align_columns() {
+        let text = table(
+            &["A", "LONGER"],
+            &[
+                vec!["xyz".into(), "1".into()],
+                vec!["q".into(), "22".into()],
+            ],
+            "none",
+        );
+        assert_eq!(text, "A    LONGER\nxyz  1\nq    22\n");
+        assert_eq!(table(&["A"], &[], "none"), "none\n");
+    }
+
+    #[test]
+    fn balances_render() {
+        let r = balance_report(&pb::Balance {
+            account: "treasury".into(),
+            asset: "ETH".into(),
+            available: "10".into(),
+            held: "0".into(),
+        });
+        assert_eq!(r.json["available"], "10");
+        assert!(r.text.contains("held       0"));
+    }
+}
