@@ -12,7 +12,10 @@
 #      exports its path as OPLEDGER_ANVIL_BIN (opledger-testkit's Anvil runs it);
 #   6. installs promtool (Debian's prometheus package) if missing, for the alert-rule tests;
 #   7. runs cargo nextest (or cargo test when nextest is missing) with RUNNER ARGS appended,
-#      e.g. `bash scripts/test.sh -p opledger-testkit`, and exits with the runner's status.
+#      e.g. `bash scripts/test.sh -p opledger-testkit`, and exits with the runner's status;
+#   8. after a full nextest run (no RUNNER ARGS), prints the go/no-go report of the 13 controls
+#      from that run's results (opledger-admin controls report; written to target/controls/) and
+#      fails unless it says GO.
 set -euo pipefail
 
 # shellcheck source=lib.sh
@@ -95,4 +98,13 @@ fi
 log "${runner[*]} $*"
 status=0
 "${runner[@]}" "$@" || status=$?
+
+# After a full nextest run, the go/no-go report of the 13 controls from the same results
+# (target/controls/controls.md and .json): any failed or missing control fails the run.
+junit="$OPLEDGER_REPO_ROOT/target/nextest/default/junit.xml"
+if [[ $# -eq 0 && "${runner[1]}" == "nextest" && -s "$junit" ]]; then
+    log "controls report (opledger-admin controls report)"
+    "$OPLEDGER_REPO_ROOT/target/debug/opledger-admin" controls report --junit "$junit" \
+        --repo "$OPLEDGER_REPO_ROOT" --out "$OPLEDGER_REPO_ROOT/target/controls" || status=1
+fi
 exit "$status"

@@ -4,6 +4,8 @@
 //! Runs with the owner role's database URL (`--database-url` or `OPLEDGER_ADMIN_DATABASE_URL`).
 //! Issued API keys are printed once on stdout and never stored in clear.
 
+mod controls;
+
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use opledger_store::inbox::{NewSecret, SealedBody};
@@ -70,6 +72,12 @@ enum Command {
         #[command(subcommand)]
         command: WebhookCommand,
     },
+    /// The go/no-go report of the 13 controls, from the `control_NN_*` tests; works without a
+    /// database. Exits 1 unless the verdict is GO.
+    Controls {
+        #[command(subcommand)]
+        command: ControlsCommand,
+    },
     /// Signer keystores (Ethereum keystore v3); works without a database.
     Keystore {
         #[command(subcommand)]
@@ -105,6 +113,23 @@ enum KeystoreCommand {
         /// Key-derivation cost: standard (production) or light (development and tests only).
         #[arg(long, default_value = "standard")]
         kdf: Kdf,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ControlsCommand {
+    /// Writes controls.md and controls.json and prints the Markdown.
+    Report {
+        /// Use the results of a run already made (cargo-nextest's JUnit file) instead of running
+        /// the control tests now.
+        #[arg(long)]
+        junit: Option<std::path::PathBuf>,
+        /// The repository (for the tests' sources and the documents).
+        #[arg(long, default_value = ".")]
+        repo: std::path::PathBuf,
+        /// Where to write the report.
+        #[arg(long, default_value = "target/controls")]
+        out: std::path::PathBuf,
     },
 }
 
@@ -185,6 +210,13 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     if let Command::Keystore { command } = &cli.command {
         return keystore(command, cli.json);
+    }
+    if let Command::Controls {
+        command: ControlsCommand::Report { junit, repo, out },
+    } = &cli.command
+    {
+        let go = controls::report(junit.as_deref(), repo, out, &machine())?;
+        std::process::exit(if go { 0 } else { 1 });
     }
     let config = StoreConfig {
         max_connections: 2,
@@ -299,7 +331,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Webhook { command } => webhook(&store, command, cli.json).await?,
         // Handled before connecting to the database.
-        Command::Keystore { .. } => {}
+        Command::Keystore { .. } | Command::Controls { .. } => {}
         Command::CheckInvariants => {
             let violations = store
                 .check_invariants()
@@ -490,4 +522,19 @@ async fn webhook(store: &Store, command: WebhookCommand, json: bool) -> anyhow::
         }
     }
     Ok(())
+}
+
+/// The machine this runs on, for reports: CPU model and count.
+fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    format!("{cpus} cores, {model}, {}", std::env::consts::OS)
 }
