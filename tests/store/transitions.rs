@@ -261,3 +261,36 @@ async fn settle_and_reorg_reopen_keep_the_ledger_balanced() -> anyhow::Result<()
     assert_eq!(stack.balance(acme.id, "treasury", "ETH").await?, (900, 0));
     stack.assert_invariants().await
 }
+
+#[tokio::test]
+async fn a_reorged_payment_proven_unsent_is_released_once_without_breaking_invariants()
+-> anyhow::Result<()> {
+    // Found by the fault harness's soak: settled, reorganized away (reopened), the transfer gone
+    // from the chain, its nonce consumed by a cancel: VERIFIED_NOT_SENT releases the hold.
+    let stack = Stack::start().await?;
+    let (acme, op) = requested_op(&stack).await?;
+    let path = [
+        (S::Requested, S::Approved, Actor::Approvals),
+        (S::Approved, S::Signing, Actor::Signer),
+        (S::Signing, S::Signed, Actor::Signer),
+        (S::Signed, S::Broadcast, Actor::Broadcaster),
+        (S::Broadcast, S::Confirmed, Actor::ChainWatcher),
+        (S::Confirmed, S::Broadcast, Actor::ChainWatcher),
+        (S::Broadcast, S::Unknown, Actor::Reconciler),
+        (S::Unknown, S::VerifiedNotSent, Actor::Reconciler),
+    ];
+    for (from, to, actor) in path {
+        stack
+            .admin
+            .transition(&TransitionRequest::new(
+                acme.id, op, from, to, actor, "w", "step",
+            ))
+            .await?;
+    }
+    assert_eq!(
+        stack.balance(acme.id, "treasury", "ETH").await?,
+        (1000, 0),
+        "nothing left: the money is available again"
+    );
+    stack.assert_invariants().await
+}

@@ -1,6 +1,7 @@
 //! The gRPC edge shared by opledger services: API-key authentication, typed error statuses with
 //! `google.rpc.ErrorInfo`, the one mapping of store errors to statuses, conversions of the shared
-//! wire types, and the standard server furniture (health, reflection, logging, request metrics).
+//! wire types, and the standard server furniture (health, reflection, logging, tracing, request
+//! metrics).
 //!
 //! Services use this crate at their edge only. It never decides business outcomes.
 
@@ -15,3 +16,6 @@ mod store_error;
 pub use auth::{Authenticator, Principal};
 pub use status::{ErrorReason, error_status};
 pub use store_error::store_status;
+
+/// Distributed tracing (re-exported so services trace their steps through their gRPC edge).
+pub use opledger_telemetry as telemetry;

@@ -1,4 +1,5 @@
-//! Standard server furniture: logging, health, reflection, and serving a service's routes.
+//! Standard server furniture: logging and tracing, health, reflection, and serving a service's
+//! routes (every served call is traced by `opledger_telemetry::grpc::ServerLayer`).
 
 use crate::Authenticator;
 use opledger_store::{Store, StoreConfig, StoreError};
@@ -137,6 +138,7 @@ pub async fn serve_tls(
     }
     builder
         .layer(crate::metrics::MetricsLayer::new(service_name))
+        .layer(opledger_telemetry::grpc::ServerLayer::new(service_name))
         .add_routes(routes)
         .serve_with_incoming_shutdown(
             TcpIncoming::from(listener).with_nodelay(Some(true)),
@@ -146,14 +148,19 @@ pub async fn serve_tls(
     Ok(())
 }
 
-/// Starts JSON logs filtered by `RUST_LOG` (default `info`). Safe to call more than once.
+/// Starts JSON logs filtered by `RUST_LOG` (default `info`), without span export. Safe to call
+/// more than once. Services call [`init_telemetry`] instead.
 pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(filter)
-        .try_init();
+    opledger_telemetry::init_logs();
+}
+
+/// Starts JSON logs filtered by `RUST_LOG` (default `info`), each line logged inside a traced span
+/// carrying `trace_id` and `span_id`, and, when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, span export over OTLP/gRPC with `service_name`
+/// as `service.name` unless `OTEL_SERVICE_NAME` is set. Call it inside the tokio runtime and
+/// shut the returned handle down on exit (it flushes buffered spans).
+pub fn init_telemetry(service_name: &str) -> opledger_telemetry::Telemetry {
+    opledger_telemetry::init(service_name)
 }
 
 /// The gRPC server-reflection service over every opledger proto.

@@ -222,7 +222,9 @@ impl Store {
             transition_in(&mut tx, &move_it).await?;
             state = OperationState::Approved;
         }
+        opledger_failpoint::hit("approve.before_commit");
         tx.commit().await?;
+        opledger_failpoint::hit("approve.after_commit");
         Ok(Approved {
             state,
             approvals,

@@ -12,21 +12,25 @@ pub struct Due {
     pub tenant_id: TenantId,
     /// The operation.
     pub op_id: OperationId,
-    /// APPROVED or SIGNED.
+    /// APPROVED, SIGNING (lease expired) or SIGNED.
     pub state: OperationState,
     /// Its network id.
     pub network: String,
 }
 
 impl Store {
-    /// Up to `limit` APPROVED or SIGNED operations, least recently changed first. Reads take no
+    /// Up to `limit` APPROVED or SIGNED operations, and SIGNING ones whose signer's lease expired
+    /// (it died mid-claim: asking the signer again reclaims and signs once), least recently
+    /// changed first. Reads take no
     /// lock: several broadcasters may pick the same operation, which is safe because signing is
     /// idempotent, only stored bytes are submitted and the state moves by compare-and-swap.
     pub async fn due_for_broadcast(&self, limit: u32) -> Result<Vec<Due>> {
         let rows: Vec<(uuid::Uuid, uuid::Uuid, String, String)> = sqlx::query_as(
             "SELECT o.tenant_id, o.op_id, o.state, p.network FROM withdrawal_ops o \
              JOIN withdrawal_payloads p USING (tenant_id, op_id) \
-             WHERE o.state IN ('APPROVED', 'SIGNED') ORDER BY o.updated_at LIMIT $1",
+             WHERE o.state IN ('APPROVED', 'SIGNED') \
+                OR (o.state = 'SIGNING' AND o.lease_expires_at <= now()) \
+             ORDER BY o.updated_at LIMIT $1",
         )
         .bind(i64::from(limit))
         .fetch_all(&self.pool)

@@ -56,7 +56,8 @@ pub const CHECKS: &[(&str, &str)] = &[
          HAVING count(*) FILTER (WHERE kind = 'HOLD') <> 1 \
             OR count(*) FILTER (WHERE kind = 'RELEASE') > 1 \
             OR count(*) FILTER (WHERE kind = 'SETTLE') - count(*) FILTER (WHERE kind = 'REOPEN') > 1 \
-            OR (count(*) FILTER (WHERE kind = 'RELEASE') = 1 AND count(*) FILTER (WHERE kind = 'SETTLE') > 0)",
+            OR (count(*) FILTER (WHERE kind = 'RELEASE') = 1 \
+                AND count(*) FILTER (WHERE kind = 'SETTLE') - count(*) FILTER (WHERE kind = 'REOPEN') > 0)",
     ),
     (
         "the transition log ends in the operation's state and version",

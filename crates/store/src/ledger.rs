@@ -153,11 +153,17 @@ pub(crate) async fn apply_hold_effect(
     .execute(&mut *conn)
     .await?
     .rows_affected();
-    if rows == 2 {
-        Ok(())
-    } else {
-        Err(StoreError::HoldMismatch { expected: from })
+    if rows != 2 {
+        return Err(StoreError::HoldMismatch { expected: from });
     }
+    // The caller's transaction is still open: a crash here must leave the hold as it was.
+    match effect {
+        HoldEffect::Release => opledger_failpoint::hit("hold.release_before_commit"),
+        HoldEffect::Settle => opledger_failpoint::hit("hold.settle_before_commit"),
+        HoldEffect::Reopen => opledger_failpoint::hit("hold.reopen_before_commit"),
+        HoldEffect::Keep => {}
+    }
+    Ok(())
 }
 
 /// Credits an account inside the caller's transaction, keyed by `key_digest` (creating the account

@@ -182,6 +182,16 @@ impl Store {
     /// payload: [`StoreError::KeyReused`] naming the differing fields. Not enough available
     /// balance: [`StoreError::InsufficientFunds`], and nothing is stored.
     pub async fn create_withdrawal(&self, new: NewWithdrawal<'_>) -> Result<Created> {
+        self.create_withdrawal_traced(new, None).await
+    }
+
+    /// [`Store::create_withdrawal`], storing `trace_context` (the W3C `traceparent` of the
+    /// creating call) with a new operation; a replay keeps the stored one.
+    pub async fn create_withdrawal_traced(
+        &self,
+        new: NewWithdrawal<'_>,
+        trace_context: Option<&str>,
+    ) -> Result<Created> {
         let tenant_id = new.payload.tenant_id;
         let key_digest = new.key.digest();
         let hash = new.payload.hash();
@@ -193,8 +203,15 @@ impl Store {
             return Ok(found);
         }
         let mut tx = conn.begin().await?;
-        let inserted =
-            insert_operation(&mut tx, &new, &key_digest, hash, self.config.risk_window).await?;
+        let inserted = insert_operation(
+            &mut tx,
+            &new,
+            &key_digest,
+            hash,
+            self.config.risk_window,
+            trace_context,
+        )
+        .await?;
         let Some(operation) = inserted else {
             tx.rollback().await?;
             // The key exists: another request won the insert. Report what it stored.
@@ -282,20 +299,39 @@ impl Store {
             .map(|r| r.into_operation(tenant_id))
             .collect()
     }
+
+    /// The W3C trace context stored with an operation when it was created (`None` when tracing
+    /// was off then, or for another tenant's operation).
+    pub async fn trace_context(
+        &self,
+        tenant_id: TenantId,
+        op_id: OperationId,
+    ) -> Result<Option<String>> {
+        let row: Option<(Option<String>,)> = sqlx::query_as(
+            "SELECT trace_context FROM withdrawal_ops WHERE tenant_id = $1 AND op_id = $2",
+        )
+        .bind(tenant_id.as_uuid())
+        .bind(op_id.as_uuid())
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.and_then(|(t,)| t))
+    }
 }
 
-/// The first statement of the create transaction: inserts the operation (the unique constraint
-/// decides key ownership), its payload and its first log row, and raises the risk flag. Parameters:
-/// `$1` tenant, `$2` op id, `$3` key digest, `$4` payload hash, `$5` initial state, `$6`..`$13`
-/// payload fields, `$14` risk window in seconds, `$15` actor, `$16` actor id. Returns no row when
-/// the key is taken. Public so benchmarks run the exact same SQL.
-pub const INSERT_OPERATION_SQL: &str = "WITH ins AS ( \
-           INSERT INTO withdrawal_ops (tenant_id, op_id, idempotency_key_hash, payload_hash, state, risk_flags) \
-           VALUES ($1, $2, $3, $4, $5, CASE WHEN EXISTS ( \
+/// The create insert, with an optional extra column and its value (see the constants below).
+macro_rules! insert_operation_sql {
+    ($column:literal, $value:literal) => {
+        concat!(
+            "WITH ins AS ( \
+           INSERT INTO withdrawal_ops (tenant_id, op_id, idempotency_key_hash, payload_hash, state, risk_flags",
+            $column,
+            ") VALUES ($1, $2, $3, $4, $5, CASE WHEN EXISTS ( \
                SELECT 1 FROM withdrawal_payloads r WHERE r.tenant_id = $1 AND r.destination = $9 \
                  AND r.asset = $7 AND r.network = $8 AND r.amount = $11::numeric \
                  AND r.created_at > now() - $14::bigint * interval '1 second') \
-             THEN ARRAY['SAME_DESTINATION_AND_AMOUNT'] ELSE '{}'::text[] END) \
+             THEN ARRAY['SAME_DESTINATION_AND_AMOUNT'] ELSE '{}'::text[] END",
+            $value,
+            ") \
            ON CONFLICT (tenant_id, idempotency_key_hash) DO NOTHING \
            RETURNING tenant_id, op_id, risk_flags, created_at, updated_at), \
          pay AS ( \
@@ -306,7 +342,20 @@ pub const INSERT_OPERATION_SQL: &str = "WITH ins AS ( \
          log AS ( \
            INSERT INTO operation_transitions (tenant_id, op_id, from_state, to_state, actor, actor_id, reason, version) \
            SELECT tenant_id, op_id, NULL, $5, $15, $16, 'created', 0 FROM ins) \
-         SELECT risk_flags, created_at, updated_at FROM ins";
+         SELECT risk_flags, created_at, updated_at FROM ins"
+        )
+    };
+}
+
+/// The first statement of the create transaction: inserts the operation (the unique constraint
+/// decides key ownership), its payload and its first log row, and raises the risk flag. Parameters:
+/// `$1` tenant, `$2` op id, `$3` key digest, `$4` payload hash, `$5` initial state, `$6`..`$13`
+/// payload fields, `$14` risk window in seconds, `$15` actor, `$16` actor id. Returns no row when
+/// the key is taken. Public so benchmarks run the exact same SQL.
+pub const INSERT_OPERATION_SQL: &str = insert_operation_sql!("", "");
+
+/// [`INSERT_OPERATION_SQL`] also storing `$17`, the W3C trace context of the creating call.
+pub const INSERT_TRACED_OPERATION_SQL: &str = insert_operation_sql!(", trace_context", ", $17");
 
 /// Looks up the operation a key created; `None` when the key is unused, an error when it was used
 /// with another payload.
@@ -344,28 +393,35 @@ async fn insert_operation(
     key_digest: &[u8; 32],
     hash: PayloadHash,
     risk_window: std::time::Duration,
+    trace_context: Option<&str>,
 ) -> Result<Option<Operation>> {
     let p = new.payload;
+    let sql = match trace_context {
+        Some(_) => INSERT_TRACED_OPERATION_SQL,
+        None => INSERT_OPERATION_SQL,
+    };
+    let mut insert = sqlx::query_as(sql)
+        .bind(p.tenant_id.as_uuid())
+        .bind(new.op_id.as_uuid())
+        .bind(key_digest.as_slice())
+        .bind(hash.as_bytes().as_slice())
+        .bind(INITIAL_STATE.as_str())
+        .bind(p.source_account.as_str())
+        .bind(p.asset.as_str())
+        .bind(p.network.as_str())
+        .bind(p.destination.as_str())
+        .bind(p.memo.as_ref().map(|m| m.as_str()))
+        .bind(p.amount.to_string())
+        .bind(p.fee_cap.to_string())
+        .bind(i64::from(p.policy_version))
+        .bind(i64::try_from(risk_window.as_secs()).unwrap_or(i64::MAX))
+        .bind(CREATOR.as_str())
+        .bind(new.actor_id);
+    if let Some(trace_context) = trace_context {
+        insert = insert.bind(trace_context);
+    }
     let row: Option<(Vec<String>, DateTime<Utc>, DateTime<Utc>)> =
-        sqlx::query_as(INSERT_OPERATION_SQL)
-            .bind(p.tenant_id.as_uuid())
-            .bind(new.op_id.as_uuid())
-            .bind(key_digest.as_slice())
-            .bind(hash.as_bytes().as_slice())
-            .bind(INITIAL_STATE.as_str())
-            .bind(p.source_account.as_str())
-            .bind(p.asset.as_str())
-            .bind(p.network.as_str())
-            .bind(p.destination.as_str())
-            .bind(p.memo.as_ref().map(|m| m.as_str()))
-            .bind(p.amount.to_string())
-            .bind(p.fee_cap.to_string())
-            .bind(i64::from(p.policy_version))
-            .bind(i64::try_from(risk_window.as_secs()).unwrap_or(i64::MAX))
-            .bind(CREATOR.as_str())
-            .bind(new.actor_id)
-            .fetch_optional(&mut *conn)
-            .await?;
+        insert.fetch_optional(&mut *conn).await?;
     let Some((flags, created_at, updated_at)) = row else {
         return Ok(None);
     };

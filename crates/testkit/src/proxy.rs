@@ -90,6 +90,8 @@ pub struct ProxyStats {
     /// Bytes forwarded from the upstream to clients; answers discarded by
     /// [`FaultMode::ForwardThenDropResponse`] are not counted.
     pub bytes_down: u64,
+    /// Live connections closed by [`FaultProxy::drop_connections`].
+    pub severed: u64,
 }
 
 /// A fault-injecting TCP proxy on a free port of 127.0.0.1 in front of one upstream address.
@@ -139,6 +141,7 @@ impl FaultProxy {
             faulted: AtomicU64::new(0),
             bytes_up: AtomicU64::new(0),
             bytes_down: AtomicU64::new(0),
+            severed: AtomicU64::new(0),
         });
         let accept_task = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
         tracing::debug!("fault proxy on {addr} in front of {upstream}");
@@ -196,6 +199,8 @@ impl FaultProxy {
     pub fn drop_connections(&self) {
         let live = self.shared.live();
         self.shared.generation.send_modify(|g| *g += 1);
+        let count = u64::try_from(live.clients.len()).unwrap_or(u64::MAX);
+        self.shared.severed.fetch_add(count, Ordering::Relaxed);
         for fd in live.clients.values() {
             // An error means the connection is closing anyway.
             let _ = SockRef::from(fd).shutdown(Shutdown::Both);
@@ -210,6 +215,7 @@ impl FaultProxy {
             faulted: s.faulted.load(Ordering::Relaxed),
             bytes_up: s.bytes_up.load(Ordering::Relaxed),
             bytes_down: s.bytes_down.load(Ordering::Relaxed),
+            severed: s.severed.load(Ordering::Relaxed),
         }
     }
 
@@ -246,6 +252,7 @@ struct Shared {
     faulted: AtomicU64,
     bytes_up: AtomicU64,
     bytes_down: AtomicU64,
+    severed: AtomicU64,
 }
 
 #[derive(Default)]
@@ -822,6 +829,7 @@ mod tests {
                     faulted: 0,
                     bytes_up: total,
                     bytes_down: total,
+                    severed: 0,
                 }
         })
         .await;
@@ -896,6 +904,11 @@ mod tests {
 
         // Faulted: the upstream gets the POST, the caller gets an error (not a timeout).
         proxy.drop_connections();
+        assert_eq!(
+            proxy.stats().severed,
+            1,
+            "the pooled keep-alive connection was cut"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
         proxy.once(FaultMode::ForwardThenDropResponse);
         let started = Instant::now();
@@ -952,7 +965,8 @@ mod tests {
                 connections: 1,
                 faulted: 1,
                 bytes_up: 0,
-                bytes_down: 0
+                bytes_down: 0,
+                severed: 0,
             }
         );
         Ok(())
@@ -1188,6 +1202,7 @@ mod tests {
                     faulted: 4,
                     bytes_up: 12,
                     bytes_down: 8,
+                    severed: 0,
                 }
         })
         .await;

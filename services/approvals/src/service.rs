@@ -5,7 +5,7 @@ use opledger_domain::ids::OperationId;
 use opledger_domain::payload::AssetCode;
 use opledger_domain::policy::{ApprovalPolicy, ApprovalRule};
 use opledger_grpc::status::invalid_field;
-use opledger_grpc::{Authenticator, convert, store_status};
+use opledger_grpc::{Authenticator, convert, store_status, telemetry};
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::approvals_service_server::ApprovalsService;
 use opledger_store::Store;
@@ -115,8 +115,20 @@ impl ApprovalsService for ApprovalsApi {
         request: Request<pb::ApproveWithdrawalRequest>,
     ) -> Result<Response<pb::ApproveWithdrawalResponse>, Status> {
         let caller = self.auth.authorize(&request, &[Role::Approver]).await?;
+        let remote = telemetry::grpc::has_remote_parent(request.extensions());
         let body = request.into_inner();
         let op_id: OperationId = convert::operation_id("withdrawal_id", &body.withdrawal_id)?;
+        if telemetry::enabled() {
+            // The approval joins the trace of the withdrawal's creation (linked when the caller
+            // sent its own trace context).
+            let stored = self.store.trace_context(caller.tenant_id, op_id).await;
+            let stored = stored.ok().flatten();
+            telemetry::propagation::join_operation_trace(
+                &tracing::Span::current(),
+                remote,
+                stored.as_deref(),
+            );
+        }
         let payload_hash = convert::payload_hash("payload_hash", &body.payload_hash)?;
         let acknowledged = body
             .acknowledged_risk_flags

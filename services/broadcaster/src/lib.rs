@@ -47,7 +47,7 @@ pub fn broadcaster(config: &Config, store: Store) -> Result<Broadcaster, StartEr
         .connect_lazy();
     Ok(Broadcaster::new(
         store,
-        SignerServiceClient::new(channel),
+        SignerServiceClient::new(opledger_grpc::telemetry::grpc::traced(channel)),
         config.signer_token.0.clone(),
         rpcs,
         config.worker_id.clone(),

@@ -6,11 +6,13 @@
 use futures::StreamExt;
 use opledger_chain::Rpc;
 use opledger_domain::state::{Actor, OperationState};
+use opledger_grpc::telemetry;
 use opledger_store::broadcast::{InFlight, Inclusion};
 use opledger_store::transition::TransitionRequest;
 use opledger_store::{Store, StoreError};
 use std::collections::HashMap;
 use std::sync::Mutex;
+use tracing::Instrument as _;
 
 /// Receipt lookups and confirmations in flight at once per pass.
 const WATCH_CONCURRENCY: usize = 16;
@@ -127,7 +129,25 @@ impl Watcher {
             if canonical.as_deref() == Some(inclusion.block_hash.as_str()) {
                 continue;
             }
-            match self.store.reopen(&inclusion, &self.worker_id).await {
+            let span = tracing::info_span!(
+                "watcher.reopen",
+                opledger.service = "broadcaster",
+                op_id = %inclusion.op_id,
+                block_number = inclusion.block_number,
+            );
+            if telemetry::enabled() {
+                let stored = self
+                    .store
+                    .trace_context(inclusion.tenant_id, inclusion.op_id);
+                telemetry::parent_on(&span, stored.await.ok().flatten().as_deref());
+            }
+            let reopened_now = self
+                .store
+                .reopen(&inclusion, &self.worker_id)
+                .instrument(span.clone())
+                .await;
+            let _in_span = span.enter();
+            match reopened_now {
                 Ok(()) => {
                     tracing::warn!(op_id = %inclusion.op_id, "confirmed inclusion reorganized away; back to BROADCAST");
                     reopened += 1;
@@ -177,18 +197,35 @@ impl Watcher {
                 &self.worker_id,
                 reason,
             );
-            let recorded = if receipt.succeeded {
-                let inclusion = Inclusion {
-                    tenant_id: op.tenant_id,
-                    op_id: op.op_id,
-                    tx_hash: hash.clone(),
-                    block_number: receipt.block_number,
-                    block_hash: receipt.block_hash.clone(),
-                };
-                self.store.confirm(&request, &inclusion).await
-            } else {
-                self.store.transition(&request).await.map(|_| ())
-            };
+            // The step that concludes (CONFIRMED or FAILED_TERMINAL) joins the operation's trace.
+            let span = tracing::info_span!(
+                "watcher.record_inclusion",
+                opledger.service = "broadcaster",
+                op_id = %op.op_id,
+                to_state = to.as_str(),
+                block_number = receipt.block_number,
+            );
+            if telemetry::enabled() {
+                let stored = self.store.trace_context(op.tenant_id, op.op_id).await;
+                telemetry::parent_on(&span, stored.ok().flatten().as_deref());
+            }
+            let recorded = async {
+                if receipt.succeeded {
+                    let inclusion = Inclusion {
+                        tenant_id: op.tenant_id,
+                        op_id: op.op_id,
+                        tx_hash: hash.clone(),
+                        block_number: receipt.block_number,
+                        block_hash: receipt.block_hash.clone(),
+                    };
+                    self.store.confirm(&request, &inclusion).await
+                } else {
+                    self.store.transition(&request).await.map(|_| ())
+                }
+            }
+            .instrument(span.clone())
+            .await;
+            let _in_span = span.enter();
             return match recorded {
                 Ok(_) => {
                     tracing::info!(op_id = %op.op_id, state = to.as_str(), "inclusion recorded");

@@ -4,6 +4,8 @@
 use futures::StreamExt;
 use opledger_chain::{Rpc, SubmitClass, Verdict};
 use opledger_domain::state::{Actor, OperationState};
+use opledger_grpc::telemetry;
+use opledger_grpc::telemetry::grpc::TracedChannel;
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::signer_service_client::SignerServiceClient;
 use opledger_store::broadcast::Due;
@@ -13,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tonic::transport::Channel;
+use tracing::Instrument as _;
 
 /// What one pass over an operation did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +41,7 @@ pub enum BroadcastError {
 #[derive(Debug, Clone)]
 pub struct Broadcaster {
     store: Store,
-    signer: SignerServiceClient<Channel>,
+    signer: SignerServiceClient<TracedChannel>,
     signer_token: String,
     rpcs: HashMap<String, Rpc>,
     worker_id: String,
@@ -50,7 +52,7 @@ impl Broadcaster {
     /// A worker over this store, signer client and RPC endpoints.
     pub fn new(
         store: Store,
-        signer: SignerServiceClient<Channel>,
+        signer: SignerServiceClient<TracedChannel>,
         signer_token: String,
         rpcs: HashMap<String, Rpc>,
         worker_id: String,
@@ -114,13 +116,50 @@ impl Broadcaster {
             .await
     }
 
-    /// Moves one operation as far as the broadcaster may.
+    /// Moves one operation as far as the broadcaster may, in a span of the operation's trace.
     pub async fn handle(&self, due: &Due) -> Result<Outcome, BroadcastError> {
+        let span = tracing::info_span!(
+            "broadcaster.handle",
+            opledger.service = "broadcaster",
+            op_id = %due.op_id,
+            from_state = due.state.as_str(),
+            outcome = tracing::field::Empty,
+        );
+        self.join_trace(&span, due.tenant_id, due.op_id).await;
+        let result = self.step(due).instrument(span.clone()).await;
+        let outcome = match &result {
+            Ok(Outcome::Submitted(class, _)) => class.as_str(),
+            Ok(Outcome::Skipped) => "skipped",
+            Err(_) => "deferred",
+        };
+        span.record("outcome", outcome);
+        result
+    }
+
+    /// Parents `span` on the trace context stored with the operation (when tracing is on).
+    async fn join_trace(
+        &self,
+        span: &tracing::Span,
+        tenant_id: opledger_domain::ids::TenantId,
+        op_id: opledger_domain::ids::OperationId,
+    ) {
+        if telemetry::enabled() {
+            let stored = self.store.trace_context(tenant_id, op_id).await;
+            telemetry::parent_on(span, stored.ok().flatten().as_deref());
+        }
+    }
+
+    async fn step(&self, due: &Due) -> Result<Outcome, BroadcastError> {
         let rpc = self
             .rpcs
             .get(&due.network)
             .ok_or_else(|| BroadcastError::NoRpc(due.network.clone()))?;
-        if due.state == OperationState::Approved && !self.sign(due).await {
+        // APPROVED, or SIGNING whose signer died mid-claim: the signer (re)claims and signs once.
+        let unsigned = matches!(
+            due.state,
+            OperationState::Approved | OperationState::Signing
+        );
+        if unsigned && !self.sign(due).await {
             return Ok(Outcome::Skipped);
         }
         // Only bytes the signer persisted are ever submitted: read them back from the store.
@@ -185,7 +224,15 @@ impl Broadcaster {
             if let Ok(value) = format!("Bearer {}", self.signer_token).parse() {
                 request.metadata_mut().insert("authorization", value);
             }
-            if let Err(status) = self.signer.clone().sign_replacement(request).await {
+            let span = tracing::info_span!(
+                "broadcaster.bump",
+                opledger.service = "broadcaster",
+                %op_id
+            );
+            self.join_trace(&span, tenant_id, op_id).await;
+            let mut signer = self.signer.clone();
+            let bumped = signer.sign_replacement(request).instrument(span.clone());
+            if let Err(status) = bumped.await {
                 let reason = opledger_grpc::status::reason_of(&status).unwrap_or_default();
                 tracing::info!(%op_id, reason, "no fee bump");
                 continue;
@@ -199,7 +246,7 @@ impl Broadcaster {
             };
             if let Some(latest) = latest {
                 let class = self.submit(rpc, &latest.signed.raw_tx).await;
-                tracing::info!(%op_id, attempt = latest.attempt, class = class.as_str(), "fee bump submitted");
+                span.in_scope(|| tracing::info!(%op_id, attempt = latest.attempt, class = class.as_str(), "fee bump submitted"));
                 classes.push(class);
             }
         }

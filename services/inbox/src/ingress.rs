@@ -35,6 +35,7 @@ use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tracing::Instrument as _;
 
 /// Endpoints cached at most this many at once (the cache is cleared when full).
 const CACHE_CAPACITY: usize = 10_000;
@@ -135,6 +136,31 @@ fn single<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h [u8]> {
 async fn receive(
     State(ingress): State<Ingress>,
     Path((source, endpoint_id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    // Route parameters and headers are the sender's: only the route template is recorded.
+    let span = tracing::info_span!(
+        "webhook.receive",
+        otel.name = "POST /webhooks/{source}/{endpoint_id}",
+        otel.kind = "server",
+        opledger.service = "inbox",
+        http.request.method = "POST",
+        http.route = "/webhooks/{source}/{endpoint_id}",
+        http.response.status_code = tracing::field::Empty,
+    );
+    opledger_grpc::telemetry::propagation::parent_on_headers(&span, &headers);
+    let response = receive_in_span(ingress, source, endpoint_id, headers, body)
+        .instrument(span.clone())
+        .await;
+    span.record("http.response.status_code", response.status().as_u16());
+    response
+}
+
+async fn receive_in_span(
+    ingress: Ingress,
+    source: String,
+    endpoint_id: String,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {

@@ -2,7 +2,14 @@
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    opledger_grpc::server::init_logging();
+    // JSON logs with trace ids; spans exported over OTLP/gRPC when OTEL_* says where.
+    let telemetry = opledger_grpc::server::init_telemetry("opledger-inbox");
+    let result = serve().await;
+    telemetry.shutdown().await;
+    result
+}
+
+async fn serve() -> anyhow::Result<()> {
     let file = std::env::var_os("OPLEDGER_INBOX_CONFIG").map(std::path::PathBuf::from);
     let config = opledger_inbox::Config::load(file.as_deref())?;
     Ok(opledger_inbox::run(config).await?)

@@ -27,6 +27,7 @@ use opledger_store::{Store, StoreError};
 use opledger_webhook::event::{self, Event, KytVerdict, Parsed, TransferState};
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument as _;
 
 /// Processor settings.
 #[derive(Debug, Clone)]
@@ -128,7 +129,7 @@ impl Processor {
 
     /// Claims and processes one due item.
     pub async fn step(&self) -> Step {
-        let mut work = match self.store.claim_work().await {
+        let work = match self.store.claim_work().await {
             Ok(Some(work)) => work,
             Ok(None) => return Step::Idle,
             Err(e) => {
@@ -136,6 +137,17 @@ impl Processor {
                 return Step::Idle;
             }
         };
+        let span = tracing::info_span!(
+            "inbox.process",
+            opledger.service = "inbox",
+            inbox_id = work.item.inbox_id,
+            attempts = work.item.attempts,
+        );
+        self.process(work).instrument(span).await
+    }
+
+    /// Applies one claimed item and finishes it (or records the failure).
+    async fn process(&self, mut work: WorkTx) -> Step {
         let inbox_id = work.item.inbox_id;
         let attempts = work.item.attempts;
         let owner = self.policy.dead_letter_owner.clone();

@@ -43,14 +43,19 @@ impl OperationsService for OperationsApi {
         let body = request.into_inner();
         let key = convert::idempotency_key(&body.idempotency_key)?;
         let payload = convert::payload(caller.tenant_id, body.payload)?;
+        // Stored with the operation: the workers' later steps on it join this trace.
+        let trace_context = opledger_grpc::telemetry::traceparent(&tracing::Span::current());
         let created = self
             .store
-            .create_withdrawal(NewWithdrawal {
-                op_id: OperationId::new(),
-                key: &key,
-                payload: &payload,
-                actor_id: &caller.key_id,
-            })
+            .create_withdrawal_traced(
+                NewWithdrawal {
+                    op_id: OperationId::new(),
+                    key: &key,
+                    payload: &payload,
+                    actor_id: &caller.key_id,
+                },
+                trace_context.as_deref(),
+            )
             .await
             .map_err(store_status)?;
         let span = tracing::Span::current();

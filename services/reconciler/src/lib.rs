@@ -49,7 +49,7 @@ pub fn reconciler(config: &Config, store: Store) -> Result<Reconciler, StartErro
     Ok(Reconciler::new(
         store,
         networks,
-        SignerServiceClient::new(channel),
+        SignerServiceClient::new(opledger_grpc::telemetry::grpc::traced(channel)),
         config.signer_token.0.clone(),
         reconcile::Policy {
             cancel_after: Duration::from_secs(config.cancel_after_secs),

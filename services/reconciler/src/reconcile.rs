@@ -6,6 +6,8 @@
 use chrono::Utc;
 use opledger_chain::{Receipt, Rpc, SubmitClass};
 use opledger_domain::state::{Actor, OperationState};
+use opledger_grpc::telemetry;
+use opledger_grpc::telemetry::grpc::TracedChannel;
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::signer_service_client::SignerServiceClient;
 use opledger_store::broadcast::{Inclusion, Unresolved};
@@ -14,7 +16,7 @@ use opledger_store::transition::TransitionRequest;
 use opledger_store::{Store, StoreError};
 use std::collections::HashMap;
 use std::time::Duration;
-use tonic::transport::Channel;
+use tracing::Instrument as _;
 
 /// One network as the reconciler reads it.
 #[derive(Debug, Clone)]
@@ -142,7 +144,7 @@ impl Evidence {
 pub struct Reconciler {
     store: Store,
     networks: HashMap<String, Network>,
-    signer: SignerServiceClient<Channel>,
+    signer: SignerServiceClient<TracedChannel>,
     signer_token: String,
     cancel_after: Duration,
     escalation: Escalation,
@@ -154,7 +156,7 @@ impl Reconciler {
     pub fn new(
         store: Store,
         networks: HashMap<String, Network>,
-        signer: SignerServiceClient<Channel>,
+        signer: SignerServiceClient<TracedChannel>,
         signer_token: String,
         policy: Policy,
         worker_id: String,
@@ -185,14 +187,32 @@ impl Reconciler {
         };
         let mut findings = Vec::with_capacity(unresolved.len());
         for op in &unresolved {
-            let finding = match self.reconcile(op).await {
-                Ok(finding) => finding,
-                Err(e) => {
-                    tracing::warn!(op_id = %op.op_id, error = %e, "reconciliation deferred");
-                    Finding::NoVerdict
-                }
-            };
-            findings.push(self.escalate_if_overdue(op, finding).await);
+            // Each examination is a step of the operation's trace.
+            let span = tracing::info_span!(
+                "reconciler.examine",
+                opledger.service = "reconciler",
+                op_id = %op.op_id,
+                from_state = op.state.as_str(),
+                finding = tracing::field::Empty,
+            );
+            if telemetry::enabled() {
+                let stored = self.store.trace_context(op.tenant_id, op.op_id).await;
+                telemetry::parent_on(&span, stored.ok().flatten().as_deref());
+            }
+            let finding = async {
+                let finding = match self.reconcile(op).await {
+                    Ok(finding) => finding,
+                    Err(e) => {
+                        tracing::warn!(op_id = %op.op_id, error = %e, "reconciliation deferred");
+                        Finding::NoVerdict
+                    }
+                };
+                self.escalate_if_overdue(op, finding).await
+            }
+            .instrument(span.clone())
+            .await;
+            span.record("finding", tracing::field::debug(finding));
+            findings.push(finding);
         }
         findings
     }

@@ -1,0 +1,548 @@
+//! What the clients did (and were told), and the audit that compares it with the database and the
+//! chain after the system converged: every acknowledged operation and webhook present, at most
+//! one on-chain transfer per operation, every hold resolved at most once and only on evidence,
+//! ledger conservation, destinations paid exactly what was confirmed.
+
+use crate::cluster::Cluster;
+use opledger_proto::v1 as pb;
+use opledger_tests::authed;
+use opledger_tests::signer::HOT_WALLET;
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+use tonic::Code;
+
+/// What a client asked for and was acknowledged.
+#[derive(Debug, Clone)]
+pub struct Op {
+    /// Destination (lowercase).
+    pub to: String,
+    /// Amount in wei.
+    pub amount: u128,
+    /// Approved (so it must end paid or proven unpaid).
+    pub approved: bool,
+    /// Rejected (so it must end REJECTED, released).
+    pub rejected: bool,
+}
+
+/// Counters of one harness run.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Operations acknowledged.
+    pub ops: BTreeMap<String, Op>,
+    /// Acknowledged webhooks: event id -> deposit id.
+    pub webhooks: BTreeMap<String, String>,
+    /// Processes killed (failpoint aborts and SIGKILLs).
+    pub kills: u64,
+    /// Of which by failpoint.
+    pub failpoint_kills: u64,
+    /// anvil reorganizations.
+    pub reorgs: u64,
+    /// Webhooks delivered more than once.
+    pub duplicate_webhooks: u64,
+    /// Webhooks delivered after a later one.
+    pub reordered_webhooks: u64,
+    /// Calls whose outcome the client could not know (transport error, UNAVAILABLE, 5xx).
+    pub indeterminate: u64,
+    /// Of which, on retry, turned out to have happened (replayed / duplicate).
+    pub indeterminate_happened: u64,
+    /// Of which, on retry, had not happened and happened now.
+    pub indeterminate_now: u64,
+    /// Audits run.
+    pub audits: u64,
+    /// Everything found wrong.
+    pub violations: Vec<String>,
+    /// Transfers of one operation mined more than once.
+    pub double_payouts: u64,
+    /// Holds released without chain evidence or a pre-signing decision.
+    pub releases_without_evidence: u64,
+    /// Operations seen UNKNOWN at an audit's start (resolved by the reconciler since).
+    pub unknown_resolved: u64,
+}
+
+fn transient(status: &tonic::Status) -> bool {
+    matches!(
+        status.code(),
+        Code::Unavailable
+            | Code::Unknown
+            | Code::Internal
+            | Code::Cancelled
+            | Code::DeadlineExceeded
+    )
+}
+
+const RETRY_FOR: Duration = Duration::from_secs(60);
+
+/// The create request of a withdrawal.
+pub fn create_request(key: &str, amount: u128, to: &str) -> pb::CreateWithdrawalRequest {
+    pb::CreateWithdrawalRequest {
+        idempotency_key: key.to_owned(),
+        payload: Some(opledger_tests::payload(&amount.to_string(), to)),
+    }
+}
+
+/// The body of a deposit webhook to `treasury`.
+pub fn deposit_body(deposit_id: &str, amount: u128) -> String {
+    opledger_tests::inbox::deposit(deposit_id, "treasury", "ETH", &amount.to_string())
+}
+
+impl Tally {
+    /// Creates a withdrawal with `key`, retrying with the same key until the outcome is known;
+    /// `uncertain` when an earlier call with this key got no answer.
+    pub async fn create(
+        &mut self,
+        c: &Cluster,
+        key: &str,
+        amount: u128,
+        to: &str,
+        mut uncertain: bool,
+    ) -> anyhow::Result<String> {
+        let request = create_request(key, amount, to);
+        let deadline = tokio::time::Instant::now() + RETRY_FOR;
+        if uncertain {
+            self.indeterminate += 1;
+        }
+        loop {
+            match c
+                .operations()
+                .await?
+                .create_withdrawal(authed(&c.acme.client, request.clone()))
+                .await
+            {
+                Ok(answer) => {
+                    let answer = answer.into_inner();
+                    if uncertain {
+                        if answer.replayed {
+                            self.indeterminate_happened += 1;
+                        } else {
+                            self.indeterminate_now += 1;
+                        }
+                    }
+                    let w = answer
+                        .withdrawal
+                        .ok_or_else(|| anyhow::anyhow!("no withdrawal"))?;
+                    self.ops.insert(
+                        w.withdrawal_id.clone(),
+                        Op {
+                            to: to.to_owned(),
+                            amount,
+                            approved: false,
+                            rejected: false,
+                        },
+                    );
+                    return Ok(w.withdrawal_id);
+                }
+                Err(status) if transient(&status) && tokio::time::Instant::now() < deadline => {
+                    if !uncertain {
+                        self.indeterminate += 1;
+                        uncertain = true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(status) => anyhow::bail!("create refused: {status:?}"),
+            }
+        }
+    }
+
+    /// Approves a withdrawal (its payload hash), retrying until it is approved; `uncertain` when
+    /// an earlier call got no answer.
+    pub async fn approve(
+        &mut self,
+        c: &Cluster,
+        id: &str,
+        mut uncertain: bool,
+    ) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + RETRY_FOR;
+        if uncertain {
+            self.indeterminate += 1;
+        }
+        loop {
+            let outcome = async {
+                let w = c.withdrawal(id).await?;
+                if w.state != pb::WithdrawalState::Requested as i32 {
+                    return Ok::<bool, anyhow::Error>(true);
+                }
+                c.approvals()
+                    .await?
+                    .approve_withdrawal(authed(
+                        &c.acme.approver,
+                        pb::ApproveWithdrawalRequest {
+                            withdrawal_id: id.to_owned(),
+                            payload_hash: w.payload_hash,
+                            acknowledged_risk_flags: w.risk_flags,
+                        },
+                    ))
+                    .await?;
+                Ok(false)
+            }
+            .await;
+            match outcome {
+                Ok(already) => {
+                    if uncertain {
+                        if already {
+                            self.indeterminate_happened += 1;
+                        } else {
+                            self.indeterminate_now += 1;
+                        }
+                    }
+                    if let Some(op) = self.ops.get_mut(id) {
+                        op.approved = true;
+                    }
+                    return Ok(());
+                }
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    let is_transient = e.downcast_ref::<tonic::Status>().is_none_or(transient);
+                    anyhow::ensure!(is_transient, "approve refused: {e:?}");
+                    if !uncertain {
+                        self.indeterminate += 1;
+                        uncertain = true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Rejects a REQUESTED withdrawal, retrying until it is rejected; `uncertain` when an earlier
+    /// call got no answer.
+    pub async fn reject(
+        &mut self,
+        c: &Cluster,
+        id: &str,
+        mut uncertain: bool,
+    ) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + RETRY_FOR;
+        if uncertain {
+            self.indeterminate += 1;
+        }
+        loop {
+            let outcome = async {
+                let w = c.withdrawal(id).await?;
+                if w.state == pb::WithdrawalState::Rejected as i32 {
+                    return Ok::<bool, anyhow::Error>(true);
+                }
+                c.approvals()
+                    .await?
+                    .reject_withdrawal(authed(
+                        &c.acme.approver,
+                        pb::RejectWithdrawalRequest {
+                            withdrawal_id: id.to_owned(),
+                            reason: "fault harness".to_owned(),
+                        },
+                    ))
+                    .await?;
+                Ok(false)
+            }
+            .await;
+            match outcome {
+                Ok(already) => {
+                    if uncertain {
+                        if already {
+                            self.indeterminate_happened += 1;
+                        } else {
+                            self.indeterminate_now += 1;
+                        }
+                    }
+                    if let Some(op) = self.ops.get_mut(id) {
+                        op.rejected = true;
+                    }
+                    return Ok(());
+                }
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    let is_transient = e.downcast_ref::<tonic::Status>().is_none_or(transient);
+                    anyhow::ensure!(is_transient, "reject refused: {e:?}");
+                    if !uncertain {
+                        self.indeterminate += 1;
+                        uncertain = true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Delivers a deposit webhook like a Standard Webhooks sender: until a 2xx; `uncertain` when
+    /// an earlier delivery got no answer.
+    pub async fn deposit(
+        &mut self,
+        c: &Cluster,
+        event_id: &str,
+        deposit_id: &str,
+        amount: u128,
+        mut uncertain: bool,
+    ) -> anyhow::Result<()> {
+        let body = deposit_body(deposit_id, amount);
+        let deadline = tokio::time::Instant::now() + RETRY_FOR;
+        if uncertain {
+            self.indeterminate += 1;
+        }
+        loop {
+            match c.sender.send(&c.endpoint, event_id, &body).await {
+                Ok((200, text)) => {
+                    if uncertain {
+                        if text.contains("\"duplicate\"") {
+                            self.indeterminate_happened += 1;
+                        } else {
+                            self.indeterminate_now += 1;
+                        }
+                    }
+                    self.webhooks
+                        .insert(event_id.to_owned(), deposit_id.to_owned());
+                    return Ok(());
+                }
+                Ok((status, text)) if status < 500 => {
+                    anyhow::bail!("webhook refused: {status} {text}")
+                }
+                _ if tokio::time::Instant::now() < deadline => {
+                    if !uncertain {
+                        self.indeterminate += 1;
+                        uncertain = true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Ok((status, _)) => anyhow::bail!("webhook never acknowledged: {status}"),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Waits until every acknowledged operation and webhook reached its final state.
+    pub async fn converge(&mut self, c: &mut Cluster, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut saw_unknown = BTreeSet::new();
+        loop {
+            c.heal().await?;
+            let states = states(c).await?;
+            for (id, state) in &states {
+                if state == "UNKNOWN" {
+                    saw_unknown.insert(id.clone());
+                }
+            }
+            let pending: Vec<String> = self
+                .ops
+                .iter()
+                .filter(|(id, op)| {
+                    let state = states.get(*id).map_or("MISSING", String::as_str);
+                    let done = if op.rejected {
+                        state == "REJECTED"
+                    } else if op.approved {
+                        state == "CONFIRMED" || state == "VERIFIED_NOT_SENT"
+                    } else {
+                        state == "REQUESTED"
+                    };
+                    !done
+                })
+                .map(|(id, _)| format!("{id}:{}", states.get(id).map_or("MISSING", String::as_str)))
+                .collect();
+            let (work_left,): (i64,) = sqlx::query_as(
+                "SELECT count(*) FROM inbox_work WHERE tenant_id = $1 AND status <> 'DONE'",
+            )
+            .bind(c.acme.id.as_uuid())
+            .fetch_one(c.stack.admin.pool())
+            .await?;
+            if pending.is_empty() && work_left == 0 {
+                self.unknown_resolved += u64::try_from(saw_unknown.len()).unwrap_or(0);
+                return Ok(());
+            }
+            // Not converging is a violation in itself; stop here rather than pile up more work.
+            anyhow::ensure!(
+                tokio::time::Instant::now() < deadline,
+                "did not converge in {timeout:?}: {} operations pending ({}), {work_left} inbox items",
+                pending.len(),
+                pending
+                    .iter()
+                    .take(5)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Compares the database and the chain with what the clients were told; records violations.
+    pub async fn audit(&mut self, c: &Cluster, label: &str) -> anyhow::Result<()> {
+        self.audits += 1;
+        let before = self.violations.len();
+        let invariants = c
+            .stack
+            .admin
+            .check_invariants()
+            .await
+            .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
+        for v in invariants {
+            self.violations.push(format!(
+                "{label}: invariant {} violated: {:?}",
+                v.invariant, v.rows
+            ));
+        }
+        let states = states(c).await?;
+        let attempts: Vec<(uuid::Uuid, String, String, i64)> = sqlx::query_as(
+            "SELECT op_id, tx_hash, kind, nonce FROM tx_attempts WHERE tenant_id = $1",
+        )
+        .bind(c.acme.id.as_uuid())
+        .fetch_all(c.stack.admin.pool())
+        .await?;
+        let holds: BTreeMap<String, String> = sqlx::query_as::<_, (uuid::Uuid, String)>(
+            "SELECT op_id, status FROM ledger_holds WHERE tenant_id = $1",
+        )
+        .bind(c.acme.id.as_uuid())
+        .fetch_all(c.stack.admin.pool())
+        .await?
+        .into_iter()
+        .map(|(id, s)| (id.to_string(), s))
+        .collect();
+        let mut mined_nonces = BTreeSet::new();
+        let mut paid: BTreeMap<String, u128> = BTreeMap::new();
+        for (id, op) in &self.ops {
+            let Some(state) = states.get(id) else {
+                self.violations
+                    .push(format!("{label}: acknowledged operation {id} lost"));
+                continue;
+            };
+            let mut transfers = 0;
+            let mut cancels = 0;
+            let mut nonce = None;
+            for (op_id, hash, kind, n) in attempts.iter().filter(|a| a.0.to_string() == *id) {
+                let _ = op_id;
+                nonce = Some(*n);
+                let receipt = c
+                    .node
+                    .rpc("eth_getTransactionReceipt", json!([hash]))
+                    .await?;
+                if receipt.is_null() {
+                    continue;
+                }
+                mined_nonces.insert(*n);
+                if receipt["status"] == json!("0x1") {
+                    if kind == "CANCEL" {
+                        cancels += 1;
+                    } else {
+                        transfers += 1;
+                    }
+                }
+            }
+            if transfers > 1 {
+                self.double_payouts += 1;
+                self.violations
+                    .push(format!("{label}: {id} paid {transfers} times"));
+            }
+            let hold = holds.get(id).map_or("NONE", String::as_str);
+            match state.as_str() {
+                "CONFIRMED" => {
+                    if transfers != 1 {
+                        self.violations.push(format!(
+                            "{label}: {id} CONFIRMED with {transfers} mined transfers"
+                        ));
+                    }
+                    if hold != "SETTLED" {
+                        self.violations
+                            .push(format!("{label}: {id} CONFIRMED, hold {hold}"));
+                    }
+                    *paid.entry(op.to.clone()).or_default() += op.amount;
+                }
+                "VERIFIED_NOT_SENT" => {
+                    let chain_nonce = hot_nonce(c).await?;
+                    let consumed =
+                        nonce.is_some_and(|n| u64::try_from(n).unwrap_or(u64::MAX) < chain_nonce);
+                    if transfers != 0 || !(cancels == 1 || consumed) {
+                        self.releases_without_evidence += 1;
+                        self.violations
+                            .push(format!("{label}: {id} released without evidence"));
+                    }
+                    if hold != "RELEASED" {
+                        self.violations
+                            .push(format!("{label}: {id} VERIFIED_NOT_SENT, hold {hold}"));
+                    }
+                }
+                "REJECTED" => {
+                    if nonce.is_some() {
+                        self.releases_without_evidence += 1;
+                        self.violations
+                            .push(format!("{label}: {id} rejected after signing"));
+                    }
+                    if hold != "RELEASED" {
+                        self.violations
+                            .push(format!("{label}: {id} REJECTED, hold {hold}"));
+                    }
+                }
+                _ => {
+                    if transfers > 0 && hold != "SETTLED" && state != "BROADCAST" {
+                        self.violations
+                            .push(format!("{label}: {id} {state} but mined"));
+                    }
+                }
+            }
+        }
+        for (to, amount) in &paid {
+            let balance = c.node.balance(to).await?;
+            if balance != *amount {
+                self.violations.push(format!(
+                    "{label}: a destination holds {balance}, confirmed {amount}"
+                ));
+            }
+        }
+        let chain_nonce = hot_nonce(c).await?;
+        if chain_nonce != u64::try_from(mined_nonces.len()).unwrap_or(u64::MAX) {
+            self.violations.push(format!(
+                "{label}: hot wallet nonce {chain_nonce}, but {} nonces mined by our attempts",
+                mined_nonces.len()
+            ));
+        }
+        let events: BTreeSet<String> = sqlx::query_as::<_, (String,)>(
+            "SELECT event_id FROM inbox_events WHERE tenant_id = $1",
+        )
+        .bind(c.acme.id.as_uuid())
+        .fetch_all(c.stack.admin.pool())
+        .await?
+        .into_iter()
+        .map(|(e,)| e)
+        .collect();
+        for event in self.webhooks.keys() {
+            if !events.contains(event) {
+                self.violations
+                    .push(format!("{label}: acknowledged webhook {event} lost"));
+            }
+        }
+        let deposits: BTreeSet<&String> = self.webhooks.values().collect();
+        let (credits,): (i64,) =
+            sqlx::query_as("SELECT count(*) FROM ledger_credits WHERE tenant_id = $1")
+                .bind(c.acme.id.as_uuid())
+                .fetch_one(c.stack.admin.pool())
+                .await?;
+        // One credit funded the tenant at the start; then one per distinct deposit.
+        if credits != i64::try_from(deposits.len()).unwrap_or(i64::MAX) + 1 {
+            self.violations.push(format!(
+                "{label}: {credits} credits for {} distinct deposits (+1 funding)",
+                deposits.len()
+            ));
+        }
+        if self.violations.len() > before {
+            eprintln!("audit {label}: {:?}", &self.violations[before..]);
+        }
+        Ok(())
+    }
+}
+
+async fn states(c: &Cluster) -> anyhow::Result<BTreeMap<String, String>> {
+    Ok(sqlx::query_as::<_, (uuid::Uuid, String)>(
+        "SELECT op_id, state FROM withdrawal_ops WHERE tenant_id = $1",
+    )
+    .bind(c.acme.id.as_uuid())
+    .fetch_all(c.stack.admin.pool())
+    .await?
+    .into_iter()
+    .map(|(id, s)| (id.to_string(), s))
+    .collect())
+}
+
+async fn hot_nonce(c: &Cluster) -> anyhow::Result<u64> {
+    let value = c
+        .node
+        .rpc("eth_getTransactionCount", json!([HOT_WALLET, "latest"]))
+        .await?;
+    let text = value.as_str().unwrap_or("0x0").trim_start_matches("0x");
+    Ok(u64::from_str_radix(text, 16)?)
+}

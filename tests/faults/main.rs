@@ -1,0 +1,374 @@
+//! The fault harness: the six real service processes against real PostgreSQL and a real anvil
+//! node, with every step boundary of the pipeline killed in turn (a failpoint aborts the process
+//! as SIGKILL would), then a seeded soak of random kills, proxy faults in front of PostgreSQL and
+//! the node, duplicate and reordered webhooks and chain reorganizations. After each run the system
+//! is left to converge and audited against what every client was told (`audit.rs`).
+//!
+//! It ends with one summary line. Every random choice comes from one seed, printed in that line:
+//! `OPLEDGER_SOAK_SEED=<seed>` replays a run, `OPLEDGER_SOAK_STEPS=<n>` makes the soak longer
+//! (default 75 steps; `scripts/soak.sh` runs a long one).
+
+mod audit;
+mod cluster;
+
+use audit::{Tally, create_request, deposit_body};
+use cluster::{Cluster, SERVICES};
+use opledger_proto::v1 as pb;
+use opledger_testkit::FaultMode;
+use opledger_tests::authed;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::time::Duration;
+
+/// How a failpoint is reached.
+#[derive(Debug, Clone, Copy)]
+enum Trigger {
+    /// A CreateWithdrawal call.
+    Create,
+    /// An ApproveWithdrawal call.
+    Approve,
+    /// A RejectWithdrawal call.
+    Reject,
+    /// An approved withdrawal the workers carry to the chain.
+    Pipeline,
+    /// An approved withdrawal whose submission answer is lost (UNKNOWN, then the reconciler).
+    Unknown,
+    /// A webhook delivery.
+    Webhook,
+    /// A webhook the processor applies.
+    Processor,
+}
+
+/// Every step boundary the harness kills, by service.
+const FAILPOINTS: [(&str, &str, Trigger); 17] = [
+    (
+        "operations",
+        "create.after_operation_insert",
+        Trigger::Create,
+    ),
+    ("operations", "create.after_hold", Trigger::Create),
+    ("operations", "create.after_commit", Trigger::Create),
+    ("approvals", "approve.before_commit", Trigger::Approve),
+    ("approvals", "approve.after_commit", Trigger::Approve),
+    ("approvals", "hold.release_before_commit", Trigger::Reject),
+    ("signer", "sign.after_claim", Trigger::Pipeline),
+    ("signer", "sign.after_sign", Trigger::Pipeline),
+    ("signer", "sign.before_commit", Trigger::Pipeline),
+    ("signer", "sign.after_commit", Trigger::Pipeline),
+    ("broadcaster", "broadcast.before_submit", Trigger::Pipeline),
+    ("broadcaster", "broadcast.after_submit", Trigger::Pipeline),
+    (
+        "broadcaster",
+        "hold.settle_before_commit",
+        Trigger::Pipeline,
+    ),
+    ("reconciler", "hold.settle_before_commit", Trigger::Unknown),
+    ("inbox", "webhook.before_commit", Trigger::Webhook),
+    ("inbox", "webhook.after_commit", Trigger::Webhook),
+    ("inbox", "inbox.apply_before_commit", Trigger::Processor),
+];
+
+/// Fresh destinations (never funded), so their balances are exactly what was paid to them.
+fn destinations(rng: &mut StdRng) -> Vec<String> {
+    (0..4)
+        .map(|_| format!("0x{}", hex::encode(rng.random::<[u8; 20]>())))
+        .collect()
+}
+
+const CONVERGE: Duration = Duration::from_secs(120);
+
+async fn approved_withdrawal(
+    tally: &mut Tally,
+    c: &Cluster,
+    amount: u128,
+    to: &str,
+) -> anyhow::Result<String> {
+    let id = tally
+        .create(c, &uuid::Uuid::new_v4().to_string(), amount, to, false)
+        .await?;
+    tally.approve(c, &id, false).await?;
+    Ok(id)
+}
+
+/// Arms `failpoint` in `service`, reaches it, checks the process died there, restarts it and lets
+/// the clients retry as they would; then converges and audits.
+async fn kill_at(
+    tally: &mut Tally,
+    c: &mut Cluster,
+    rng: &mut StdRng,
+    service: &str,
+    failpoint: &str,
+    trigger: Trigger,
+    to: &str,
+) -> anyhow::Result<()> {
+    c.start_service(service, &format!("{failpoint}=abort"))
+        .await?;
+    let amount = u128::from(rng.random_range(1_000_u32..1_000_000)) * 1_000_000_000;
+    match trigger {
+        Trigger::Create => {
+            let key = uuid::Uuid::new_v4().to_string();
+            let first = c
+                .operations()
+                .await?
+                .create_withdrawal(authed(&c.acme.client, create_request(&key, amount, to)))
+                .await;
+            anyhow::ensure!(first.is_err(), "{failpoint}: the create was answered");
+            expect_death(tally, c, service, failpoint).await?;
+            tally.create(c, &key, amount, to, true).await?;
+        }
+        Trigger::Approve | Trigger::Reject => {
+            let id = tally
+                .create(c, &uuid::Uuid::new_v4().to_string(), amount, to, false)
+                .await?;
+            let w = c.withdrawal(&id).await?;
+            let mut approvals = c.approvals().await?;
+            let first = if matches!(trigger, Trigger::Approve) {
+                approvals
+                    .approve_withdrawal(authed(
+                        &c.acme.approver,
+                        pb::ApproveWithdrawalRequest {
+                            withdrawal_id: id.clone(),
+                            payload_hash: w.payload_hash,
+                            acknowledged_risk_flags: w.risk_flags,
+                        },
+                    ))
+                    .await
+                    .map(|_| ())
+            } else {
+                approvals
+                    .reject_withdrawal(authed(
+                        &c.acme.approver,
+                        pb::RejectWithdrawalRequest {
+                            withdrawal_id: id.clone(),
+                            reason: "fault harness".to_owned(),
+                        },
+                    ))
+                    .await
+                    .map(|_| ())
+            };
+            anyhow::ensure!(first.is_err(), "{failpoint}: the call was answered");
+            expect_death(tally, c, service, failpoint).await?;
+            if matches!(trigger, Trigger::Approve) {
+                tally.approve(c, &id, true).await?;
+            } else {
+                tally.reject(c, &id, true).await?;
+            }
+        }
+        Trigger::Pipeline => {
+            approved_withdrawal(tally, c, amount, to).await?;
+            expect_death(tally, c, service, failpoint).await?;
+        }
+        Trigger::Unknown => {
+            // Every node answer is lost until the submission made the operation UNKNOWN.
+            c.node_proxy.set_mode(FaultMode::ForwardThenDropResponse);
+            c.node_proxy.drop_connections();
+            let id = approved_withdrawal(tally, c, amount, to).await?;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            while c.withdrawal(&id).await?.state != pb::WithdrawalState::Unknown as i32 {
+                anyhow::ensure!(tokio::time::Instant::now() < deadline, "never UNKNOWN");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            c.node_proxy.set_mode(FaultMode::Pass);
+            c.node_proxy.drop_connections();
+            expect_death(tally, c, service, failpoint).await?;
+        }
+        Trigger::Webhook | Trigger::Processor => {
+            let event = format!("msg_{}", uuid::Uuid::new_v4().simple());
+            let deposit = format!("dep-{}", uuid::Uuid::new_v4().simple());
+            let first = c
+                .sender
+                .send(&c.endpoint, &event, &deposit_body(&deposit, amount))
+                .await;
+            let answered = matches!(first, Ok((200, _)));
+            if matches!(trigger, Trigger::Processor) {
+                anyhow::ensure!(answered, "{failpoint}: the delivery was not acknowledged");
+                tally.webhooks.insert(event.clone(), deposit.clone());
+            } else {
+                anyhow::ensure!(!answered, "{failpoint}: the delivery was acknowledged");
+            }
+            expect_death(tally, c, service, failpoint).await?;
+            if !answered {
+                tally.deposit(c, &event, &deposit, amount, true).await?;
+            }
+        }
+    }
+    tally.converge(c, CONVERGE).await?;
+    tally.audit(c, &format!("{service}@{failpoint}")).await
+}
+
+async fn expect_death(
+    tally: &mut Tally,
+    c: &mut Cluster,
+    service: &str,
+    failpoint: &str,
+) -> anyhow::Result<()> {
+    if c.died(service, Duration::from_secs(30)).await {
+        tally.kills += 1;
+        tally.failpoint_kills += 1;
+    } else {
+        tally.violations.push(format!(
+            "{service} never reached {failpoint} (binary built without failpoints? build with \
+             `cargo build --workspace --bins`)"
+        ));
+    }
+    c.heal().await
+}
+
+/// One step of the soak, chosen by the seeded generator.
+async fn soak_step(
+    tally: &mut Tally,
+    c: &mut Cluster,
+    rng: &mut StdRng,
+    step: u64,
+    to: &[String],
+    held_back: &mut Option<(String, String, u128)>,
+) -> anyhow::Result<()> {
+    let amount = u128::from(rng.random_range(1_000_u32..1_000_000)) * 1_000_000_000;
+    let dest = &to[rng.random_range(0..to.len())];
+    if step % 5 == 4 {
+        // A process dies at an arbitrary moment of whatever it was doing.
+        let victim = SERVICES[rng.random_range(0..SERVICES.len())];
+        c.kill(victim);
+        tally.kills += 1;
+        tokio::time::sleep(Duration::from_millis(rng.random_range(0..300))).await;
+        c.heal().await?;
+    }
+    if step % 3 == 2 {
+        // Connections to the database and the node are cut; some new ones fail too.
+        c.db_proxy.drop_connections();
+        c.node_proxy.drop_connections();
+        for _ in 0..rng.random_range(1..4) {
+            c.db_proxy.once(FaultMode::ResetOnConnect);
+        }
+        c.node_proxy.once(match rng.random_range(0..3) {
+            0 => FaultMode::ForwardThenDropResponse,
+            1 => FaultMode::ResetOnConnect,
+            _ => FaultMode::Latency(Duration::from_millis(50)),
+        });
+    }
+    match rng.random_range(0..100) {
+        0..45 => {
+            approved_withdrawal(tally, c, amount, dest).await?;
+        }
+        45..55 => {
+            let id = tally
+                .create(c, &uuid::Uuid::new_v4().to_string(), amount, dest, false)
+                .await?;
+            tally.reject(c, &id, false).await?;
+        }
+        55..90 => {
+            let event = format!("msg_{}", uuid::Uuid::new_v4().simple());
+            let deposit = format!("dep-{}", uuid::Uuid::new_v4().simple());
+            if held_back.is_none() && rng.random_bool(0.3) {
+                // Delivered later, after the next one: reordered.
+                *held_back = Some((event, deposit, amount));
+            } else {
+                tally.deposit(c, &event, &deposit, amount, false).await?;
+                if let Some((e, d, a)) = held_back.take() {
+                    tally.deposit(c, &e, &d, a, false).await?;
+                    tally.reordered_webhooks += 1;
+                }
+                if rng.random_bool(0.3) {
+                    tally.deposit(c, &event, &deposit, amount, false).await?;
+                    tally.duplicate_webhooks += 1;
+                }
+            }
+        }
+        _ => {
+            // The tip block is replaced: whatever it held is gone from the chain.
+            c.node.reorg(1).await?;
+            tally.reorgs += 1;
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_harness_every_step_killed_then_a_seeded_soak_leaves_no_violation()
+-> anyhow::Result<()> {
+    let seed: u64 = match std::env::var("OPLEDGER_SOAK_SEED") {
+        Ok(s) => s.parse()?,
+        Err(_) => rand::random(),
+    };
+    let steps: u64 = match std::env::var("OPLEDGER_SOAK_STEPS") {
+        Ok(s) => s.parse()?,
+        Err(_) => 75,
+    };
+    eprintln!("fault harness seed={seed} steps={steps} (replay: OPLEDGER_SOAK_SEED={seed})");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let to = destinations(&mut rng);
+    let mut c = Cluster::start().await?;
+    let mut tally = Tally::default();
+
+    for (i, (service, failpoint, trigger)) in FAILPOINTS.iter().enumerate() {
+        let dest = to[i % to.len()].clone();
+        kill_at(
+            &mut tally, &mut c, &mut rng, service, failpoint, *trigger, &dest,
+        )
+        .await?;
+    }
+
+    let mut held_back = None;
+    for step in 0..steps {
+        soak_step(&mut tally, &mut c, &mut rng, step, &to, &mut held_back).await?;
+        if step % 25 == 24 {
+            tally.converge(&mut c, CONVERGE).await?;
+            tally.audit(&c, &format!("soak step {step}")).await?;
+        }
+    }
+    if let Some((e, d, a)) = held_back.take() {
+        tally.deposit(&c, &e, &d, a, false).await?;
+    }
+    tally.converge(&mut c, CONVERGE).await?;
+    tally.audit(&c, "soak end").await?;
+
+    let (db, node) = (c.db_proxy.stats(), c.node_proxy.stats());
+    let proxy_faults = db.faulted + db.severed + node.faulted + node.severed;
+    println!(
+        "fault harness: seed={seed} operations={} webhooks={} faults: kills={} (failpoints={}, \
+         sigkill={}) proxy={} (db cut={} db refused={} node cut={} node faulted={}) reorgs={} \
+         duplicate_webhooks={} reordered_webhooks={}; indeterminate={} (had happened={}, \
+         happened on retry={}) unknown_resolved={}; invariant_checks={} violations={} \
+         double_payouts={} releases_without_evidence={}",
+        tally.ops.len(),
+        tally.webhooks.len(),
+        tally.kills,
+        tally.failpoint_kills,
+        tally.kills - tally.failpoint_kills,
+        proxy_faults,
+        db.severed,
+        db.faulted,
+        node.severed,
+        node.faulted,
+        tally.reorgs,
+        tally.duplicate_webhooks,
+        tally.reordered_webhooks,
+        tally.indeterminate,
+        tally.indeterminate_happened,
+        tally.indeterminate_now,
+        tally.unknown_resolved,
+        tally.audits,
+        tally.violations.len(),
+        tally.double_payouts,
+        tally.releases_without_evidence,
+    );
+    assert!(
+        tally.violations.is_empty(),
+        "violations: {:#?}",
+        tally.violations
+    );
+    assert_eq!(
+        (tally.double_payouts, tally.releases_without_evidence),
+        (0, 0)
+    );
+    assert!(
+        tally.kills >= 30,
+        "only {} killed-process runs",
+        tally.kills
+    );
+    assert!(proxy_faults >= 200, "only {proxy_faults} proxy faults");
+    for name in SERVICES {
+        c.kill(name);
+    }
+    Ok(())
+}
