@@ -15,6 +15,13 @@
 #                                       eth_sendRawTransaction rate (installs the pinned anvil;
 #                                       ARGS go to `opledger-bench pipeline`, e.g.
 #                                       --withdrawals 200)
+#   scripts/bench.sh webhook [ARGS...]  verified webhooks ingested per second: signed
+#                                       deposit.confirmed deliveries over HTTP/1.1 keep-alive to
+#                                       the real opledger-inbox (signature check, inbox row + work
+#                                       item committed before the 200; its processor runs) at
+#                                       concurrency 16 and 64, vs the same transaction via pgbench
+#                                       (ARGS go to `opledger-bench webhook`, e.g. --seconds 30
+#                                       --concurrency 16,64)
 #
 # Builds release binaries, provisions a throwaway PostgreSQL cluster under .data/bench-pg with
 # durable settings (fsync and synchronous_commit on, like production), runs the benchmark and
@@ -28,15 +35,19 @@ cd "$OPLEDGER_REPO_ROOT"
 
 what="${1:-create}"
 shift || true
-[[ "$what" == "create" || "$what" == "sign" || "$what" == "pipeline" ]] ||
-    die "unknown benchmark '$what' (known: create, sign, pipeline)"
+[[ "$what" == "create" || "$what" == "sign" || "$what" == "pipeline" || "$what" == "webhook" ]] ||
+    die "unknown benchmark '$what' (known: create, sign, pipeline, webhook)"
 
 bash scripts/pg.sh ensure-installed >/dev/null
 if [[ "$what" == "pipeline" ]]; then
     anvil_bin="$(bash scripts/anvil.sh install)"
 fi
 log "cargo build --release"
-cargo build --release -p opledger-operations -p opledger-bench >&2
+if [[ "$what" == "webhook" ]]; then
+    cargo build --release -p opledger-inbox -p opledger-bench >&2
+else
+    cargo build --release -p opledger-operations -p opledger-bench >&2
+fi
 
 dir="$OPLEDGER_REPO_ROOT/.data/bench-pg"
 bash scripts/pg.sh destroy "$dir"
@@ -44,6 +55,8 @@ trap 'bash scripts/pg.sh destroy "$dir" || true' EXIT
 url="$(OPLEDGER_PG_FAST=0 bash scripts/pg.sh start "$dir")"
 if [[ "$what" == "sign" ]]; then
     "$OPLEDGER_REPO_ROOT/target/release/opledger-bench" sign --admin-url "$url" "$@"
+elif [[ "$what" == "webhook" ]]; then
+    "$OPLEDGER_REPO_ROOT/target/release/opledger-bench" webhook --admin-url "$url" "$@"
 elif [[ "$what" == "pipeline" ]]; then
     "$OPLEDGER_REPO_ROOT/target/release/opledger-bench" pipeline --admin-url "$url" \
         --anvil-bin "$anvil_bin" "$@"

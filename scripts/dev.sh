@@ -34,7 +34,7 @@ fi
 
 log "building the workspace binaries ($profile)"
 cargo build "${cargo_flags[@]}" -p opledger-operations -p opledger-approvals -p opledger-signer \
-    -p opledger-broadcaster -p opledger-reconciler -p opledger-inbox -p opledger-admin >&2
+    -p opledger-broadcaster -p opledger-reconciler -p opledger-inbox -p opledger-admin -p opledger-opctl >&2
 bin="$OPLEDGER_REPO_ROOT/target/$profile"
 
 state="$OPLEDGER_REPO_ROOT/.data/dev"
@@ -198,7 +198,9 @@ opledger dev stack
   database          $owner_url
   demo keys         $keys
 
-Call it, for example with grpcurl (reflection lists every method):
+Push one withdrawal end to end and see its timeline and trace id:
+  OPCTL_API_KEY=\$OPLEDGER_DEMO_CLIENT_KEY OPCTL_APPROVER_KEY=\$OPLEDGER_DEMO_APPROVER_KEY $bin/opctl demo
+Or call the APIs, for example with grpcurl (reflection lists every method):
   grpcurl -plaintext -H "authorization: Bearer \$OPLEDGER_DEMO_CLIENT_KEY" $listen list opledger.v1.OperationsService
   grpcurl -plaintext -H "authorization: Bearer \$OPLEDGER_DEMO_CLIENT_KEY" \\
     -d '{"idempotency_key":"'\$(uuidgen)'","payload":{"source_account":"treasury","asset":"ETH","network":"anvil","destination":"0x70997970c51812dc3a010c7d01b50e0d17dc79c8","amount":"1000","fee_cap":"1000000000000000","policy_version":1}}' \\

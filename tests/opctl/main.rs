@@ -729,3 +729,63 @@ async fn opctl_exit_codes_say_how_a_command_ended() -> anyhow::Result<()> {
     inbox.abort();
     stack.assert_invariants().await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opctl_demo_pushes_one_withdrawal_to_confirmed_and_prints_its_trace_id()
+-> anyhow::Result<()> {
+    let Chain {
+        stack,
+        acme,
+        node,
+        signer,
+    } = Chain::start().await?;
+    let cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
+    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
+    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
+    let opctl = Opctl::new(&stack);
+    let paid_before = node.balance(BOB).await?;
+    let demo = opctl.spawn(
+        Some(&acme.client),
+        &[
+            "demo",
+            "--to",
+            BOB,
+            "--approver-key",
+            &acme.approver,
+            "--until-timeout",
+            "60",
+        ],
+    );
+    let started = tokio::time::Instant::now();
+    while !demo.is_finished() {
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(90),
+            "demo did not end"
+        );
+        broadcaster.tick(64, 8).await;
+        watcher.tick(256).await;
+        node.mine(1).await?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let run = demo.await??.expect(0)?;
+    assert!(
+        run.stdout.contains("created") && run.stdout.contains("CONFIRMED"),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains(&acme.approver) && !run.stderr.contains(&acme.approver));
+    let trace = run
+        .stderr
+        .lines()
+        .find_map(|l| l.split("trace id ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .ok_or_else(|| anyhow::anyhow!("no trace id printed: {}", run.stderr))?;
+    assert_eq!(trace.len(), 32);
+    assert!(trace.bytes().all(|b| b.is_ascii_hexdigit()));
+    let paid = node.balance(BOB).await? - paid_before;
+    assert!(
+        (1_000_000_000_000_000..1_000_000_000_000_000 + 1_000).contains(&paid),
+        "one transfer of the demo amount (plus its jitter): {paid}"
+    );
+    stack.assert_invariants().await
+}

@@ -174,6 +174,7 @@ fn spawn_service(app_url: &str, port: u16) -> anyhow::Result<std::process::Child
     Ok(std::process::Command::new(bin)
         .env("OPLEDGER_OPERATIONS_DATABASE_URL", app_url)
         .env("OPLEDGER_OPERATIONS_LISTEN", format!("127.0.0.1:{port}"))
+        .env("OPLEDGER_OPERATIONS_METRICS_LISTEN", "127.0.0.1:0")
         .env("OPLEDGER_OPERATIONS_DB_MAX_CONNECTIONS", "32")
         .env("RUST_LOG", "info")
         .stdout(std::process::Stdio::null())

@@ -1,5 +1,6 @@
 //! A fresh, migrated benchmark database with a login role for the service under test.
 
+use anyhow::Context;
 use opledger_store::MIGRATOR;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -66,4 +67,18 @@ pub async fn fresh(
         format!("postgres://{user}:{password}@{host}:{port}/{db}")
     };
     Ok(BenchDatabase { owner, role_url })
+}
+
+/// The admin URL pointed at another database (keeps credentials and query parameters): what
+/// `pgbench` connects with.
+pub fn database_url(admin_url: &str, db: &str) -> anyhow::Result<String> {
+    let (base, query) = match admin_url.split_once('?') {
+        Some((base, query)) => (base, format!("?{query}")),
+        None => (admin_url, String::new()),
+    };
+    let (server, _) = base
+        .rsplit_once('/')
+        .filter(|(server, _)| server.contains("://"))
+        .context("the admin url has no database part")?;
+    Ok(format!("{server}/{db}{query}"))
 }

@@ -20,6 +20,13 @@
 //! per 1,000 withdrawals (services, PostgreSQL, anvil) and the ratio to the node's own
 //! `eth_sendRawTransaction` rate measured in the same run; every phase is verified in SQL and on
 //! chain.
+//!
+//! `opledger-bench webhook --admin-url URL` starts the real `opledger-inbox` binary (built next to
+//! this one) with one HMAC endpoint, posts signed `deposit.confirmed` deliveries over HTTP/1.1
+//! keep-alive connections at each concurrency (signature check, inbox row and work item committed
+//! before each 200; the processor applies them concurrently), and runs the raw SQL of the same
+//! transaction through `pgbench` as the ceiling. It prints webhooks/s, p50/p99 latency, the ratio,
+//! CPU seconds per 1,000 by process and the machine, and verifies the rows in SQL after each phase.
 
 mod create;
 mod database;
@@ -27,6 +34,7 @@ mod pgbench;
 mod pipeline;
 mod report;
 mod sign;
+mod webhook;
 
 use clap::{Parser, Subcommand};
 
@@ -45,6 +53,8 @@ enum Command {
     Sign(sign::Args),
     /// Create -> CONFIRMED through every service on anvil versus the node's raw submission rate.
     Pipeline(pipeline::Args),
+    /// Verified webhooks ingested per second over HTTP/1.1 versus the same SQL through pgbench.
+    Webhook(webhook::Args),
 }
 
 #[tokio::main]
@@ -53,5 +63,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Create(args) => create::run(args).await,
         Command::Sign(args) => sign::run(args).await,
         Command::Pipeline(args) => pipeline::run(args).await,
+        Command::Webhook(args) => webhook::run(args).await,
     }
 }

@@ -1,4 +1,5 @@
-//! The raw-SQL ceiling: the store's own create statements, run by `pgbench` in one transaction.
+//! The raw-SQL ceilings: the store's own statements, run by `pgbench` in the same transactions
+//! the services execute ([`create_script`] here; the webhook benchmark builds its own).
 
 use crate::report::{Summary, summarize};
 use anyhow::Context;
@@ -71,7 +72,7 @@ pub fn create_script(accounts: usize) -> anyhow::Result<String> {
     ))
 }
 
-/// Runs the script at `clients` for `duration` and summarizes the per-transaction log.
+/// Runs the create script at `clients` for `duration` and summarizes the per-transaction log.
 pub fn run(
     url: &str,
     tenant: &str,
@@ -80,17 +81,45 @@ pub fn run(
     duration: Duration,
     dir: &Path,
 ) -> anyhow::Result<Summary> {
-    let script = dir.join("create.sql");
-    std::fs::write(&script, create_script(accounts)?)?;
-    let prefix = dir.join(format!("pgbench-c{clients}"));
-    let status = std::process::Command::new("pgbench")
+    run_script(
+        url,
+        "create",
+        &create_script(accounts)?,
+        &[("tenant", tenant)],
+        clients,
+        duration,
+        dir,
+    )
+}
+
+/// Runs `script` (named `name` in `dir`) through `pgbench` with prepared statements, two threads,
+/// `clients` connections for `duration` and the `-D` variables `defines`, and summarizes its
+/// per-transaction log (failed and skipped transactions count as errors).
+pub fn run_script(
+    url: &str,
+    name: &str,
+    script: &str,
+    defines: &[(&str, &str)],
+    clients: usize,
+    duration: Duration,
+    dir: &Path,
+) -> anyhow::Result<Summary> {
+    let path = dir.join(format!("{name}.sql"));
+    std::fs::write(&path, script)?;
+    let log = format!("pgbench-{name}-c{clients}");
+    let prefix = dir.join(&log);
+    let mut command = std::process::Command::new("pgbench");
+    command
         .args(["-n", "-M", "prepared", "-j", "2", "-l"])
         .arg(format!("--log-prefix={}", prefix.display()))
         .arg(format!("-c{clients}"))
-        .arg(format!("-T{}", duration.as_secs()))
-        .arg(format!("-Dtenant={tenant}"))
+        .arg(format!("-T{}", duration.as_secs()));
+    for (var, value) in defines {
+        command.arg(format!("-D{var}={value}"));
+    }
+    let status = command
         .arg("-f")
-        .arg(&script)
+        .arg(&path)
         .arg(url)
         .stdout(std::process::Stdio::null())
         .status()
@@ -100,12 +129,12 @@ pub fn run(
     let mut errors = 0;
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
-        let name = path
+        let file = path
             .file_name()
             .and_then(|n| n.to_str())
             .unwrap_or_default()
             .to_owned();
-        if !name.starts_with(&format!("pgbench-c{clients}.")) {
+        if !file.starts_with(&format!("{log}.")) {
             continue;
         }
         for line in std::fs::read_to_string(&path)?.lines() {

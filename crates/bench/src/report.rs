@@ -11,6 +11,8 @@ pub struct Summary {
     pub p50: Duration,
     /// 99th percentile latency.
     pub p99: Duration,
+    /// Mean latency.
+    pub mean: Duration,
     /// How many operations completed.
     pub count: usize,
     /// How many failed.
@@ -27,10 +29,16 @@ pub fn summarize(mut latencies: Vec<Duration>, errors: usize, elapsed: Duration)
         let index = ((latencies.len() as f64 - 1.0) * q).round() as usize;
         latencies[index.min(latencies.len() - 1)]
     };
+    let total: Duration = latencies.iter().sum();
+    let mean = u32::try_from(latencies.len())
+        .ok()
+        .filter(|&n| n > 0)
+        .map_or(Duration::ZERO, |n| total / n);
     Summary {
         per_sec: latencies.len() as f64 / elapsed.as_secs_f64(),
         p50: pick(0.50),
         p99: pick(0.99),
+        mean,
         count: latencies.len(),
         errors,
     }

@@ -148,6 +148,11 @@ pub enum Command {
         #[arg(long)]
         reason: String,
     },
+    /// Pushes one withdrawal end to end: creates it (client key), approves it (--approver-key),
+    /// watches it to CONFIRMED, and prints its trace id and timeline. The calls carry a W3C
+    /// `traceparent` opctl makes, so the services' spans (when they export OTLP) form one trace
+    /// with that id. Exit codes as for `watch`.
+    Demo(DemoArgs),
     /// Polls a withdrawal until CONFIRMED, REJECTED, VERIFIED_NOT_SENT or FAILED_TERMINAL and
     /// prints the timeline of the state changes it saw (exit 0 on CONFIRMED, 4 on another final
     /// state, 5 when --until-timeout elapses).
@@ -237,6 +242,36 @@ pub struct ApproveArgs {
     /// The payload hash you reviewed; refused locally when the withdrawal's differs.
     #[arg(long, value_name = "HASH")]
     pub payload_hash: Option<String>,
+}
+
+/// `opctl demo`.
+#[derive(Args, Debug, Clone)]
+pub struct DemoArgs {
+    /// The source account.
+    #[arg(long, default_value = "treasury")]
+    pub account: String,
+    /// The asset.
+    #[arg(long, default_value = "ETH")]
+    pub asset: String,
+    /// The network.
+    #[arg(long, default_value = "anvil")]
+    pub network: String,
+    /// The destination address (default: anvil's second public dev account).
+    #[arg(long, default_value = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8")]
+    pub to: String,
+    /// Amount in minimal units (a few wei are added so repeated demos are not flagged as the
+    /// same destination and amount).
+    #[arg(long, default_value = "1000000000000000")]
+    pub amount: u128,
+    /// Fee cap in minimal units.
+    #[arg(long, default_value = "1000000000000000")]
+    pub fee_cap: String,
+    /// The approver's API key (the global --api-key is the client's).
+    #[arg(long, env = "OPCTL_APPROVER_KEY", hide_env_values = true, value_parser = parse_api_key)]
+    pub approver_key: ApiKey,
+    /// Give up (exit 5) after this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub until_timeout: u64,
 }
 
 /// `opctl watch`.

@@ -50,6 +50,7 @@ impl Service {
 pub struct Session {
     global: Global,
     authorization: Option<MetadataValue<tonic::metadata::Ascii>>,
+    traceparent: Option<MetadataValue<tonic::metadata::Ascii>>,
 }
 
 impl Session {
@@ -64,7 +65,27 @@ impl Session {
         Ok(Session {
             global: global.clone(),
             authorization,
+            traceparent: None,
         })
+    }
+
+    /// The same session with another API key.
+    pub fn with_key(&self, key: &crate::cli::ApiKey) -> Result<Session, Failure> {
+        let mut global = self.global.clone();
+        global.api_key = Some(key.clone());
+        let mut session = Session::new(&global)?;
+        session.traceparent = self.traceparent.clone();
+        Ok(session)
+    }
+
+    /// The same session, sending this W3C `traceparent` with every call.
+    pub fn with_traceparent(mut self, traceparent: &str) -> Result<Session, Failure> {
+        self.traceparent = Some(
+            traceparent
+                .parse()
+                .map_err(|_| Failure::usage("traceparent is not a header value"))?,
+        );
+        Ok(self)
     }
 
     /// The per-call timeout (`--timeout`).
@@ -79,6 +100,9 @@ impl Session {
             request
                 .metadata_mut()
                 .insert("authorization", value.clone());
+        }
+        if let Some(value) = &self.traceparent {
+            request.metadata_mut().insert("traceparent", value.clone());
         }
         request
     }

@@ -542,9 +542,9 @@ impl Store {
         }))
     }
 
-    /// Records a verified delivery: inbox row and work item in one transaction; on a known event
-    /// id compares body hashes (duplicate, or quarantine of the different body). Returns only
-    /// after commit: any error means nothing was acknowledged.
+    /// Records a verified delivery: inbox row and work item in one statement (one transaction);
+    /// on a known event id compares body hashes (duplicate, or quarantine of the different body).
+    /// Returns only after commit: any error means nothing was acknowledged.
     pub async fn record_delivery(&self, delivery: &Delivery<'_>) -> Result<Recorded> {
         let endpoint = delivery.endpoint;
         let (event_type, kind, reason, op_id) = match delivery.class {
@@ -555,7 +555,9 @@ impl Store {
                 (event_type, "UNHANDLED", Some(reason), None)
             }
         };
-        let mut tx = self.pool.begin().await?;
+        // A new event is one statement, so one round trip: the inbox row and its work item commit
+        // together or not at all (a single statement is its own transaction).
+        opledger_failpoint::hit("webhook.before_commit");
         let inserted: Option<(i64,)> = sqlx::query_as(RECORD_DELIVERY_SQL)
             .bind(endpoint.tenant_id.as_uuid())
             .bind(&endpoint.source)
@@ -570,50 +572,51 @@ impl Store {
             .bind(delivery.body.nonce.as_slice())
             .bind(delivery.body.ciphertext.as_slice())
             .bind(op_id)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&self.pool)
             .await?;
         let recorded = match inserted {
             Some((inbox_id,)) if kind == "EVENT" => Recorded::Accepted { inbox_id },
             Some((inbox_id,)) => Recorded::Unhandled { inbox_id },
-            None => {
-                let (inbox_id, stored_hash): (i64, Vec<u8>) = sqlx::query_as(
-                    "SELECT inbox_id, body_hash FROM inbox_events \
-                     WHERE tenant_id = $1 AND source = $2 AND event_id = $3",
-                )
-                .bind(endpoint.tenant_id.as_uuid())
-                .bind(&endpoint.source)
-                .bind(delivery.event_id)
-                .fetch_one(&mut *tx)
-                .await?;
-                if stored_hash == delivery.body_hash {
-                    Recorded::Duplicate { inbox_id }
-                } else {
-                    let new = sqlx::query(
-                        "INSERT INTO inbox_quarantine (inbox_id, tenant_id, body_hash, \
-                           body_key_id, body_nonce, body_ciphertext) \
-                         VALUES ($1, $2, $3, $4, $5, $6) \
-                         ON CONFLICT (inbox_id, body_hash) DO NOTHING",
-                    )
-                    .bind(inbox_id)
-                    .bind(endpoint.tenant_id.as_uuid())
-                    .bind(delivery.body_hash.as_slice())
-                    .bind(delivery.body.key_id)
-                    .bind(delivery.body.nonce.as_slice())
-                    .bind(delivery.body.ciphertext.as_slice())
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                    Recorded::Quarantined {
-                        inbox_id,
-                        first_time: new == 1,
-                    }
-                }
-            }
+            // A known event id: compare bodies; a different one is quarantined (idempotent too).
+            None => self.record_repeat(delivery).await?,
         };
-        opledger_failpoint::hit("webhook.before_commit");
-        tx.commit().await?;
         opledger_failpoint::hit("webhook.after_commit");
         Ok(recorded)
+    }
+
+    async fn record_repeat(&self, delivery: &Delivery<'_>) -> Result<Recorded> {
+        let endpoint = delivery.endpoint;
+        let (inbox_id, stored_hash): (i64, Vec<u8>) = sqlx::query_as(
+            "SELECT inbox_id, body_hash FROM inbox_events \
+             WHERE tenant_id = $1 AND source = $2 AND event_id = $3",
+        )
+        .bind(endpoint.tenant_id.as_uuid())
+        .bind(&endpoint.source)
+        .bind(delivery.event_id)
+        .fetch_one(&self.pool)
+        .await?;
+        if stored_hash == delivery.body_hash {
+            return Ok(Recorded::Duplicate { inbox_id });
+        }
+        let new = sqlx::query(
+            "INSERT INTO inbox_quarantine (inbox_id, tenant_id, body_hash, \
+               body_key_id, body_nonce, body_ciphertext) \
+             VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (inbox_id, body_hash) DO NOTHING",
+        )
+        .bind(inbox_id)
+        .bind(endpoint.tenant_id.as_uuid())
+        .bind(delivery.body_hash.as_slice())
+        .bind(delivery.body.key_id)
+        .bind(delivery.body.nonce.as_slice())
+        .bind(delivery.body.ciphertext.as_slice())
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(Recorded::Quarantined {
+            inbox_id,
+            first_time: new == 1,
+        })
     }
 
     /// Keeps minimal metadata of a refused request (bad signature, unknown endpoint).

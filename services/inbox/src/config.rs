@@ -45,7 +45,8 @@ pub struct Config {
     pub worker_id: String,
     /// Milliseconds between processor polls when there is no work.
     pub poll_interval_ms: u64,
-    /// Processors running at once.
+    /// Processors running at once; 0 runs an ingress-only instance (another instance, with
+    /// processors, applies the work: ingress and processing then scale separately).
     pub processors: usize,
     /// Attempts before a failing item becomes a dead letter.
     pub max_attempts: i32,
@@ -125,10 +126,10 @@ impl Config {
         if !(1..=3600).contains(&self.timestamp_tolerance_secs) {
             return Err(invalid("timestamp_tolerance_secs", "must be 1 to 3600"));
         }
-        if self.processors == 0 || self.max_attempts < 1 || self.poll_interval_ms == 0 {
+        if self.max_attempts < 1 || self.poll_interval_ms == 0 {
             return Err(invalid(
-                "processors",
-                "processors, max_attempts and poll_interval_ms must be at least 1",
+                "max_attempts",
+                "max_attempts and poll_interval_ms must be at least 1",
             ));
         }
         if !is_team(&self.dead_letter_owner) || !is_team(&self.compliance_owner) {

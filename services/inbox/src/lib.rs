@@ -134,13 +134,23 @@ pub async fn serve(
         }
     });
     let poll = Duration::from_millis(config.poll_interval_ms);
-    for n in 0..config.processors {
+    // Parked items are woken on a timer, not before every item: the wake-up is a join over the
+    // parked items and their operations.
+    if config.processors == 0 {
+        tracing::info!("ingress only: processors = 0, another instance applies the work");
+    } else {
+        let waker = processor(config, store.clone(), ring.clone());
+        tasks.spawn(async move {
+            loop {
+                waker.wake().await;
+                tokio::time::sleep(poll).await;
+            }
+        });
+    }
+    for _ in 0..config.processors {
         let worker = processor(config, store.clone(), ring.clone());
         tasks.spawn(async move {
             loop {
-                if n == 0 {
-                    worker.wake().await;
-                }
                 if worker.step().await == processor::Step::Idle {
                     tokio::time::sleep(poll).await;
                 }

@@ -2,6 +2,7 @@
 //! [`Report`](crate::output::Report) or a [`Failure`].
 
 mod approvals;
+mod demo;
 mod inbox;
 mod operator;
 mod watch;
@@ -25,6 +26,7 @@ pub async fn run(cli: &Cli, out: &Output) -> Result<Done, Failure> {
         Command::Approve(args) => approvals::approve(&session, out, args).await,
         Command::Reject { id, reason } => approvals::reject(&session, out, id, reason).await,
         Command::Watch(args) => watch::watch(&session, out, args).await,
+        Command::Demo(args) => demo::demo(session, out, args).await,
         Command::Unresolved { page_size } => {
             operator::unresolved(&session, out, page_size.unwrap_or(0)).await
         }

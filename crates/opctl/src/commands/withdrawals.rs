@@ -22,6 +22,16 @@ fn idempotency_key(args: &CreateArgs) -> Result<(String, bool), Failure> {
 }
 
 pub async fn create(session: &Session, out: &Output, args: &CreateArgs) -> Result<Done, Failure> {
+    create_withdrawal(session, out, args).await?;
+    Ok(Done::Ok)
+}
+
+/// Creates (or replays) the withdrawal `args` describe, prints it, and returns its id.
+pub async fn create_withdrawal(
+    session: &Session,
+    out: &Output,
+    args: &CreateArgs,
+) -> Result<String, Failure> {
     if args.memo.as_deref() == Some("") {
         return Err(Failure::usage(
             "--memo: must not be empty (leave the flag out for no memo)",
@@ -63,7 +73,7 @@ pub async fn create(session: &Session, out: &Output, args: &CreateArgs) -> Resul
         .into_inner();
     let w = created.withdrawal.unwrap_or_default();
     out.report(&created_report(&w, created.replayed, generated));
-    Ok(Done::Ok)
+    Ok(w.withdrawal_id)
 }
 
 fn created_report(w: &pb::Withdrawal, replayed: bool, generated: bool) -> Report {
