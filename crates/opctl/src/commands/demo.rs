@@ -21,7 +21,7 @@ pub async fn demo(session: Session, out: &Output, args: &DemoArgs) -> Result<Don
     out.note(&format!("trace id {trace_id}"));
     // A few wei of jitter: the same destination and amount twice within the risk window would
     // (rightly) be flagged for an explicit acknowledgement.
-    let jitter = u128::from(uuid::Uuid::new_v4().as_u128() % 1_000);
+    let jitter = uuid::Uuid::new_v4().as_u128() % 1_000;
     let created = withdrawals::create_withdrawal(
         &client,
         out,
