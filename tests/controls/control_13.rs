@@ -1,5 +1,5 @@
 //! Control 13: the serialization limits are written down (docs/serialization.md) and the statement
-//! matches the code: the lease default, the nonce row lock, the queue claims, the fast-mode-only
+//! matches the code: the lease default, the nonce row lock (an upsert held until commit), the queue claims, the fast-mode-only
 //! relaxed durability; and two writers racing on one operation through separate connection pools
 //! cannot both win.
 
@@ -28,7 +28,9 @@ fn control_13_the_serialization_statement_exists_and_matches_the_code() -> anyho
     );
     let signing = repo_file("crates/store/src/signing.rs")?;
     assert!(doc.contains("`signer_nonces (network, sender)`"));
-    assert!(signing.contains("FROM signer_nonces WHERE network = $1 AND sender = $2 FOR UPDATE"));
+    assert!(signing.contains(
+        "ON CONFLICT (network, sender) DO UPDATE SET next_nonce = signer_nonces.next_nonce + 1"
+    ));
     let inbox = repo_file("crates/store/src/inbox.rs")?;
     assert!(doc.contains("`FOR UPDATE SKIP LOCKED`"));
     assert!(inbox.contains("FOR UPDATE OF w SKIP LOCKED"));

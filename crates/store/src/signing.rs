@@ -291,20 +291,17 @@ impl Store {
         let (network, initial_nonce) = (sender.network, sender.initial_nonce);
         let sender = sender.address;
         let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO signer_nonces (network, sender, next_nonce) VALUES ($1, $2, $3) \
-             ON CONFLICT (network, sender) DO NOTHING",
+        // One statement takes the sender's row lock (held until commit), creates the row for a
+        // new sender, and advances the counter: the nonce it returns is ours, and the advance
+        // commits only together with the attempt that uses it.
+        let (next,): (i64,) = sqlx::query_as(
+            "INSERT INTO signer_nonces (network, sender, next_nonce) VALUES ($1, $2, $3 + 1) \
+             ON CONFLICT (network, sender) DO UPDATE SET next_nonce = signer_nonces.next_nonce + 1 \
+             RETURNING next_nonce - 1",
         )
         .bind(network)
         .bind(sender)
         .bind(i64::try_from(initial_nonce).map_err(|_| StoreError::Corrupt { what: "nonce" })?)
-        .execute(&mut *tx)
-        .await?;
-        let (next,): (i64,) = sqlx::query_as(
-            "SELECT next_nonce FROM signer_nonces WHERE network = $1 AND sender = $2 FOR UPDATE",
-        )
-        .bind(network)
-        .bind(sender)
         .fetch_one(&mut *tx)
         .await?;
         let nonce = u64::try_from(next).map_err(|_| StoreError::Corrupt { what: "nonce" })?;
@@ -319,11 +316,6 @@ impl Store {
             });
         }
         let attempt = insert_attempt(&mut tx, tenant_id, op_id, 1, network, &signed).await?;
-        sqlx::query("UPDATE signer_nonces SET next_nonce = next_nonce + 1 WHERE network = $1 AND sender = $2")
-            .bind(network)
-            .bind(sender)
-            .execute(&mut *tx)
-            .await?;
         let mut done = TransitionRequest::new(
             tenant_id,
             op_id,

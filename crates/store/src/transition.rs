@@ -111,18 +111,26 @@ pub async fn transition_in(
         LeaseGuard::Expired => (2, None),
     };
     let lease_secs = request.lease_for.map(|d| d.as_secs_f64());
+    // One statement: the conditional update and its transition-log row (nothing is logged when
+    // the update matches no row).
     let updated: Option<(i64,)> = sqlx::query_as(
-        "UPDATE withdrawal_ops SET state = $4, version = version + 1, updated_at = now(), \
-           lease_owner = CASE WHEN $8::float8 IS NULL THEN NULL ELSE $9 END, \
-           lease_expires_at = CASE WHEN $8::float8 IS NULL THEN NULL \
-             ELSE now() + $8::float8 * interval '1 second' END, \
-           signed_tx_ref = COALESCE(signed_tx_ref, $10) \
-         WHERE tenant_id = $1 AND op_id = $2 AND state = $3 \
-           AND ($5::bytea IS NULL OR payload_hash = $5) \
-           AND ($6::smallint = 0 \
-             OR ($6 = 1 AND lease_owner = $7 AND lease_expires_at > now()) \
-             OR ($6 = 2 AND (lease_expires_at IS NULL OR lease_expires_at <= now()))) \
-         RETURNING version",
+        "WITH moved AS ( \
+           UPDATE withdrawal_ops SET state = $4, version = version + 1, updated_at = now(), \
+             lease_owner = CASE WHEN $8::float8 IS NULL THEN NULL ELSE $9 END, \
+             lease_expires_at = CASE WHEN $8::float8 IS NULL THEN NULL \
+               ELSE now() + $8::float8 * interval '1 second' END, \
+             signed_tx_ref = COALESCE(signed_tx_ref, $10) \
+           WHERE tenant_id = $1 AND op_id = $2 AND state = $3 \
+             AND ($5::bytea IS NULL OR payload_hash = $5) \
+             AND ($6::smallint = 0 \
+               OR ($6 = 1 AND lease_owner = $7 AND lease_expires_at > now()) \
+               OR ($6 = 2 AND (lease_expires_at IS NULL OR lease_expires_at <= now()))) \
+           RETURNING version), \
+         logged AS ( \
+           INSERT INTO operation_transitions \
+             (tenant_id, op_id, from_state, to_state, actor, actor_id, reason, version) \
+           SELECT $1, $2, $3, $4, $11, $9, $12, version FROM moved) \
+         SELECT version FROM moved",
     )
     .bind(request.tenant_id.as_uuid())
     .bind(request.op_id.as_uuid())
@@ -134,6 +142,8 @@ pub async fn transition_in(
     .bind(lease_secs)
     .bind(request.actor_id)
     .bind(request.signed_tx_ref)
+    .bind(request.actor.as_str())
+    .bind(request.reason)
     .fetch_optional(&mut *conn)
     .await?;
     let Some((version,)) = updated else {
@@ -154,21 +164,6 @@ pub async fn transition_in(
             }),
         };
     };
-    sqlx::query(
-        "INSERT INTO operation_transitions \
-           (tenant_id, op_id, from_state, to_state, actor, actor_id, reason, version) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-    )
-    .bind(request.tenant_id.as_uuid())
-    .bind(request.op_id.as_uuid())
-    .bind(request.from.as_str())
-    .bind(request.to.as_str())
-    .bind(request.actor.as_str())
-    .bind(request.actor_id)
-    .bind(request.reason)
-    .bind(version)
-    .execute(&mut *conn)
-    .await?;
     ledger::apply_hold_effect(conn, request.tenant_id, request.op_id, effect).await?;
     Ok(Transitioned { version })
 }
