@@ -347,17 +347,23 @@ impl Tally {
                 return Ok(());
             }
             // Not converging is a violation in itself; stop here rather than pile up more work.
-            anyhow::ensure!(
-                tokio::time::Instant::now() < deadline,
-                "did not converge in {timeout:?}: {} operations pending ({}), {work_left} inbox items",
-                pending.len(),
-                pending
-                    .iter()
-                    .take(5)
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
+            if tokio::time::Instant::now() >= deadline {
+                let pool = c.node.txpool_status().await?;
+                let latest = hot_nonce(c).await?;
+                let pending_nonce = c
+                    .node
+                    .rpc("eth_getTransactionCount", json!([HOT_WALLET, "pending"]))
+                    .await?;
+                anyhow::bail!(
+                    "did not converge in {timeout:?}: {} operations pending ({}), {work_left} \
+                     inbox items; chain: hot wallet nonce {latest} (pending {pending_nonce}), \
+                     txpool {} pending, {} queued",
+                    pending.len(),
+                    pending.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+                    pool.pending,
+                    pool.queued
+                );
+            }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }

@@ -275,11 +275,37 @@ async fn soak_step(
             }
         }
         _ => {
-            // The tip block is replaced: whatever it held is gone from the chain.
-            c.node.reorg(1).await?;
+            // The tip block is replaced by another holding the same transactions (as a real
+            // reorganization usually re-includes them): inclusions move to a new block hash.
+            reorg_keeping_transactions(c).await?;
             tally.reorgs += 1;
         }
     }
+    Ok(())
+}
+
+/// Replaces the tip block with a new one that re-includes its transactions. (A reorganization that
+/// loses transactions is `tests/broadcaster/watch.rs`'s; here it would also take back evidence
+/// the reconciler already acted on at one confirmation, which real deployments avoid by
+/// configuring more confirmations than the deepest reorganization.)
+async fn reorg_keeping_transactions(c: &Cluster) -> anyhow::Result<()> {
+    let block = c
+        .node
+        .rpc("eth_getBlockByNumber", serde_json::json!(["latest", false]))
+        .await?;
+    let mut keep = Vec::new();
+    for hash in block["transactions"].as_array().cloned().unwrap_or_default() {
+        let raw = c
+            .node
+            .rpc("eth_getRawTransactionByHash", serde_json::json!([hash]))
+            .await?;
+        if raw.is_string() {
+            keep.push(serde_json::json!([raw, 0]));
+        }
+    }
+    c.node
+        .rpc("anvil_reorg", serde_json::json!([1, keep]))
+        .await?;
     Ok(())
 }
 
