@@ -359,7 +359,12 @@ impl Tally {
                      inbox items; chain: hot wallet nonce {latest} (pending {pending_nonce}), \
                      txpool {} pending, {} queued",
                     pending.len(),
-                    pending.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+                    pending
+                        .iter()
+                        .take(5)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", "),
                     pool.pending,
                     pool.queued
                 );

@@ -294,7 +294,11 @@ async fn reorg_keeping_transactions(c: &Cluster) -> anyhow::Result<()> {
         .rpc("eth_getBlockByNumber", serde_json::json!(["latest", false]))
         .await?;
     let mut keep = Vec::new();
-    for hash in block["transactions"].as_array().cloned().unwrap_or_default() {
+    for hash in block["transactions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+    {
         let raw = c
             .node
             .rpc("eth_getRawTransactionByHash", serde_json::json!([hash]))
