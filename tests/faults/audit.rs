@@ -73,6 +73,97 @@ fn transient(status: &tonic::Status) -> bool {
 
 const RETRY_FOR: Duration = Duration::from_secs(60);
 
+/// How one client call ended.
+pub enum Answer<T> {
+    /// Answered; `already` when the effect had happened before this call (a replay).
+    Done {
+        /// What the call returned.
+        value: T,
+        /// The effect had happened before this call.
+        already: bool,
+    },
+    /// No answer (transport error, UNAVAILABLE, 5xx): the outcome is unknown, retry.
+    Unanswered(anyhow::Error),
+    /// A definite refusal.
+    Refused(anyhow::Error),
+}
+
+impl<T> Answer<T> {
+    fn from_status(status: tonic::Status) -> Answer<T> {
+        if transient(&status) {
+            Answer::Unanswered(status.into())
+        } else {
+            Answer::Refused(status.into())
+        }
+    }
+}
+
+/// An approver's decision on a REQUESTED withdrawal.
+#[derive(Debug, Clone, Copy)]
+pub enum Decision {
+    /// Approve its payload hash.
+    Approve,
+    /// Reject it (the hold is released).
+    Reject,
+}
+
+/// One approval or rejection, unless the withdrawal already left REQUESTED that way.
+pub async fn decide(c: &Cluster, id: &str, decision: Decision) -> Answer<()> {
+    let w = match c.withdrawal(id).await {
+        Ok(w) => w,
+        Err(e) => {
+            return match e.downcast::<tonic::Status>() {
+                Ok(status) => Answer::from_status(status),
+                Err(e) => Answer::Unanswered(e),
+            };
+        }
+    };
+    let done_state = match decision {
+        Decision::Approve => w.state != pb::WithdrawalState::Requested as i32,
+        Decision::Reject => w.state == pb::WithdrawalState::Rejected as i32,
+    };
+    if done_state {
+        return Answer::Done {
+            value: (),
+            already: true,
+        };
+    }
+    let mut approvals = match c.approvals().await {
+        Ok(client) => client,
+        Err(e) => return Answer::Unanswered(e),
+    };
+    let answer = match decision {
+        Decision::Approve => approvals
+            .approve_withdrawal(authed(
+                &c.acme.approver,
+                pb::ApproveWithdrawalRequest {
+                    withdrawal_id: id.to_owned(),
+                    payload_hash: w.payload_hash,
+                    acknowledged_risk_flags: w.risk_flags,
+                },
+            ))
+            .await
+            .map(|_| ()),
+        Decision::Reject => approvals
+            .reject_withdrawal(authed(
+                &c.acme.approver,
+                pb::RejectWithdrawalRequest {
+                    withdrawal_id: id.to_owned(),
+                    reason: "fault harness".to_owned(),
+                },
+            ))
+            .await
+            .map(|_| ()),
+    };
+    match answer {
+        Ok(()) => Answer::Done {
+            value: (),
+            already: false,
+        },
+        Err(status) => Answer::from_status(status),
+    }
+}
+
 /// The create request of a withdrawal.
 pub fn create_request(key: &str, amount: u128, to: &str) -> pb::CreateWithdrawalRequest {
     pb::CreateWithdrawalRequest {
@@ -87,6 +178,51 @@ pub fn deposit_body(deposit_id: &str, amount: u128) -> String {
 }
 
 impl Tally {
+    /// Repeats `call` until it gets an answer, as a client that got none must (same key, same
+    /// webhook id), for up to [`RETRY_FOR`]; `uncertain` when an earlier call got no answer.
+    /// Counts indeterminate outcomes and, once answered, whether the retry found the effect
+    /// already there.
+    async fn until_answered<T, F, Fut>(
+        &mut self,
+        mut uncertain: bool,
+        mut call: F,
+    ) -> anyhow::Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Answer<T>>,
+    {
+        let deadline = tokio::time::Instant::now() + RETRY_FOR;
+        if uncertain {
+            self.indeterminate += 1;
+        }
+        loop {
+            match call().await {
+                Answer::Done { value, already } => {
+                    if uncertain {
+                        if already {
+                            self.indeterminate_happened += 1;
+                        } else {
+                            self.indeterminate_now += 1;
+                        }
+                    }
+                    return Ok(value);
+                }
+                Answer::Refused(e) => return Err(e),
+                Answer::Unanswered(e) => {
+                    anyhow::ensure!(
+                        tokio::time::Instant::now() < deadline,
+                        "no answer for {RETRY_FOR:?}: {e:?}"
+                    );
+                    if !uncertain {
+                        self.indeterminate += 1;
+                        uncertain = true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+    }
+
     /// Creates a withdrawal with `key`, retrying with the same key until the outcome is known;
     /// `uncertain` when an earlier call with this key got no answer.
     pub async fn create(
@@ -95,172 +231,66 @@ impl Tally {
         key: &str,
         amount: u128,
         to: &str,
-        mut uncertain: bool,
+        uncertain: bool,
     ) -> anyhow::Result<String> {
         let request = create_request(key, amount, to);
-        let deadline = tokio::time::Instant::now() + RETRY_FOR;
-        if uncertain {
-            self.indeterminate += 1;
-        }
-        loop {
-            match c
-                .operations()
-                .await?
-                .create_withdrawal(authed(&c.acme.client, request.clone()))
-                .await
-            {
-                Ok(answer) => {
-                    let answer = answer.into_inner();
-                    if uncertain {
-                        if answer.replayed {
-                            self.indeterminate_happened += 1;
-                        } else {
-                            self.indeterminate_now += 1;
+        let id = self
+            .until_answered(uncertain, || async {
+                let answer = match c.operations().await {
+                    Ok(mut client) => {
+                        client
+                            .create_withdrawal(authed(&c.acme.client, request.clone()))
+                            .await
+                    }
+                    Err(e) => return Answer::Unanswered(e),
+                };
+                match answer {
+                    Ok(answer) => {
+                        let answer = answer.into_inner();
+                        match answer.withdrawal {
+                            Some(w) => Answer::Done {
+                                value: w.withdrawal_id,
+                                already: answer.replayed,
+                            },
+                            None => Answer::Refused(anyhow::anyhow!("no withdrawal")),
                         }
                     }
-                    let w = answer
-                        .withdrawal
-                        .ok_or_else(|| anyhow::anyhow!("no withdrawal"))?;
-                    self.ops.insert(
-                        w.withdrawal_id.clone(),
-                        Op {
-                            to: to.to_owned(),
-                            amount,
-                            approved: false,
-                            rejected: false,
-                        },
-                    );
-                    return Ok(w.withdrawal_id);
+                    Err(status) => Answer::from_status(status),
                 }
-                Err(status) if transient(&status) && tokio::time::Instant::now() < deadline => {
-                    if !uncertain {
-                        self.indeterminate += 1;
-                        uncertain = true;
-                    }
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(status) => anyhow::bail!("create refused: {status:?}"),
-            }
-        }
+            })
+            .await?;
+        self.ops.insert(
+            id.clone(),
+            Op {
+                to: to.to_owned(),
+                amount,
+                approved: false,
+                rejected: false,
+            },
+        );
+        Ok(id)
     }
 
     /// Approves a withdrawal (its payload hash), retrying until it is approved; `uncertain` when
     /// an earlier call got no answer.
-    pub async fn approve(
-        &mut self,
-        c: &Cluster,
-        id: &str,
-        mut uncertain: bool,
-    ) -> anyhow::Result<()> {
-        let deadline = tokio::time::Instant::now() + RETRY_FOR;
-        if uncertain {
-            self.indeterminate += 1;
+    pub async fn approve(&mut self, c: &Cluster, id: &str, uncertain: bool) -> anyhow::Result<()> {
+        self.until_answered(uncertain, || decide(c, id, Decision::Approve))
+            .await?;
+        if let Some(op) = self.ops.get_mut(id) {
+            op.approved = true;
         }
-        loop {
-            let outcome = async {
-                let w = c.withdrawal(id).await?;
-                if w.state != pb::WithdrawalState::Requested as i32 {
-                    return Ok::<bool, anyhow::Error>(true);
-                }
-                c.approvals()
-                    .await?
-                    .approve_withdrawal(authed(
-                        &c.acme.approver,
-                        pb::ApproveWithdrawalRequest {
-                            withdrawal_id: id.to_owned(),
-                            payload_hash: w.payload_hash,
-                            acknowledged_risk_flags: w.risk_flags,
-                        },
-                    ))
-                    .await?;
-                Ok(false)
-            }
-            .await;
-            match outcome {
-                Ok(already) => {
-                    if uncertain {
-                        if already {
-                            self.indeterminate_happened += 1;
-                        } else {
-                            self.indeterminate_now += 1;
-                        }
-                    }
-                    if let Some(op) = self.ops.get_mut(id) {
-                        op.approved = true;
-                    }
-                    return Ok(());
-                }
-                Err(e) if tokio::time::Instant::now() < deadline => {
-                    let is_transient = e.downcast_ref::<tonic::Status>().is_none_or(transient);
-                    anyhow::ensure!(is_transient, "approve refused: {e:?}");
-                    if !uncertain {
-                        self.indeterminate += 1;
-                        uncertain = true;
-                    }
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        Ok(())
     }
 
     /// Rejects a REQUESTED withdrawal, retrying until it is rejected; `uncertain` when an earlier
     /// call got no answer.
-    pub async fn reject(
-        &mut self,
-        c: &Cluster,
-        id: &str,
-        mut uncertain: bool,
-    ) -> anyhow::Result<()> {
-        let deadline = tokio::time::Instant::now() + RETRY_FOR;
-        if uncertain {
-            self.indeterminate += 1;
+    pub async fn reject(&mut self, c: &Cluster, id: &str, uncertain: bool) -> anyhow::Result<()> {
+        self.until_answered(uncertain, || decide(c, id, Decision::Reject))
+            .await?;
+        if let Some(op) = self.ops.get_mut(id) {
+            op.rejected = true;
         }
-        loop {
-            let outcome = async {
-                let w = c.withdrawal(id).await?;
-                if w.state == pb::WithdrawalState::Rejected as i32 {
-                    return Ok::<bool, anyhow::Error>(true);
-                }
-                c.approvals()
-                    .await?
-                    .reject_withdrawal(authed(
-                        &c.acme.approver,
-                        pb::RejectWithdrawalRequest {
-                            withdrawal_id: id.to_owned(),
-                            reason: "fault harness".to_owned(),
-                        },
-                    ))
-                    .await?;
-                Ok(false)
-            }
-            .await;
-            match outcome {
-                Ok(already) => {
-                    if uncertain {
-                        if already {
-                            self.indeterminate_happened += 1;
-                        } else {
-                            self.indeterminate_now += 1;
-                        }
-                    }
-                    if let Some(op) = self.ops.get_mut(id) {
-                        op.rejected = true;
-                    }
-                    return Ok(());
-                }
-                Err(e) if tokio::time::Instant::now() < deadline => {
-                    let is_transient = e.downcast_ref::<tonic::Status>().is_none_or(transient);
-                    anyhow::ensure!(is_transient, "reject refused: {e:?}");
-                    if !uncertain {
-                        self.indeterminate += 1;
-                        uncertain = true;
-                    }
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        Ok(())
     }
 
     /// Delivers a deposit webhook like a Standard Webhooks sender: until a 2xx; `uncertain` when
@@ -271,41 +301,26 @@ impl Tally {
         event_id: &str,
         deposit_id: &str,
         amount: u128,
-        mut uncertain: bool,
+        uncertain: bool,
     ) -> anyhow::Result<()> {
         let body = deposit_body(deposit_id, amount);
-        let deadline = tokio::time::Instant::now() + RETRY_FOR;
-        if uncertain {
-            self.indeterminate += 1;
-        }
-        loop {
+        self.until_answered(uncertain, || async {
             match c.sender.send(&c.endpoint, event_id, &body).await {
-                Ok((200, text)) => {
-                    if uncertain {
-                        if text.contains("\"duplicate\"") {
-                            self.indeterminate_happened += 1;
-                        } else {
-                            self.indeterminate_now += 1;
-                        }
-                    }
-                    self.webhooks
-                        .insert(event_id.to_owned(), deposit_id.to_owned());
-                    return Ok(());
-                }
+                Ok((200, text)) => Answer::Done {
+                    value: (),
+                    already: text.contains("\"duplicate\""),
+                },
                 Ok((status, text)) if status < 500 => {
-                    anyhow::bail!("webhook refused: {status} {text}")
+                    Answer::Refused(anyhow::anyhow!("webhook refused: {status} {text}"))
                 }
-                _ if tokio::time::Instant::now() < deadline => {
-                    if !uncertain {
-                        self.indeterminate += 1;
-                        uncertain = true;
-                    }
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Ok((status, _)) => anyhow::bail!("webhook never acknowledged: {status}"),
-                Err(e) => return Err(e),
+                Ok((status, _)) => Answer::Unanswered(anyhow::anyhow!("HTTP {status}")),
+                Err(e) => Answer::Unanswered(e),
             }
-        }
+        })
+        .await?;
+        self.webhooks
+            .insert(event_id.to_owned(), deposit_id.to_owned());
+        Ok(())
     }
 
     /// Waits until every acknowledged operation and webhook reached its final state.

@@ -11,7 +11,7 @@
 mod audit;
 mod cluster;
 
-use audit::{Tally, create_request, deposit_body};
+use audit::{Answer, Decision, Tally, create_request, decide, deposit_body};
 use cluster::{Cluster, SERVICES};
 use opledger_proto::v1 as pb;
 use opledger_testkit::FaultMode;
@@ -120,38 +120,20 @@ async fn kill_at(
             let id = tally
                 .create(c, &uuid::Uuid::new_v4().to_string(), amount, to, false)
                 .await?;
-            let w = c.withdrawal(&id).await?;
-            let mut approvals = c.approvals().await?;
-            let first = if matches!(trigger, Trigger::Approve) {
-                approvals
-                    .approve_withdrawal(authed(
-                        &c.acme.approver,
-                        pb::ApproveWithdrawalRequest {
-                            withdrawal_id: id.clone(),
-                            payload_hash: w.payload_hash,
-                            acknowledged_risk_flags: w.risk_flags,
-                        },
-                    ))
-                    .await
-                    .map(|_| ())
+            let decision = if matches!(trigger, Trigger::Approve) {
+                Decision::Approve
             } else {
-                approvals
-                    .reject_withdrawal(authed(
-                        &c.acme.approver,
-                        pb::RejectWithdrawalRequest {
-                            withdrawal_id: id.clone(),
-                            reason: "fault harness".to_owned(),
-                        },
-                    ))
-                    .await
-                    .map(|_| ())
+                Decision::Reject
             };
-            anyhow::ensure!(first.is_err(), "{failpoint}: the call was answered");
+            let first = decide(c, &id, decision).await;
+            anyhow::ensure!(
+                matches!(first, Answer::Unanswered(_)),
+                "{failpoint}: the call was answered"
+            );
             expect_death(tally, c, service, failpoint).await?;
-            if matches!(trigger, Trigger::Approve) {
-                tally.approve(c, &id, true).await?;
-            } else {
-                tally.reject(c, &id, true).await?;
+            match decision {
+                Decision::Approve => tally.approve(c, &id, true).await?,
+                Decision::Reject => tally.reject(c, &id, true).await?,
             }
         }
         Trigger::Pipeline => {

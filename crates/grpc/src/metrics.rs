@@ -51,10 +51,13 @@ struct MethodStats {
     sum: f64,
 }
 
+/// Stats by service, then by method.
+type Registry = BTreeMap<String, BTreeMap<String, MethodStats>>;
+
 /// The registry of one process.
 #[derive(Debug, Default)]
 pub struct GrpcMetrics {
-    methods: Mutex<BTreeMap<(String, String), MethodStats>>,
+    methods: Mutex<Registry>,
 }
 
 impl GrpcMetrics {
@@ -62,12 +65,22 @@ impl GrpcMetrics {
     pub fn record(&self, service: &str, method: &str, code: usize, elapsed: Duration) {
         let method = if code == 12 { "unknown" } else { method };
         let seconds = elapsed.as_secs_f64();
-        let Ok(mut methods) = self.methods.lock() else {
+        let Ok(mut services) = self.methods.lock() else {
             return;
         };
-        let stats = methods
-            .entry((service.to_owned(), method.to_owned()))
-            .or_default();
+        // Keys are allocated once per (service, method), not on every call.
+        if !services.contains_key(service) {
+            services.insert(service.to_owned(), BTreeMap::new());
+        }
+        let Some(methods) = services.get_mut(service) else {
+            return;
+        };
+        if !methods.contains_key(method) {
+            methods.insert(method.to_owned(), MethodStats::default());
+        }
+        let Some(stats) = methods.get_mut(method) else {
+            return;
+        };
         *stats.codes.entry(code.min(CODES.len() - 1)).or_default() += 1;
         for (bound, bucket) in BUCKETS.iter().zip(stats.buckets.iter_mut()) {
             if seconds <= *bound {
@@ -87,7 +100,13 @@ impl GrpcMetrics {
         let Ok(methods) = self.methods.lock() else {
             return out;
         };
-        for ((service, method), stats) in methods.iter() {
+        let all = || {
+            methods.iter().flat_map(|(service, m)| {
+                m.iter()
+                    .map(move |(method, stats)| (service, method, stats))
+            })
+        };
+        for (service, method, stats) in all() {
             for (code, n) in &stats.codes {
                 let _ = writeln!(
                     out,
@@ -100,7 +119,7 @@ impl GrpcMetrics {
             "# HELP opledger_grpc_request_duration_seconds Time from request to response headers.\n\
              # TYPE opledger_grpc_request_duration_seconds histogram\n",
         );
-        for ((service, method), stats) in methods.iter() {
+        for (service, method, stats) in all() {
             let labels = format!("service=\"{service}\",method=\"{method}\"");
             for (bound, n) in BUCKETS.iter().zip(stats.buckets.iter()) {
                 let _ = writeln!(
