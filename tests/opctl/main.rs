@@ -166,6 +166,31 @@ async fn serve_inbox_api(stack: &Stack) -> anyhow::Result<(SocketAddr, JoinHandl
     Ok((addr, server))
 }
 
+/// Runs the broadcaster and its chain watcher in this test (mining a block per pass) until the
+/// opctl run `cli` ends, and returns that run.
+async fn drive_workers(
+    cli: JoinHandle<anyhow::Result<Run>>,
+    stack: &Stack,
+    signer: &opledger_tests::signer::InProcessSigner,
+    node: &opledger_testkit::Anvil,
+) -> anyhow::Result<Run> {
+    let cfg = broadcaster_config(stack, signer, &node.rpc_url());
+    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
+    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
+    let started = tokio::time::Instant::now();
+    while !cli.is_finished() {
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(90),
+            "opctl did not end"
+        );
+        broadcaster.tick(64, 8).await;
+        watcher.tick(256).await;
+        node.mine(1).await?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    cli.await?
+}
+
 fn create_args<'a>(to: &'a str, amount: &'a str) -> Vec<&'a str> {
     vec![
         "create",
@@ -201,9 +226,6 @@ async fn opctl_creates_approves_and_watches_a_withdrawal_to_confirmed() -> anyho
         node,
         signer,
     } = Chain::start().await?;
-    let cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
-    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
-    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
     let opctl = Opctl::new(&stack);
     let paid_before = node.balance(ALICE).await?;
 
@@ -242,18 +264,9 @@ async fn opctl_creates_approves_and_watches_a_withdrawal_to_confirmed() -> anyho
             "100",
         ],
     );
-    let started = tokio::time::Instant::now();
-    while !watch.is_finished() {
-        anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(90),
-            "watch did not end"
-        );
-        broadcaster.tick(64, 8).await;
-        watcher.tick(256).await;
-        node.mine(1).await?;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let watched = watch.await??.expect(0)?;
+    let watched = drive_workers(watch, &stack, &signer, &node)
+        .await?
+        .expect(0)?;
     let lines = watched.json_lines()?;
     let result = lines.last().ok_or_else(|| anyhow::anyhow!("no result"))?;
     assert_eq!(result["event"], "result");
@@ -739,9 +752,6 @@ async fn opctl_demo_pushes_one_withdrawal_to_confirmed_and_prints_its_trace_id()
         node,
         signer,
     } = Chain::start().await?;
-    let cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
-    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
-    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
     let opctl = Opctl::new(&stack);
     let paid_before = node.balance(BOB).await?;
     let demo = opctl.spawn(
@@ -756,18 +766,9 @@ async fn opctl_demo_pushes_one_withdrawal_to_confirmed_and_prints_its_trace_id()
             "60",
         ],
     );
-    let started = tokio::time::Instant::now();
-    while !demo.is_finished() {
-        anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(90),
-            "demo did not end"
-        );
-        broadcaster.tick(64, 8).await;
-        watcher.tick(256).await;
-        node.mine(1).await?;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let run = demo.await??.expect(0)?;
+    let run = drive_workers(demo, &stack, &signer, &node)
+        .await?
+        .expect(0)?;
     assert!(
         run.stdout.contains("created") && run.stdout.contains("CONFIRMED"),
         "{}",

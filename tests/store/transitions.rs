@@ -204,18 +204,23 @@ async fn rejection_releases_the_hold_exactly_once() -> anyhow::Result<()> {
     stack.assert_invariants().await
 }
 
-#[tokio::test]
-async fn settle_and_reorg_reopen_keep_the_ledger_balanced() -> anyhow::Result<()> {
-    let stack = Stack::start().await?;
-    let (acme, op) = requested_op(&stack).await?;
-    let path = [
-        (S::Requested, S::Approved, Actor::Approvals),
-        (S::Approved, S::Signing, Actor::Signer),
-        (S::Signing, S::Signed, Actor::Signer),
-        (S::Signed, S::Broadcast, Actor::Broadcaster),
-        (S::Broadcast, S::Confirmed, Actor::ChainWatcher),
-    ];
-    for (from, to, actor) in path {
+/// From REQUESTED to CONFIRMED, each move by its actor.
+const TO_CONFIRMED: [(S, S, Actor); 5] = [
+    (S::Requested, S::Approved, Actor::Approvals),
+    (S::Approved, S::Signing, Actor::Signer),
+    (S::Signing, S::Signed, Actor::Signer),
+    (S::Signed, S::Broadcast, Actor::Broadcaster),
+    (S::Broadcast, S::Confirmed, Actor::ChainWatcher),
+];
+
+/// Moves `op` along `path` through the store's transition function.
+async fn walk(
+    stack: &Stack,
+    acme: &opledger_tests::Tenant,
+    op: OperationId,
+    path: &[(S, S, Actor)],
+) -> anyhow::Result<()> {
+    for &(from, to, actor) in path {
         stack
             .admin
             .transition(&TransitionRequest::new(
@@ -223,6 +228,14 @@ async fn settle_and_reorg_reopen_keep_the_ledger_balanced() -> anyhow::Result<()
             ))
             .await?;
     }
+    Ok(())
+}
+
+#[tokio::test]
+async fn settle_and_reorg_reopen_keep_the_ledger_balanced() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let (acme, op) = requested_op(&stack).await?;
+    walk(&stack, &acme, op, &TO_CONFIRMED).await?;
     assert_eq!(
         stack.balance(acme.id, "treasury", "ETH").await?,
         (900, 0),
@@ -269,24 +282,13 @@ async fn a_reorged_payment_proven_unsent_is_released_once_without_breaking_invar
     // from the chain, its nonce consumed by a cancel: VERIFIED_NOT_SENT releases the hold.
     let stack = Stack::start().await?;
     let (acme, op) = requested_op(&stack).await?;
-    let path = [
-        (S::Requested, S::Approved, Actor::Approvals),
-        (S::Approved, S::Signing, Actor::Signer),
-        (S::Signing, S::Signed, Actor::Signer),
-        (S::Signed, S::Broadcast, Actor::Broadcaster),
-        (S::Broadcast, S::Confirmed, Actor::ChainWatcher),
+    walk(&stack, &acme, op, &TO_CONFIRMED).await?;
+    let proven_unsent = [
         (S::Confirmed, S::Broadcast, Actor::ChainWatcher),
         (S::Broadcast, S::Unknown, Actor::Reconciler),
         (S::Unknown, S::VerifiedNotSent, Actor::Reconciler),
     ];
-    for (from, to, actor) in path {
-        stack
-            .admin
-            .transition(&TransitionRequest::new(
-                acme.id, op, from, to, actor, "w", "step",
-            ))
-            .await?;
-    }
+    walk(&stack, &acme, op, &proven_unsent).await?;
     assert_eq!(
         stack.balance(acme.id, "treasury", "ETH").await?,
         (1000, 0),

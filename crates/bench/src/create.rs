@@ -1,13 +1,11 @@
 //! The create benchmark: gRPC `CreateWithdrawal` against the real service, versus pgbench.
 
-use crate::database::{self, BenchDatabase, LoginRole};
+use crate::database::{self, BenchDatabase};
 use crate::pgbench;
 use crate::report::{Summary, machine, ms, summarize};
-use anyhow::Context;
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::operations_service_client::OperationsServiceClient;
 use opledger_store::keys::Role;
-use opledger_store::{Store, StoreConfig};
 use rand::RngCore;
 use sqlx::postgres::PgConnectOptions;
 use std::str::FromStr;
@@ -39,20 +37,14 @@ const APP_PASSWORD: &str = "opledger-bench-app";
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let admin = PgConnectOptions::from_str(&args.admin_url)?;
-    let role = LoginRole {
-        user: APP_USER,
-        password: APP_PASSWORD,
-        group: "opledger_app",
-    };
-    let BenchDatabase {
-        owner,
-        role_url: app_url,
-    } = database::fresh(&admin, DB, 10, role).await?;
-    let store = Store::from_pool(owner.clone(), StoreConfig::default());
-    let tenant = store
-        .create_tenant("bench")
-        .await
-        .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
+    let (
+        BenchDatabase {
+            owner,
+            role_url: app_url,
+        },
+        store,
+        tenant,
+    ) = database::fresh_app_tenant(&admin, DB, APP_USER, APP_PASSWORD).await?;
     let client_key = store
         .create_api_key(tenant, Role::Client, "bench")
         .await
@@ -95,7 +87,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let dir = std::env::temp_dir().join(format!("opledger-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let bench_url = database_url(&args.admin_url, DB)?;
+    let bench_url = database::database_url(&args.admin_url, DB)?;
     let mut rows = Vec::new();
     let mut replay_keys = Vec::new();
     for &c in &args.concurrency {
@@ -148,19 +140,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         replays.per_sec / last_create
     );
     Ok(())
-}
-
-/// The admin URL pointed at another database (keeps credentials and query parameters).
-fn database_url(admin_url: &str, db: &str) -> anyhow::Result<String> {
-    let (base, query) = match admin_url.split_once('?') {
-        Some((base, query)) => (base, format!("?{query}")),
-        None => (admin_url, String::new()),
-    };
-    let (server, _) = base
-        .rsplit_once('/')
-        .filter(|(server, _)| server.contains("://"))
-        .context("the admin url has no database part")?;
-    Ok(format!("{server}/{db}{query}"))
 }
 
 fn spawn_service(app_url: &str, port: u16) -> anyhow::Result<std::process::Child> {

@@ -1,7 +1,8 @@
 //! A fresh, migrated benchmark database with a login role for the service under test.
 
 use anyhow::Context;
-use opledger_store::MIGRATOR;
+use opledger_domain::ids::TenantId;
+use opledger_store::{MIGRATOR, Store, StoreConfig};
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
@@ -23,6 +24,28 @@ pub struct LoginRole<'a> {
     pub password: &'a str,
     /// The group role it joins: `opledger_app` or `opledger_signer`.
     pub group: &'a str,
+}
+
+/// [`fresh`] with a login role `user` in `opledger_app`, and a tenant `bench` created by the
+/// owner: what the create and webhook benchmarks start from.
+pub async fn fresh_app_tenant(
+    admin: &PgConnectOptions,
+    db: &str,
+    user: &str,
+    password: &str,
+) -> anyhow::Result<(BenchDatabase, Store, TenantId)> {
+    let role = LoginRole {
+        user,
+        password,
+        group: "opledger_app",
+    };
+    let database = fresh(admin, db, 10, role).await?;
+    let store = Store::from_pool(database.owner.clone(), StoreConfig::default());
+    let tenant = store
+        .create_tenant("bench")
+        .await
+        .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
+    Ok((database, store, tenant))
 }
 
 /// Drops and recreates `db`, applies the migrations and creates `role` if missing.

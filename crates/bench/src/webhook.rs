@@ -11,13 +11,12 @@
 //! own `source`, whose bodies nobody can open) are marked RESOLVED before the next phase so no
 //! processor ever claims them.
 
-use crate::database::{self, BenchDatabase, LoginRole};
+use crate::database::{self, BenchDatabase};
 use crate::pgbench;
 use crate::report::{Summary, machine, ms, summarize};
 use anyhow::Context;
 use opledger_inbox::keys::KeyRing;
 use opledger_store::inbox::{NewSecret, RECORD_DELIVERY_SQL};
-use opledger_store::{Store, StoreConfig};
 use opledger_webhook::seal::{BodyKey, NONCE_LEN, TAG_LEN};
 use opledger_webhook::secret::SigningSecret;
 use opledger_webhook::verify::sign_v1;
@@ -74,20 +73,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     anyhow::ensure!(args.seconds > 0, "--seconds must be at least 1");
     let admin = PgConnectOptions::from_str(&args.admin_url)?;
-    let role = LoginRole {
-        user: APP_USER,
-        password: APP_PASSWORD,
-        group: "opledger_app",
-    };
-    let BenchDatabase {
-        owner,
-        role_url: app_url,
-    } = database::fresh(&admin, DB, 10, role).await?;
-    let store = Store::from_pool(owner.clone(), StoreConfig::default());
-    let tenant = store
-        .create_tenant("bench")
-        .await
-        .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
+    let (
+        BenchDatabase {
+            owner,
+            role_url: app_url,
+        },
+        store,
+        tenant,
+    ) = database::fresh_app_tenant(&admin, DB, APP_USER, APP_PASSWORD).await?;
 
     // One HMAC endpoint, its secret sealed with the bench's body key as the service will open it.
     let body_key = BodyKey::generate(1);
