@@ -5,7 +5,6 @@ use crate::{Stack, Tenant};
 use anyhow::Context;
 use opledger_inbox::keys::KeyRing;
 use opledger_inbox::{Config, Listeners};
-use opledger_store::inbox::NewSecret;
 use opledger_webhook::seal::BodyKey;
 use opledger_webhook::secret::SigningSecret;
 use opledger_webhook::verify::sign_v1;
@@ -167,14 +166,12 @@ pub async fn endpoint(
     source: &str,
     types: &[&str],
 ) -> anyhow::Result<Endpoint> {
-    let ring = ring()?;
-    let id = format!("whe_{}", uuid::Uuid::new_v4().simple());
-    let secret = SigningSecret::generate();
-    let sealed = ring.seal_secret(&id, &secret).context("seal")?;
+    let id = opledger_store::inbox::new_endpoint_id();
+    let (first, secret) = ring()?.new_hmac_secret(&id).context("seal")?;
     let types: Vec<String> = types.iter().map(|t| (*t).to_owned()).collect();
     stack
         .admin
-        .create_webhook_endpoint_with_id(&id, tenant.id, source, &types, &NewSecret::Hmac(sealed))
+        .create_webhook_endpoint_with_id(&id, tenant.id, source, &types, &first)
         .await
         .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
     Ok(Endpoint {

@@ -477,7 +477,7 @@ async fn webhook(store: &Store, command: WebhookCommand, json: bool) -> anyhow::
                 .await
                 .map_err(|e| anyhow::anyhow!("{}", e.log_safe()))?
                 .context("no such tenant")?;
-            let endpoint_id = format!("whe_{}", hex::encode(rand::random::<[u8; 16]>()));
+            let endpoint_id = opledger_store::inbox::new_endpoint_id();
             let (first, secret) = new_secret(&endpoint_id, ed25519_public_key.as_deref())?;
             let secret_id = store
                 .create_webhook_endpoint_with_id(&endpoint_id, tenant_id, &source, &types, &first)

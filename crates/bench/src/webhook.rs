@@ -16,7 +16,7 @@ use crate::pgbench;
 use crate::report::{Summary, machine, ms, summarize};
 use anyhow::Context;
 use opledger_inbox::keys::KeyRing;
-use opledger_store::inbox::{NewSecret, RECORD_DELIVERY_SQL};
+use opledger_store::inbox::RECORD_DELIVERY_SQL;
 use opledger_webhook::seal::{BodyKey, NONCE_LEN, TAG_LEN};
 use opledger_webhook::secret::SigningSecret;
 use opledger_webhook::verify::sign_v1;
@@ -86,20 +86,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let body_key = BodyKey::generate(1);
     let body_keys = body_key.to_config_string();
     let ring = KeyRing::new(vec![body_key]).context("empty key ring")?;
-    let endpoint_id = format!("whe_{}", uuid::Uuid::new_v4().simple());
-    let secret = SigningSecret::generate();
-    let sealed = ring
-        .seal_secret(&endpoint_id, &secret)
+    let endpoint_id = opledger_store::inbox::new_endpoint_id();
+    let (first, secret) = ring
+        .new_hmac_secret(&endpoint_id)
         .context("sealing the endpoint secret")?;
     let types: Vec<String> = EVENT_TYPES.iter().map(|t| (*t).to_owned()).collect();
     store
-        .create_webhook_endpoint_with_id(
-            &endpoint_id,
-            tenant,
-            SOURCE,
-            &types,
-            &NewSecret::Hmac(sealed),
-        )
+        .create_webhook_endpoint_with_id(&endpoint_id, tenant, SOURCE, &types, &first)
         .await
         .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
 

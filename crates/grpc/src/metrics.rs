@@ -198,15 +198,8 @@ where
         let call = self.inner.call(request);
         Box::pin(async move {
             let response = call.await;
-            // Errors are answered "trailers-only" (grpc-status in the headers); a success carries
-            // its status in the trailers, so no header means OK.
             let code = match &response {
-                Ok(r) => r
-                    .headers()
-                    .get("grpc-status")
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.parse::<usize>().ok())
-                    .unwrap_or(0),
+                Ok(r) => usize::try_from(opledger_telemetry::grpc::status_of(r)).unwrap_or(2),
                 Err(_) => 2,
             };
             global().record(&service, &method, code, started.elapsed());

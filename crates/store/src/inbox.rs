@@ -171,7 +171,9 @@ pub fn deposit_credit_digest(source: &str, deposit_id: &str) -> [u8; 32] {
     h.finalize().into()
 }
 
-fn new_endpoint_id() -> String {
+/// A fresh endpoint id (`whe_` + 32 hex digits): minted before the endpoint exists, because its
+/// HMAC secret is sealed with the id as associated data.
+pub fn new_endpoint_id() -> String {
     let bytes: [u8; 16] = rand::random();
     format!("whe_{}", hex::encode(bytes))
 }
@@ -427,22 +429,9 @@ pub struct Purged {
 }
 
 impl Store {
-    /// Creates an endpoint for `tenant_id` with its first key; returns the endpoint id. Owner role.
-    pub async fn create_webhook_endpoint(
-        &self,
-        tenant_id: TenantId,
-        source: &str,
-        allowed_types: &[String],
-        first: &NewSecret,
-    ) -> Result<String> {
-        let endpoint_id = new_endpoint_id();
-        self.create_webhook_endpoint_with_id(&endpoint_id, tenant_id, source, allowed_types, first)
-            .await?;
-        Ok(endpoint_id)
-    }
-
-    /// As [`Store::create_webhook_endpoint`] with an id chosen by the caller (who sealed the first
-    /// HMAC secret with that id as associated data).
+    /// Creates endpoint `endpoint_id` (from [`new_endpoint_id`]; the caller sealed the first HMAC
+    /// secret with that id as associated data) for `tenant_id` with its first key; returns the
+    /// key's id. Owner role.
     pub async fn create_webhook_endpoint_with_id(
         &self,
         endpoint_id: &str,

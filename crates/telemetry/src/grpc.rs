@@ -39,7 +39,7 @@ fn rpc_of(path: &str) -> Option<(&str, &str)> {
 
 /// The gRPC status of a response from its headers: errors are answered "trailers-only" (status
 /// in the headers); a success carries its status in the trailers, so no header means OK.
-fn status_of<R>(response: &http::Response<R>) -> i64 {
+pub fn status_of<R>(response: &http::Response<R>) -> i64 {
     response
         .headers()
         .get("grpc-status")
@@ -50,6 +50,29 @@ fn status_of<R>(response: &http::Response<R>) -> i64 {
 
 /// Records the status on a finished call's span. Servers count only their own faults as errors
 /// (OpenTelemetry's gRPC conventions); clients count every non-OK status.
+/// Awaits `call` inside `span` and records its gRPC status there (`failed` when it produced no
+/// response at all).
+fn finish_in<R, E, F>(
+    span: tracing::Span,
+    call: F,
+    failed: i64,
+    server: bool,
+) -> BoxFuture<http::Response<R>, E>
+where
+    F: Future<Output = Result<http::Response<R>, E>> + Send + 'static,
+{
+    let recorded = span.clone();
+    Box::pin(
+        async move {
+            let response = call.await;
+            let code = response.as_ref().map_or(failed, status_of);
+            record_status(&recorded, code, server);
+            response
+        }
+        .instrument(span),
+    )
+}
+
 fn record_status(span: &tracing::Span, code: i64, server: bool) {
     span.record("rpc.grpc.status_code", code);
     let error = if server {
@@ -127,16 +150,8 @@ where
             request.extensions_mut().insert(RemoteParent);
         }
         let call = span.in_scope(|| self.inner.call(request));
-        let recorded = span.clone();
-        Box::pin(
-            async move {
-                let response = call.await;
-                let code = response.as_ref().map_or(2, status_of);
-                record_status(&recorded, code, true);
-                response
-            }
-            .instrument(span),
-        )
+        // A transport error is UNKNOWN (2) for a server.
+        finish_in(span, call, 2, true)
     }
 }
 
@@ -195,16 +210,8 @@ where
         );
         propagation::inject(&span, request.headers_mut());
         let call = span.in_scope(|| self.inner.call(request));
-        let recorded = span.clone();
-        Box::pin(
-            async move {
-                let response = call.await;
-                let code = response.as_ref().map_or(14, status_of);
-                record_status(&recorded, code, false);
-                response
-            }
-            .instrument(span),
-        )
+        // A transport error is UNAVAILABLE (14) for a client.
+        finish_in(span, call, 14, false)
     }
 }
 

@@ -4,7 +4,7 @@
 //! copied onto another row and opened there.
 
 use opledger_domain::ids::TenantId;
-use opledger_store::inbox::{Endpoint, SealedBody, SecretKind};
+use opledger_store::inbox::{Endpoint, NewSecret, SealedBody, SecretKind};
 use opledger_webhook::seal::{self, BodyKey, Sealed};
 use opledger_webhook::secret::VerificationKey;
 use opledger_webhook::secret::{Ed25519PublicKey, SigningSecret};
@@ -77,6 +77,14 @@ impl KeyRing {
         let sealed = from_store(sealed).ok_or(Unreadable)?;
         seal::open(&self.keys, &sealed, &body_aad(tenant_id, source, event_id))
             .map_err(|_| Unreadable)
+    }
+
+    /// Mints a new HMAC secret for endpoint `endpoint_id`, sealed for storage; the secret is
+    /// returned once, for the provider.
+    pub fn new_hmac_secret(&self, endpoint_id: &str) -> Option<(NewSecret, SigningSecret)> {
+        let secret = SigningSecret::generate();
+        let sealed = self.seal_secret(endpoint_id, &secret)?;
+        Some((NewSecret::Hmac(sealed), secret))
     }
 
     /// Seals an endpoint's HMAC secret for storage.
