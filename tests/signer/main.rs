@@ -1,6 +1,7 @@
 //! The signer against real PostgreSQL (as its own restricted role), real gRPC on loopback and a
 //! real anvil node.
 
+mod batching;
 mod control_02;
 mod control_04;
 mod control_06;

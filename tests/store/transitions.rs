@@ -4,6 +4,7 @@ use futures::future::join_all;
 use opledger_domain::ids::OperationId;
 use opledger_domain::state::{Actor, OperationState as S, TransitionError};
 use opledger_store::StoreError;
+use opledger_store::broadcast::Inclusion;
 use opledger_store::transition::{LeaseGuard, TransitionRequest};
 use opledger_tests::{ALICE, Stack, authed, new_key, payload};
 use std::time::Duration;
@@ -294,5 +295,67 @@ async fn a_reorged_payment_proven_unsent_is_released_once_without_breaking_invar
         (1000, 0),
         "nothing left: the money is available again"
     );
+    stack.assert_invariants().await
+}
+
+#[tokio::test]
+async fn a_batch_of_confirmations_settles_each_once_and_skips_what_another_worker_moved()
+-> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack.fund(&acme, "treasury", "ETH", "1000").await?;
+    let mut ops = Vec::new();
+    for _ in 0..3 {
+        let w = stack.withdraw(&acme, "100", ALICE).await?;
+        let op: OperationId = w.withdrawal_id.parse()?;
+        walk(&stack, &acme, op, &TO_CONFIRMED[..4]).await?;
+        ops.push(op);
+    }
+    let confirm = |op: OperationId| {
+        TransitionRequest::new(
+            acme.id,
+            op,
+            S::Broadcast,
+            S::Confirmed,
+            Actor::ChainWatcher,
+            "w",
+            "included",
+        )
+    };
+    let inclusion = |op: OperationId, n: u8| Inclusion {
+        tenant_id: acme.id,
+        op_id: op,
+        tx_hash: format!("0x{:064x}", n),
+        block_number: 7,
+        block_hash: format!("0x{:064x}", 0xb10c),
+    };
+    // Another worker confirms the second one first.
+    stack
+        .admin
+        .confirm(&confirm(ops[1]), &inclusion(ops[1], 1))
+        .await?;
+    let items: Vec<_> = ops
+        .iter()
+        .zip(0..)
+        .map(|(op, n)| (confirm(*op), inclusion(*op, n)))
+        .collect();
+    let moved = stack.admin.confirm_many(&items).await?;
+    assert_eq!(moved, vec![true, false, true]);
+    assert_eq!(
+        stack.balance(acme.id, "treasury", "ETH").await?,
+        (700, 0),
+        "three settlements, one each"
+    );
+    // The same batch again moves nothing and settles nothing.
+    assert_eq!(
+        stack.admin.confirm_many(&items).await?,
+        vec![false, false, false]
+    );
+    assert_eq!(stack.balance(acme.id, "treasury", "ETH").await?, (700, 0));
+    assert_eq!(stack.count("inclusions", acme.id).await?, 3);
+    for op in &ops {
+        let state = stack.admin.get_withdrawal(acme.id, *op).await?.expect("op");
+        assert_eq!(state.state, S::Confirmed);
+    }
     stack.assert_invariants().await
 }

@@ -157,22 +157,37 @@ impl Store {
     ) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         crate::transition::transition_in(&mut tx, request).await?;
-        sqlx::query(
-            "INSERT INTO inclusions (tenant_id, op_id, tx_hash, block_number, block_hash) \
-             VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(inclusion.tenant_id.as_uuid())
-        .bind(inclusion.op_id.as_uuid())
-        .bind(&inclusion.tx_hash)
-        .bind(
-            i64::try_from(inclusion.block_number)
-                .map_err(|_| StoreError::Corrupt { what: "block" })?,
-        )
-        .bind(&inclusion.block_hash)
-        .execute(&mut *tx)
-        .await?;
+        insert_inclusion(&mut tx, inclusion).await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// [`Store::confirm`] for several operations in ONE transaction (one durable commit, and the
+    /// balance rows their settlements share are locked once). Each item moves by its own
+    /// conditional update: an item another worker already moved is skipped (`false` in its place)
+    /// and the others still commit. Any other error rolls back every item.
+    pub async fn confirm_many(
+        &self,
+        items: &[(crate::transition::TransitionRequest<'_>, Inclusion)],
+    ) -> Result<Vec<bool>> {
+        // Rows are locked in one order by every batch, so two batches cannot deadlock on them.
+        let mut order: Vec<usize> = (0..items.len()).collect();
+        order.sort_by_key(|&i| (items[i].0.tenant_id.as_uuid(), items[i].0.op_id.as_uuid()));
+        let mut moved = vec![false; items.len()];
+        let mut tx = self.pool.begin().await?;
+        for i in order {
+            let (request, inclusion) = &items[i];
+            match crate::transition::transition_in(&mut tx, request).await {
+                Ok(_) => {}
+                // Moved by someone else first: nothing of this item is written.
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+            insert_inclusion(&mut tx, inclusion).await?;
+            moved[i] = true;
+        }
+        tx.commit().await?;
+        Ok(moved)
     }
 
     /// Live inclusions of CONFIRMED operations on `network` at or above `from_block`.
@@ -364,4 +379,19 @@ impl Store {
             })
             .collect()
     }
+}
+
+async fn insert_inclusion(conn: &mut sqlx::PgConnection, inclusion: &Inclusion) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO inclusions (tenant_id, op_id, tx_hash, block_number, block_hash) \
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(inclusion.tenant_id.as_uuid())
+    .bind(inclusion.op_id.as_uuid())
+    .bind(&inclusion.tx_hash)
+    .bind(i64::try_from(inclusion.block_number).map_err(|_| StoreError::Corrupt { what: "block" })?)
+    .bind(&inclusion.block_hash)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }

@@ -97,6 +97,17 @@ pub struct Sender<'a> {
     pub initial_nonce: u64,
 }
 
+/// An operation claimed for signing (SIGNING under `owner`'s lease), one item of a batch.
+#[derive(Debug, Clone, Copy)]
+pub struct SignClaim<'a> {
+    /// The operation's tenant.
+    pub tenant_id: TenantId,
+    /// The operation.
+    pub op_id: OperationId,
+    /// The lease owner that claimed it.
+    pub owner: &'a str,
+}
+
 /// The operation as the signer must verify it.
 #[derive(Debug, Clone)]
 pub struct SigningInput {
@@ -332,6 +343,79 @@ impl Store {
         tx.commit().await?;
         opledger_failpoint::hit("sign.after_commit");
         Ok(Ok(attempt))
+    }
+
+    /// [`Store::persist_signed`] for several claimed operations of one sender in ONE transaction:
+    /// one lock of the sender's nonce row, consecutive nonces in `claims` order, one durable
+    /// commit. `sign(i, nonce)` signs `claims[i]`. All or nothing: when any claim is no longer held
+    /// (lease lost) or any signing fails, everything is rolled back (no attempt, no nonce used) and
+    /// `None` is returned, so the caller persists each claim on its own and each gets its own
+    /// answer.
+    pub async fn persist_signed_batch<E>(
+        &self,
+        sender: &Sender<'_>,
+        claims: &[SignClaim<'_>],
+        mut sign: impl FnMut(usize, u64) -> std::result::Result<NewAttempt, E>,
+    ) -> Result<Option<Vec<Attempt>>> {
+        let (network, address) = (sender.network, sender.address);
+        let count =
+            i64::try_from(claims.len()).map_err(|_| StoreError::Corrupt { what: "batch" })?;
+        let mut tx = self.pool.begin().await?;
+        // As in persist_signed: one statement locks (or creates) the sender's row and advances it,
+        // here by the whole batch; the first nonce returned is the batch's.
+        let (first,): (i64,) = sqlx::query_as(
+            "INSERT INTO signer_nonces (network, sender, next_nonce) VALUES ($1, $2, $3 + $4) \
+             ON CONFLICT (network, sender) DO UPDATE SET next_nonce = signer_nonces.next_nonce + $4 \
+             RETURNING next_nonce - $4",
+        )
+        .bind(network)
+        .bind(address)
+        .bind(
+            i64::try_from(sender.initial_nonce)
+                .map_err(|_| StoreError::Corrupt { what: "nonce" })?,
+        )
+        .bind(count)
+        .fetch_one(&mut *tx)
+        .await?;
+        let first = u64::try_from(first).map_err(|_| StoreError::Corrupt { what: "nonce" })?;
+        let mut attempts = Vec::with_capacity(claims.len());
+        for (i, (claim, nonce)) in claims.iter().zip(first..).enumerate() {
+            let Ok(signed) = sign(i, nonce) else {
+                return Ok(None);
+            };
+            if signed.nonce != nonce
+                || signed.kind != AttemptKind::Original
+                || signed.sender != address
+            {
+                return Err(StoreError::Corrupt {
+                    what: "signed attempt",
+                });
+            }
+            let mut done = TransitionRequest::new(
+                claim.tenant_id,
+                claim.op_id,
+                OperationState::Signing,
+                OperationState::Signed,
+                Actor::Signer,
+                claim.owner,
+                "signed and persisted",
+            );
+            done.lease_guard = LeaseGuard::HeldBy(claim.owner);
+            done.signed_tx_ref = Some(&signed.tx_hash);
+            attempts.push(
+                insert_attempt(&mut tx, claim.tenant_id, claim.op_id, 1, network, &signed).await?,
+            );
+            match transition_in(&mut tx, &done).await {
+                Ok(_) => {}
+                // The claim was lost (lease expired and reclaimed): nothing of the batch is kept.
+                Err(StoreError::Conflict { .. }) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        opledger_failpoint::hit("sign.before_commit");
+        tx.commit().await?;
+        opledger_failpoint::hit("sign.after_commit");
+        Ok(Some(attempts))
     }
 
     /// Persists a replacement (fee bump or cancel) of the latest attempt as the next attempt;

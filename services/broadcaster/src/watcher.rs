@@ -4,7 +4,7 @@
 //! nothing: the operation stays BROADCAST with its hold.
 
 use futures::StreamExt;
-use opledger_chain::Rpc;
+use opledger_chain::{Receipt, Rpc};
 use opledger_domain::state::{Actor, OperationState};
 use opledger_grpc::telemetry;
 use opledger_store::broadcast::{InFlight, Inclusion};
@@ -87,19 +87,24 @@ impl Watcher {
                     continue;
                 }
             };
-            // Receipts are looked up and confirmations recorded concurrently: one slow lookup or
-            // commit must not hold back the rest of the block's confirmations.
-            let outcomes: Vec<_> = futures::stream::iter(in_flight)
-                .map(|op| async move { (op.op_id, self.check(&op, watched, head).await) })
+            // Receipts are looked up concurrently; the block's confirmations are then recorded
+            // together in one transaction.
+            let findings: Vec<_> = futures::stream::iter(in_flight)
+                .map(|op| async move { self.inspect(op, watched, head).await })
                 .buffer_unordered(WATCH_CONCURRENCY)
+                .filter_map(|found| async move { found })
                 .collect()
                 .await;
-            for (op_id, outcome) in outcomes {
-                match outcome {
-                    Ok(Some(OperationState::Confirmed)) => pass.confirmed += 1,
-                    Ok(Some(_)) => pass.reverted += 1,
-                    Ok(None) => {}
-                    Err(e) => tracing::warn!(%op_id, error = %e.log_safe(), "watch deferred"),
+            let (included, reverted): (Vec<_>, Vec<_>) =
+                findings.into_iter().partition(|f| f.receipt.succeeded);
+            pass.confirmed += self.confirm_all(&included).await;
+            for finding in &reverted {
+                match self.fail_reverted(finding).await {
+                    Ok(true) => pass.reverted += 1,
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::warn!(op_id = %finding.op.op_id, error = %e.log_safe(), "watch deferred")
+                    }
                 }
             }
         }
@@ -119,9 +124,19 @@ impl Watcher {
                 return 0;
             }
         };
+        // One lookup per block, however many inclusions it holds.
+        let mut canonical_hashes: HashMap<u64, Result<Option<String>, ()>> = HashMap::new();
         let mut reopened = 0;
         for inclusion in inclusions {
-            let canonical = match watched.rpc.block_hash(inclusion.block_number).await {
+            let canonical = match canonical_hashes.get(&inclusion.block_number) {
+                Some(known) => known.clone(),
+                None => {
+                    let looked_up = watched.rpc.block_hash(inclusion.block_number).await;
+                    canonical_hashes.insert(inclusion.block_number, looked_up.clone());
+                    looked_up
+                }
+            };
+            let canonical = match canonical {
                 Ok(canonical) => canonical,
                 // No answer: no conclusion.
                 Err(()) => continue,
@@ -160,81 +175,139 @@ impl Watcher {
         reopened
     }
 
-    /// Receipts of the attempts, latest first; the first included one decides.
-    async fn check(
-        &self,
-        op: &InFlight,
-        watched: &Watched,
-        head: u64,
-    ) -> Result<Option<OperationState>, StoreError> {
+    /// Receipts of the attempts, latest first: the first included one with the required
+    /// confirmations, if any. No receipt, too few confirmations or no answer: `None`.
+    async fn inspect(&self, op: InFlight, watched: &Watched, head: u64) -> Option<Finding> {
         for hash in &op.tx_hashes {
             let receipt = match watched.rpc.receipt(hash).await {
                 Ok(Some(receipt)) => receipt,
                 Ok(None) => continue,
                 // No answer: conclude nothing about this operation in this pass.
-                Err(()) => return Ok(None),
+                Err(()) => return None,
             };
             if head.saturating_sub(receipt.block_number) + 1 < watched.confirmations {
-                return Ok(None);
+                return None;
             }
-            let (to, reason) = if receipt.succeeded {
-                (
-                    OperationState::Confirmed,
-                    "included with the required confirmations",
-                )
-            } else {
-                (
-                    OperationState::FailedTerminal,
-                    "included but reverted: needs an owner",
-                )
-            };
-            let request = TransitionRequest::new(
-                op.tenant_id,
-                op.op_id,
+            let hash = hash.clone();
+            return Some(Finding { op, hash, receipt });
+        }
+        None
+    }
+
+    /// BROADCAST -> CONFIRMED for every finding, holds settled and inclusions recorded, in one
+    /// transaction; returns how many moved. Should the batch fail as a whole, each is recorded on
+    /// its own, so one bad item cannot hold back the others.
+    async fn confirm_all(&self, findings: &[Finding]) -> usize {
+        const REASON: &str = "included with the required confirmations";
+        let request = |f: &Finding| {
+            TransitionRequest::new(
+                f.op.tenant_id,
+                f.op.op_id,
                 OperationState::Broadcast,
-                to,
+                OperationState::Confirmed,
                 Actor::ChainWatcher,
                 &self.worker_id,
-                reason,
-            );
-            // The step that concludes (CONFIRMED or FAILED_TERMINAL) joins the operation's trace.
-            let span = tracing::info_span!(
-                "watcher.record_inclusion",
-                opledger.service = "broadcaster",
-                op_id = %op.op_id,
-                to_state = to.as_str(),
-                block_number = receipt.block_number,
-            );
-            if telemetry::enabled() {
-                let stored = self.store.trace_context(op.tenant_id, op.op_id).await;
-                telemetry::parent_on(&span, stored.ok().flatten().as_deref());
-            }
-            let recorded = async {
-                if receipt.succeeded {
-                    let inclusion = Inclusion {
-                        tenant_id: op.tenant_id,
-                        op_id: op.op_id,
-                        tx_hash: hash.clone(),
-                        block_number: receipt.block_number,
-                        block_hash: receipt.block_hash.clone(),
-                    };
-                    self.store.confirm(&request, &inclusion).await
-                } else {
-                    self.store.transition(&request).await.map(|_| ())
+                REASON,
+            )
+        };
+        let items: Vec<_> = findings
+            .iter()
+            .map(|f| (request(f), f.inclusion()))
+            .collect();
+        let moved = match self.store.confirm_many(&items).await {
+            Ok(moved) => moved,
+            Err(e) => {
+                tracing::warn!(error = %e.log_safe(), size = items.len(), "batch of confirmations rolled back; recording one by one");
+                let mut moved = Vec::with_capacity(items.len());
+                for (request, inclusion) in &items {
+                    moved.push(match self.store.confirm(request, inclusion).await {
+                        Ok(()) => true,
+                        Err(StoreError::Conflict { .. }) => false,
+                        Err(e) => {
+                            tracing::warn!(op_id = %request.op_id, error = %e.log_safe(), "watch deferred");
+                            false
+                        }
+                    });
                 }
+                moved
             }
+        };
+        for (finding, _) in findings.iter().zip(&moved).filter(|(_, m)| **m) {
+            // The step that concludes joins the operation's trace.
+            let span = self
+                .inclusion_span(finding, OperationState::Confirmed)
+                .await;
+            span.in_scope(|| tracing::info!(op_id = %finding.op.op_id, state = "CONFIRMED", "inclusion recorded"));
+        }
+        moved.iter().filter(|m| **m).count()
+    }
+
+    /// BROADCAST -> FAILED_TERMINAL for an included attempt that reverted; false when another
+    /// worker moved the operation first.
+    async fn fail_reverted(&self, finding: &Finding) -> Result<bool, StoreError> {
+        let to = OperationState::FailedTerminal;
+        let request = TransitionRequest::new(
+            finding.op.tenant_id,
+            finding.op.op_id,
+            OperationState::Broadcast,
+            to,
+            Actor::ChainWatcher,
+            &self.worker_id,
+            "included but reverted: needs an owner",
+        );
+        let span = self.inclusion_span(finding, to).await;
+        let recorded = self
+            .store
+            .transition(&request)
             .instrument(span.clone())
             .await;
-            let _in_span = span.enter();
-            return match recorded {
-                Ok(_) => {
-                    tracing::info!(op_id = %op.op_id, state = to.as_str(), "inclusion recorded");
-                    Ok(Some(to))
-                }
-                Err(StoreError::Conflict { .. }) => Ok(None),
-                Err(e) => Err(e),
-            };
+        let _in_span = span.enter();
+        match recorded {
+            Ok(_) => {
+                tracing::info!(op_id = %finding.op.op_id, state = to.as_str(), "inclusion recorded");
+                Ok(true)
+            }
+            Err(StoreError::Conflict { .. }) => Ok(false),
+            Err(e) => Err(e),
         }
-        Ok(None)
+    }
+
+    /// The span of recording an inclusion, in the operation's trace (when tracing is on).
+    async fn inclusion_span(&self, finding: &Finding, to: OperationState) -> tracing::Span {
+        let span = tracing::info_span!(
+            "watcher.record_inclusion",
+            opledger.service = "broadcaster",
+            op_id = %finding.op.op_id,
+            to_state = to.as_str(),
+            block_number = finding.receipt.block_number,
+        );
+        if telemetry::enabled() {
+            let stored = self
+                .store
+                .trace_context(finding.op.tenant_id, finding.op.op_id)
+                .await;
+            telemetry::parent_on(&span, stored.ok().flatten().as_deref());
+        }
+        span
+    }
+}
+
+/// An in-flight operation with an included attempt that has the required confirmations.
+#[derive(Debug)]
+struct Finding {
+    op: InFlight,
+    hash: String,
+    receipt: Receipt,
+}
+
+impl Finding {
+    fn inclusion(&self) -> Inclusion {
+        Inclusion {
+            tenant_id: self.op.tenant_id,
+            op_id: self.op.op_id,
+            tx_hash: self.hash.clone(),
+            block_number: self.receipt.block_number,
+            block_hash: self.receipt.block_hash.clone(),
+        }
     }
 }

@@ -7,6 +7,7 @@
 //! (as `opledger_signer`, which can write nothing but signing columns and attempts); keys are
 //! decrypted once into zeroizing memory and never leave the key provider.
 
+mod batch;
 pub mod config;
 mod service;
 pub mod signing;

@@ -156,6 +156,12 @@ pub fn signer_status(error: SignerError) -> Status {
             )
         }
         SignerError::Store(e) => store_status(e),
+        SignerError::Interrupted => error_status(
+            Code::Unavailable,
+            ErrorReason::StoreUnavailable,
+            error.to_string(),
+            &[],
+        ),
     }
 }
 

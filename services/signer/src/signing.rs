@@ -1,6 +1,7 @@
 //! The signing procedure: verify, claim, sign, persist, answer. No step trusts a value it did not
 //! recompute from the stored fields.
 
+use crate::batch::{Job, Lanes};
 use crate::config::{Config, NetworkConfig};
 use crate::wallets::{Wallet, Wallets};
 use alloy_primitives::{Address, U256};
@@ -9,7 +10,7 @@ use opledger_domain::payload::WithdrawalPayload;
 use opledger_domain::state::{Actor, OperationState};
 use opledger_evm::signer::{self as evm, SignError};
 use opledger_evm::tx::{self, TransferKind, TransferRequest, TxError};
-use opledger_store::signing::{Attempt, AttemptKind, NewAttempt, Sender, SigningInput};
+use opledger_store::signing::{Attempt, AttemptKind, NewAttempt, SigningInput};
 use opledger_store::{Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,6 +48,10 @@ pub enum SignerError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The signing lane ended before answering (the claim stays; its lease expires and the
+    /// operation is signed once on a later call).
+    #[error("signing interrupted before an answer; retry")]
+    Interrupted,
 }
 
 /// The signer's state: store, configuration and keys.
@@ -55,6 +60,7 @@ pub struct Signer {
     store: Store,
     config: Arc<Config>,
     wallets: Arc<Wallets>,
+    lanes: Lanes,
 }
 
 /// A signed attempt and whether an earlier call had already persisted it.
@@ -70,6 +76,7 @@ impl Signer {
     /// A signer over this store, configuration and wallets.
     pub fn new(store: Store, config: Arc<Config>, wallets: Arc<Wallets>) -> Signer {
         Signer {
+            lanes: Lanes::new(store.clone()),
             store,
             config,
             wallets,
@@ -128,29 +135,22 @@ impl Signer {
                 .await?;
             return Err(e);
         }
-        let payload = &under_claim.operation.payload;
-        let sender = Sender {
-            network: payload.network.as_str(),
-            address: &wallet.address,
+        let network = under_claim.operation.payload.network.as_str();
+        let job = Job {
+            tenant_id: tenant,
+            op_id: op,
+            owner: owner.clone(),
+            request,
+            key: wallet.key.clone(),
             initial_nonce: wallet.initial_nonce,
         };
-        let key = wallet.key.clone();
+        // Persisted with the sender's next nonce, in one transaction with the other signatures
+        // of this sender that are ready now (see `batch`).
         let persisted = self
-            .store
-            .persist_signed(tenant, op, &owner, &sender, |nonce| {
-                let request = TransferRequest {
-                    nonce,
-                    ..request.clone()
-                };
-                let signed = evm::sign(&request, key.as_ref())?;
-                opledger_failpoint::hit("sign.after_sign");
-                Ok::<_, SignError>(new_attempt(
-                    AttemptKind::Original,
-                    request.chain_id,
-                    &signed,
-                ))
-            })
-            .await?;
+            .lanes
+            .persist(network, &wallet.address, job)
+            .await
+            .map_err(|_| SignerError::Interrupted)??;
         match persisted {
             Ok(attempt) => {
                 tracing::info!(%op, nonce = attempt.signed.nonce, "withdrawal signed and persisted");
@@ -403,7 +403,11 @@ fn cancel_request(
     ))
 }
 
-fn new_attempt(kind: AttemptKind, chain_id: u64, signed: &evm::SignedTransaction) -> NewAttempt {
+pub(crate) fn new_attempt(
+    kind: AttemptKind,
+    chain_id: u64,
+    signed: &evm::SignedTransaction,
+) -> NewAttempt {
     NewAttempt {
         kind,
         chain_id,
