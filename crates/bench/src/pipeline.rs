@@ -61,10 +61,13 @@ pub struct Args {
     /// Offered load in creates per second; 0 sends as fast as the clients go.
     #[arg(long, default_value_t = 0.0)]
     rate: f64,
-    /// Broadcaster `batch_size` (due operations per poll and BROADCAST operations per watcher
-    /// pass; the production default 64 caps confirmations at 64 per block).
-    #[arg(long, default_value_t = 1000)]
+    /// Broadcaster `batch_size`: due operations per poll (the production default).
+    #[arg(long, default_value_t = 64)]
     batch_size: u32,
+    /// Broadcaster `watch_batch_size`: BROADCAST operations the watcher examines per new head
+    /// (the production default).
+    #[arg(long, default_value_t = 2000)]
+    watch_batch_size: u32,
     /// Broadcaster `concurrency` (operations signed and submitted at once).
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
@@ -166,8 +169,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(args.withdrawals >= 1, "--withdrawals must be at least 1");
     anyhow::ensure!(args.clients >= 1, "--clients must be at least 1");
     anyhow::ensure!(
-        args.batch_size >= 1 && args.concurrency >= 1,
-        "--batch-size and --concurrency must be at least 1"
+        args.batch_size >= 1 && args.watch_batch_size >= 1 && args.concurrency >= 1,
+        "--batch-size, --watch-batch-size and --concurrency must be at least 1"
     );
     anyhow::ensure!(args.rate >= 0.0, "--rate must not be negative");
     anyhow::ensure!(args.block_time >= 1, "--block-time must be at least 1");
@@ -236,6 +239,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let settings = Settings {
         batch_size: args.batch_size,
+        watch_batch_size: args.watch_batch_size,
         concurrency: args.concurrency,
         poll: Duration::from_millis(20),
         watch_poll: Duration::from_millis(20),

@@ -40,11 +40,16 @@ pub(super) fn print(
         "setup: operations, approvals, signer, broadcaster worker and chain watcher in-process \
          (gRPC over loopback; operations, approvals, broadcaster as a login role in opledger_app, \
          signer in opledger_signer; pools 32/16/8/8 of which the signer's {}); broadcaster \
-         batch_size {}, concurrency {}, polls 20 ms, 1 confirmation; anvil --block-time {}; \
+         batch_size {}, watch_batch_size {}, concurrency {}, polls 20 ms, 1 confirmation; anvil --block-time {}; \
          PostgreSQL (fsync on) on this machine; {} clients each creating then approving \
          (default policy: 1 approver), {offered}; native ETH to random destinations; warm-up of \
          {WARMUP} withdrawals on its own wallet, then ANALYZE before each phase",
-        args.signer_connections, args.batch_size, args.concurrency, args.block_time, args.clients
+        args.signer_connections,
+        args.batch_size,
+        args.watch_batch_size,
+        args.concurrency,
+        args.block_time,
+        args.clients
     );
     println!(
         "| phase | senders | withdrawals | confirmed/s | p50 s | p99 s | services CPU s per 1000 | postgres CPU s per 1000 | anvil CPU s per 1000 | node raw tx/s | ratio |"

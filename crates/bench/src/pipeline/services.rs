@@ -26,8 +26,10 @@ const AUTH_CACHE_TTL: Duration = Duration::from_secs(30);
 /// Tunables of the broadcaster and the signer.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// Broadcaster `batch_size`: due operations per poll, BROADCAST operations per watcher pass.
+    /// Broadcaster `batch_size`: due operations per poll.
     pub batch_size: u32,
+    /// Broadcaster `watch_batch_size`: BROADCAST operations per watcher pass.
+    pub watch_batch_size: u32,
     /// Broadcaster `concurrency`: operations worked on at once.
     pub concurrency: usize,
     /// Broadcaster `poll_interval_ms` when a pass found nothing to do.
@@ -213,6 +215,7 @@ pub async fn start(
         confirmations: BTreeMap::from([(NETWORK.to_owned(), 1)]),
         poll_interval_ms: u64::try_from(settings.poll.as_millis())?,
         batch_size: settings.batch_size,
+        watch_batch_size: settings.watch_batch_size,
         concurrency: settings.concurrency,
         ..opledger_broadcaster::Config::default()
     };
@@ -229,10 +232,11 @@ pub async fn start(
     let watch = Arc::new(Mutex::new(WatchTotals::default()));
     let totals = watch.clone();
     let (watch_poll, bump_after) = (settings.watch_poll, config.bump_after_secs);
+    let watch_batch = config.watch_batch_size;
     tasks.push(tokio::spawn(async move {
         loop {
             let started = Instant::now();
-            let pass = watcher.tick(batch).await;
+            let pass = watcher.tick(watch_batch).await;
             if pass.new_heads == 0 {
                 tokio::time::sleep(watch_poll).await;
                 continue;
