@@ -4,6 +4,7 @@
 //! a real inbox process killed around its commit).
 
 mod admin;
+mod batching;
 mod control_08;
 mod control_10;
 mod ingress;

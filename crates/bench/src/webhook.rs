@@ -127,21 +127,27 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             // Steady state: planner statistics exist, as on any database autovacuum has seen.
             sqlx::query("ANALYZE").execute(&owner).await?;
             let done_before = processed(&owner).await?;
+            let (started,): (chrono::DateTime<chrono::Utc>,) =
+                sqlx::query_as("SELECT clock_timestamp()")
+                    .fetch_one(&owner)
+                    .await?;
             let before = cpu.sample(Some(service.pid()));
             let measured = load(&client, &url, &deliveries, c, duration).await?;
             let used = before.until(&cpu.sample(Some(service.pid())));
             let done_after = processed(&owner).await?;
+            let per_commit = per_commit(&owner, started).await?;
             anyhow::Ok((
                 warm,
                 measured,
                 used,
                 done_after.0 - done_before.0,
                 done_after.1,
+                per_commit,
             ))
         }
         .await;
         service.stop();
-        let (warm, measured, used, applied, backlog) = phase?;
+        let (warm, measured, used, applied, backlog, per_commit) = phase?;
         accepted_total += warm.summary.count + measured.summary.count;
         errors_total += warm.summary.errors + measured.summary.errors;
         let app_rows = check_rows(&owner, SOURCE, accepted_total, errors_total).await?;
@@ -172,6 +178,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         rows.push(Row {
             c,
             pool,
+            per_commit,
             http: measured,
             used,
             applied,
@@ -203,6 +210,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 struct Row {
     c: usize,
     pool: usize,
+    /// Mean deliveries per commit of the service during the measured phase.
+    per_commit: f64,
     http: Load,
     used: Used,
     /// Work items the processor finished during the measured phase.
@@ -290,10 +299,12 @@ fn print(args: &Args, rows: &[Row]) {
     }
     for r in rows {
         println!(
-            "concurrency {}: service pool {} connections; processor applied {} items during the \
-             measured phase ({:.0}/s), {} pending when it ended",
+            "concurrency {}: service pool {} connections; {:.1} deliveries per commit (group \
+             commit; pgbench: 1); processor applied {} items during the measured phase ({:.0}/s), \
+             {} pending when it ended",
             r.c,
             r.pool,
+            r.per_commit,
             r.applied,
             r.applied as f64 / args.seconds as f64,
             r.backlog
@@ -563,6 +574,20 @@ async fn processed(owner: &PgPool) -> anyhow::Result<(i64, i64)> {
     .bind(SOURCE)
     .fetch_one(owner)
     .await?)
+}
+
+/// Mean deliveries per commit of the service since `since`: rows of one statement share their
+/// transaction's `now()`, so each distinct `received_at` is one commit.
+async fn per_commit(owner: &PgPool, since: chrono::DateTime<chrono::Utc>) -> anyhow::Result<f64> {
+    let (rows, commits): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(DISTINCT received_at) FROM inbox_events \
+         WHERE source = $1 AND received_at >= $2",
+    )
+    .bind(SOURCE)
+    .bind(since)
+    .fetch_one(owner)
+    .await?;
+    Ok(rows as f64 / commits.max(1) as f64)
 }
 
 /// Checks the rows of `source`: `expected` events (at most `uncertain` more: failed requests

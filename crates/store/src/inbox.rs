@@ -159,6 +159,33 @@ pub const RECORD_DELIVERY_SQL: &str = "WITH ev AS ( \
        SELECT inbox_id, $1, $13 FROM ev WHERE $7 = 'EVENT') \
      SELECT inbox_id FROM ev";
 
+/// [`RECORD_DELIVERY_SQL`] for several deliveries in one statement (so one transaction and one
+/// commit): arrays of the same columns, one element per delivery, plus its position (`$14`).
+/// Rows are inserted in key order (two concurrent batches lock the same keys in the same order)
+/// and the positions of the new rows are returned; a known event id returns nothing for its
+/// position.
+pub const RECORD_DELIVERIES_SQL: &str = "WITH input AS ( \
+       SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], \
+         $6::text[], $7::text[], $8::text[], $9::timestamptz[], $10::int2[], $11::bytea[], \
+         $12::bytea[], $13::uuid[], $14::int4[]) \
+       AS i (tenant_id, source, event_id, endpoint_id, body_hash, event_type, kind, \
+         unhandled_reason, sent_at, body_key_id, body_nonce, body_ciphertext, op_id, position)), \
+     ev AS ( \
+       INSERT INTO inbox_events (tenant_id, source, event_id, endpoint_id, body_hash, event_type, \
+         kind, unhandled_reason, sent_at, body_key_id, body_nonce, body_ciphertext) \
+       SELECT tenant_id, source, event_id, endpoint_id, body_hash, event_type, kind, \
+         unhandled_reason, sent_at, body_key_id, body_nonce, body_ciphertext \
+       FROM input ORDER BY tenant_id, source, event_id \
+       ON CONFLICT (tenant_id, source, event_id) DO NOTHING \
+       RETURNING inbox_id, tenant_id, source, event_id), \
+     found AS ( \
+       SELECT i.position, i.kind, i.op_id, ev.inbox_id, ev.tenant_id \
+       FROM ev JOIN input i USING (tenant_id, source, event_id)), \
+     work AS ( \
+       INSERT INTO inbox_work (inbox_id, tenant_id, op_id) \
+       SELECT inbox_id, tenant_id, op_id FROM found WHERE kind = 'EVENT') \
+     SELECT position, inbox_id FROM found";
+
 /// Domain-separated digest keying a deposit's ledger credit: one credit per (source, deposit id)
 /// for a tenant, whatever event carried it.
 pub fn deposit_credit_digest(source: &str, deposit_id: &str) -> [u8; 32] {
@@ -573,6 +600,63 @@ impl Store {
         Ok(recorded)
     }
 
+    /// [`Store::record_delivery`] for several deliveries with ONE statement and commit: the new
+    /// ones are inserted together (inbox rows and work items), then each known event id is
+    /// compared with what is stored (duplicate or quarantine), and a second delivery of an event
+    /// id within the same call is a repeat of the first. Returns one result per delivery, in
+    /// order, only after commit: on any error nothing of the statement was committed.
+    pub async fn record_deliveries(&self, deliveries: &[Delivery<'_>]) -> Result<Vec<Recorded>> {
+        let mut seen = std::collections::HashSet::new();
+        // Only the first delivery of each event id goes into the statement.
+        let first: Vec<bool> = deliveries
+            .iter()
+            .map(|d| seen.insert((d.endpoint.tenant_id, &d.endpoint.source, d.event_id)))
+            .collect();
+        let mut columns = DeliveryColumns::default();
+        for (i, delivery) in deliveries.iter().enumerate().filter(|(i, _)| first[*i]) {
+            columns.push(i, delivery)?;
+        }
+        opledger_failpoint::hit("webhook.before_commit");
+        let c = columns;
+        let inserted: Vec<(i32, i64)> = sqlx::query_as(RECORD_DELIVERIES_SQL)
+            .bind(c.tenant_id)
+            .bind(c.source)
+            .bind(c.event_id)
+            .bind(c.endpoint_id)
+            .bind(c.body_hash)
+            .bind(c.event_type)
+            .bind(c.kind)
+            .bind(c.reason)
+            .bind(c.sent_at)
+            .bind(c.key_id)
+            .bind(c.nonce)
+            .bind(c.ciphertext)
+            .bind(c.op_id)
+            .bind(c.position)
+            .fetch_all(&self.pool)
+            .await?;
+        opledger_failpoint::hit("webhook.after_commit");
+        let mut recorded: Vec<Option<Recorded>> = vec![None; deliveries.len()];
+        for (position, inbox_id) in inserted {
+            let i = usize::try_from(position).map_err(|_| StoreError::Corrupt { what: "batch" })?;
+            let new = match deliveries.get(i).map(|d| d.class) {
+                Some(DeliveryClass::Event { .. }) => Recorded::Accepted { inbox_id },
+                Some(DeliveryClass::Unhandled { .. }) => Recorded::Unhandled { inbox_id },
+                None => return Err(StoreError::Corrupt { what: "batch" }),
+            };
+            recorded[i] = Some(new);
+        }
+        let mut out = Vec::with_capacity(deliveries.len());
+        for (delivery, done) in deliveries.iter().zip(recorded) {
+            out.push(match done {
+                Some(done) => done,
+                // A known event id (stored earlier, or earlier in this call).
+                None => self.record_repeat(delivery).await?,
+            });
+        }
+        Ok(out)
+    }
+
     async fn record_repeat(&self, delivery: &Delivery<'_>) -> Result<Recorded> {
         let endpoint = delivery.endpoint;
         let (inbox_id, stored_hash): (i64, Vec<u8>) = sqlx::query_as(
@@ -952,4 +1036,52 @@ async fn log_action(
     .execute(&mut *conn)
     .await?;
     Ok(())
+}
+
+/// Deliveries as the column arrays of [`RECORD_DELIVERIES_SQL`].
+#[derive(Default)]
+struct DeliveryColumns {
+    tenant_id: Vec<uuid::Uuid>,
+    source: Vec<String>,
+    event_id: Vec<String>,
+    endpoint_id: Vec<String>,
+    body_hash: Vec<Vec<u8>>,
+    event_type: Vec<Option<String>>,
+    kind: Vec<&'static str>,
+    reason: Vec<Option<String>>,
+    sent_at: Vec<DateTime<Utc>>,
+    key_id: Vec<i16>,
+    nonce: Vec<Vec<u8>>,
+    ciphertext: Vec<Vec<u8>>,
+    op_id: Vec<Option<uuid::Uuid>>,
+    position: Vec<i32>,
+}
+
+impl DeliveryColumns {
+    fn push(&mut self, position: usize, d: &Delivery<'_>) -> Result<()> {
+        let (event_type, kind, reason, op_id) = match d.class {
+            DeliveryClass::Event { event_type, op_id } => {
+                (Some(event_type), "EVENT", None, op_id.map(|o| o.as_uuid()))
+            }
+            DeliveryClass::Unhandled { event_type, reason } => {
+                (event_type, "UNHANDLED", Some(reason), None)
+            }
+        };
+        self.position
+            .push(i32::try_from(position).map_err(|_| StoreError::Corrupt { what: "batch" })?);
+        self.tenant_id.push(d.endpoint.tenant_id.as_uuid());
+        self.source.push(d.endpoint.source.clone());
+        self.event_id.push(d.event_id.to_owned());
+        self.endpoint_id.push(d.endpoint.endpoint_id.clone());
+        self.body_hash.push(d.body_hash.to_vec());
+        self.event_type.push(event_type.map(str::to_owned));
+        self.kind.push(kind);
+        self.reason.push(reason.map(str::to_owned));
+        self.sent_at.push(d.sent_at);
+        self.key_id.push(d.body.key_id);
+        self.nonce.push(d.body.nonce.clone());
+        self.ciphertext.push(d.body.ciphertext.clone());
+        self.op_id.push(op_id);
+        Ok(())
+    }
 }

@@ -19,6 +19,7 @@
 
 use crate::keys::KeyRing;
 use crate::metrics::{IngressStats, Outcome};
+use crate::recorder::{Class, Pending, Recorder};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
@@ -27,7 +28,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use opledger_domain::ids::OperationId;
 use opledger_store::Store;
-use opledger_store::inbox::{Delivery, DeliveryClass, Endpoint, Recorded};
+use opledger_store::inbox::{Endpoint, Recorded};
 use opledger_webhook::event::{self, Event, Parsed};
 use opledger_webhook::secret::VerificationKey;
 use opledger_webhook::verify::{self, Headers};
@@ -43,7 +44,7 @@ const CACHE_CAPACITY: usize = 10_000;
 /// An endpoint with its keys opened, ready to verify.
 #[derive(Debug)]
 struct Resolved {
-    endpoint: Endpoint,
+    endpoint: Arc<Endpoint>,
     keys: Vec<VerificationKey>,
 }
 
@@ -54,6 +55,7 @@ type EndpointCache = HashMap<String, (Instant, Arc<Resolved>)>;
 #[derive(Debug, Clone)]
 pub struct Ingress {
     store: Store,
+    recorder: Recorder,
     ring: Arc<KeyRing>,
     cache: Arc<Mutex<EndpointCache>>,
     cache_ttl: Duration,
@@ -83,6 +85,7 @@ pub fn router(
     settings: IngressSettings,
 ) -> Router {
     let ingress = Ingress {
+        recorder: Recorder::new(store.clone()),
         store,
         ring,
         cache: Arc::new(Mutex::new(HashMap::new())),
@@ -202,7 +205,10 @@ impl Ingress {
             }
         };
         let keys = self.ring.open_endpoint_keys(&endpoint);
-        let resolved = Arc::new(Resolved { endpoint, keys });
+        let resolved = Arc::new(Resolved {
+            endpoint: Arc::new(endpoint),
+            keys,
+        });
         if let Ok(mut cache) = self.cache.lock() {
             if cache.len() >= CACHE_CAPACITY {
                 cache.clear();
@@ -317,7 +323,7 @@ impl Ingress {
                 return answer(status, e.code(), &message);
             }
         };
-        let class_owned = match event::parse(body) {
+        let class = match event::parse(body) {
             Err(e) => {
                 self.reject(
                     Outcome::BadRequest,
@@ -359,25 +365,16 @@ impl Ingress {
             self.stats.count(Outcome::BadRequest);
             return answer(StatusCode::PAYLOAD_TOO_LARGE, "too_large", "body too large");
         };
-        let class = match &class_owned {
-            Class::Event { event_type, op_id } => DeliveryClass::Event {
-                event_type,
-                op_id: *op_id,
-            },
-            Class::Unhandled { event_type, reason } => DeliveryClass::Unhandled {
-                event_type: event_type.as_deref(),
-                reason,
-            },
-        };
-        let delivery = Delivery {
-            endpoint,
-            event_id,
+        let pending = Pending {
+            endpoint: endpoint.clone(),
+            event_id: event_id.to_owned(),
             body_hash: Sha256::digest(body).into(),
             sent_at,
-            body: &sealed,
+            body: sealed,
             class,
         };
-        match self.store.record_delivery(&delivery).await {
+        // Committed (together with the deliveries that are ready at the same time) before the 2xx.
+        match self.recorder.record(pending).await {
             Ok(recorded) => {
                 let (outcome, code) = match recorded {
                     Recorded::Accepted { .. } => (Outcome::Accepted, "accepted"),
@@ -402,17 +399,6 @@ impl Ingress {
             }
         }
     }
-}
-
-enum Class {
-    Event {
-        event_type: &'static str,
-        op_id: Option<OperationId>,
-    },
-    Unhandled {
-        event_type: Option<String>,
-        reason: &'static str,
-    },
 }
 
 fn operation_of(event: &Event) -> Option<OperationId> {

@@ -9,6 +9,7 @@ pub mod keys;
 pub mod metrics;
 pub mod operator;
 pub mod processor;
+mod recorder;
 
 pub use config::Config;
 

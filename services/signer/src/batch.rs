@@ -97,15 +97,21 @@ impl Lanes {
 
     /// Persists the lane's waiting jobs, a batch per transaction, until none is left.
     async fn drain(&self, key: LaneKey) {
+        let mut guard = Draining {
+            lanes: &self.lanes,
+            key: &key,
+            finished: false,
+        };
         loop {
             let batch: Vec<_> = {
                 let mut lanes = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
                 let Some(lane) = lanes.get_mut(&key) else {
+                    guard.finished = true;
                     return;
                 };
                 if lane.waiting.is_empty() {
-                    lane.running = false;
                     lanes.remove(&key);
+                    guard.finished = true;
                     return;
                 }
                 let take = lane.waiting.len().min(MAX_BATCH);
@@ -163,6 +169,23 @@ impl Lanes {
                 )
                 .await;
             let _ = reply.send(persisted);
+        }
+    }
+}
+
+/// Removes a lane whose task ended abnormally (a panic): its waiting callers get
+/// [`LaneGone`] instead of waiting forever, and the next signature starts a fresh lane.
+struct Draining<'a> {
+    lanes: &'a Mutex<HashMap<LaneKey, Lane>>,
+    key: &'a LaneKey,
+    finished: bool,
+}
+
+impl Drop for Draining<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            let mut lanes = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
+            lanes.remove(self.key);
         }
     }
 }
