@@ -31,6 +31,10 @@ fn control_13_the_serialization_statement_exists_and_matches_the_code() -> anyho
     assert!(signing.contains(
         "ON CONFLICT (network, sender) DO UPDATE SET next_nonce = signer_nonces.next_nonce + 1"
     ));
+    assert!(doc.contains("advances the row by the batch's size"));
+    assert!(signing.contains(
+        "ON CONFLICT (network, sender) DO UPDATE SET next_nonce = signer_nonces.next_nonce + $4"
+    ));
     let inbox = repo_file("crates/store/src/inbox.rs")?;
     assert!(doc.contains("`FOR UPDATE SKIP LOCKED`"));
     assert!(inbox.contains("FOR UPDATE OF w SKIP LOCKED"));
