@@ -199,6 +199,9 @@ impl Watcher {
     /// its own, so one bad item cannot hold back the others.
     async fn confirm_all(&self, findings: &[Finding]) -> usize {
         const REASON: &str = "included with the required confirmations";
+        if findings.is_empty() {
+            return 0;
+        }
         let request = |f: &Finding| {
             TransitionRequest::new(
                 f.op.tenant_id,
