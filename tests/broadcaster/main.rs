@@ -3,4 +3,5 @@
 mod control_06;
 mod e2e;
 mod submit;
+mod tls;
 mod watch;

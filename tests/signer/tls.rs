@@ -3,29 +3,9 @@
 
 use opledger_signer::config::TlsConfig;
 use opledger_tests::signer::{InProcessSigner, approve, client, sign_request};
+use opledger_tests::tls::{Pem, ca, dir, leaf, write};
 use opledger_tests::{ALICE, Stack, reason};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
-
-struct Pem {
-    cert: String,
-    key: String,
-}
-
-fn ca() -> anyhow::Result<CertifiedIssuer<'static, KeyPair>> {
-    let mut params = CertificateParams::new(Vec::<String>::new())?;
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    Ok(CertifiedIssuer::self_signed(params, KeyPair::generate()?)?)
-}
-
-fn leaf(name: &str, ca: &CertifiedIssuer<'static, KeyPair>) -> anyhow::Result<Pem> {
-    let key = KeyPair::generate()?;
-    let cert = CertificateParams::new(vec![name.to_owned()])?.signed_by(&key, ca)?;
-    Ok(Pem {
-        cert: cert.pem(),
-        key: key.serialize_pem(),
-    })
-}
 
 async fn channel(port: u16, ca: &str, identity: Option<&Pem>) -> anyhow::Result<Channel> {
     let mut tls = ClientTlsConfig::new()
@@ -52,17 +32,11 @@ async fn only_the_named_caller_reaches_a_signer_with_mutual_tls() -> anyhow::Res
     let server = leaf("localhost", &server_ca)?;
     let broadcaster = leaf("broadcaster", &caller_ca)?;
     let rogue = leaf("broadcaster", &rogue_ca)?;
-    let dir = std::env::temp_dir().join(format!("opledger-tls-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir)?;
-    let write = |name: &str, text: &str| -> anyhow::Result<std::path::PathBuf> {
-        let path = dir.join(name);
-        std::fs::write(&path, text)?;
-        Ok(path)
-    };
+    let dir = dir()?;
     let tls = TlsConfig {
-        cert: write("server.pem", &server.cert)?,
-        key: write("server.key", &server.key)?,
-        client_ca: Some(write("callers.pem", &caller_ca.pem())?),
+        cert: write(&dir, "server.pem", &server.cert)?,
+        key: write(&dir, "server.key", &server.key)?,
+        client_ca: Some(write(&dir, "callers.pem", &caller_ca.pem())?),
     };
     let signer =
         InProcessSigner::start_tls(&stack.db, acme.id, opledger_signer::tls_config(&tls)?).await?;

@@ -5,6 +5,7 @@
 pub mod chain;
 pub mod inbox;
 pub mod signer;
+pub mod tls;
 
 use anyhow::Context;
 use opledger_domain::ids::TenantId;

@@ -6,6 +6,7 @@
 //! Services use this crate at their edge only. It never decides business outcomes.
 
 pub mod auth;
+pub mod client;
 pub mod config;
 pub mod convert;
 pub mod metrics;

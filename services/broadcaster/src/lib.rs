@@ -27,6 +27,9 @@ pub enum StartError {
     /// An RPC or signer URL is invalid.
     #[error("invalid url for {0}")]
     Url(&'static str),
+    /// The signer channel's URL or TLS settings cannot be used.
+    #[error("signer connection: {0}")]
+    SignerChannel(#[from] opledger_grpc::client::ClientError),
     /// The server could not start or failed.
     #[error(transparent)]
     Serve(#[from] ServeError),
@@ -42,9 +45,11 @@ pub fn broadcaster(config: &Config, store: Store) -> Result<Broadcaster, StartEr
             opledger_chain::Rpc::new(url, timeout).map_err(|_| StartError::Url("rpc"))?,
         );
     }
-    let channel = tonic::transport::Channel::from_shared(config.signer_url.clone())
-        .map_err(|_| StartError::Url("signer_url"))?
-        .connect_lazy();
+    let channel = opledger_grpc::client::channel(
+        "signer_url",
+        &config.signer_url,
+        config.signer_tls.as_ref(),
+    )?;
     Ok(Broadcaster::new(
         store,
         SignerServiceClient::new(opledger_grpc::telemetry::grpc::traced(channel)),

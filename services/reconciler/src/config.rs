@@ -1,6 +1,7 @@
 //! Typed configuration: defaults, then the TOML file named by `OPLEDGER_RECONCILER_CONFIG`, then
 //! `OPLEDGER_RECONCILER_*` environment variables, then validation.
 
+use opledger_grpc::client::ClientTls;
 use opledger_grpc::config::{ConfigError, DatabaseUrl, Secret, check_database};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -28,6 +29,10 @@ pub struct Config {
     pub signer_url: String,
     /// The caller token the signer expects (`OPLEDGER_RECONCILER_SIGNER_TOKEN`).
     pub signer_token: Secret,
+    /// TLS towards the signer (`[signer_tls]`: `ca`, and `cert` + `key` for mutual TLS, optional
+    /// `domain`); `signer_url` must then be `https://`. Absent: plain HTTP/2 on a private segment.
+    #[serde(default)]
+    pub signer_tls: Option<ClientTls>,
     /// JSON-RPC URL per network id.
     pub rpc: BTreeMap<String, String>,
     /// Confirmations required per network id (the including block counted); 1 if absent.
@@ -61,6 +66,7 @@ impl Default for Config {
             worker_id: "reconciler".to_owned(),
             signer_url: "http://127.0.0.1:50053".to_owned(),
             signer_token: Secret::default(),
+            signer_tls: None,
             rpc: BTreeMap::new(),
             confirmations: BTreeMap::new(),
             stale_broadcast_secs: 120,

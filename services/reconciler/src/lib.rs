@@ -24,6 +24,9 @@ pub enum StartError {
     /// An RPC or signer URL is invalid.
     #[error("invalid url for {0}")]
     Url(&'static str),
+    /// The signer channel's URL or TLS settings cannot be used.
+    #[error("signer connection: {0}")]
+    SignerChannel(#[from] opledger_grpc::client::ClientError),
     /// The server could not start or failed.
     #[error(transparent)]
     Serve(#[from] ServeError),
@@ -43,9 +46,11 @@ pub fn reconciler(config: &Config, store: Store) -> Result<Reconciler, StartErro
             .max(1);
         networks.insert(network.clone(), reconcile::Network { rpc, confirmations });
     }
-    let channel = tonic::transport::Channel::from_shared(config.signer_url.clone())
-        .map_err(|_| StartError::Url("signer_url"))?
-        .connect_lazy();
+    let channel = opledger_grpc::client::channel(
+        "signer_url",
+        &config.signer_url,
+        config.signer_tls.as_ref(),
+    )?;
     Ok(Reconciler::new(
         store,
         networks,

@@ -1,0 +1,110 @@
+//! The broadcaster reaches a signer that accepts mutual TLS only: with the caller certificate its
+//! signer settings name, the withdrawal is signed and submitted; with a certificate from another
+//! CA nothing is signed and the withdrawal waits, APPROVED with its hold.
+
+use opledger_grpc::client::ClientTls;
+use opledger_signer::config::TlsConfig;
+use opledger_testkit::Anvil;
+use opledger_tests::chain::broadcaster_config;
+use opledger_tests::signer::{InProcessSigner, approve, attempts};
+use opledger_tests::tls::{ca, dir, leaf, write};
+use opledger_tests::{BOB, Stack};
+
+#[tokio::test]
+async fn the_broadcaster_signs_through_a_mutual_tls_signer_only_with_its_caller_certificate()
+-> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack
+        .fund(&acme, "treasury", "ETH", "10000000000000000000")
+        .await?;
+    let node = Anvil::start().await?;
+    let (server_ca, caller_ca, rogue_ca) = (ca()?, ca()?, ca()?);
+    let server = leaf("localhost", &server_ca)?;
+    let caller = leaf("broadcaster", &caller_ca)?;
+    let rogue = leaf("broadcaster", &rogue_ca)?;
+    let dir = dir()?;
+    let server_tls = TlsConfig {
+        cert: write(&dir, "signer.pem", &server.cert)?,
+        key: write(&dir, "signer.key", &server.key)?,
+        client_ca: Some(write(&dir, "callers.pem", &caller_ca.pem())?),
+    };
+    let signer = InProcessSigner::start_tls(
+        &stack.db,
+        acme.id,
+        opledger_signer::tls_config(&server_tls)?,
+    )
+    .await?;
+    let signer_ca = write(&dir, "signer-ca.pem", &server_ca.pem())?;
+    let broadcaster_with = |name: &str, cert: &str, key: &str| -> anyhow::Result<_> {
+        let mut config = broadcaster_config(&stack, &signer, &node.rpc_url());
+        config.signer_url = format!("https://localhost:{}", signer.addr.port());
+        config.signer_tls = Some(ClientTls {
+            ca: signer_ca.clone(),
+            cert: Some(write(&dir, &format!("{name}.pem"), cert)?),
+            key: Some(write(&dir, &format!("{name}.key"), key)?),
+            domain: None,
+        });
+        Ok(opledger_broadcaster::broadcaster(
+            &config,
+            stack.admin.clone(),
+        )?)
+    };
+    let w = stack.withdraw(&acme, "2500000000000000", BOB).await?;
+    approve(&stack, &acme, &w).await?;
+
+    // A certificate the signer's caller CA did not issue: the handshake fails, nothing is signed.
+    let impostor = broadcaster_with("rogue", &rogue.cert, &rogue.key)?;
+    assert_eq!(impostor.tick(64, 8).await, 0);
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "APPROVED");
+    assert_eq!(attempts(&stack, &w.withdrawal_id).await?, 0);
+    assert_eq!(
+        stack.balance(acme.id, "treasury", "ETH").await?,
+        (
+            10_000_000_000_000_000_000 - 2_500_000_000_000_000,
+            2_500_000_000_000_000
+        ),
+        "the hold stays"
+    );
+
+    // The configured caller certificate: signed over TLS, then submitted.
+    let broadcaster = broadcaster_with("caller", &caller.cert, &caller.key)?;
+    assert_eq!(broadcaster.tick(64, 8).await, 1);
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "BROADCAST");
+    assert_eq!(attempts(&stack, &w.withdrawal_id).await?, 1);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+#[tokio::test]
+async fn signer_urls_and_tls_settings_that_disagree_are_refused_at_start() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    let mut config = broadcaster_config(&stack, &signer, "http://127.0.0.1:1");
+    config.signer_url = format!("https://{}", signer.addr);
+    let refused = opledger_broadcaster::broadcaster(&config, stack.admin.clone())
+        .expect_err("https without tls settings");
+    assert!(refused.to_string().contains("no tls settings"), "{refused}");
+    config.signer_url = format!("http://{}", signer.addr);
+    config.signer_tls = Some(ClientTls {
+        ca: std::path::PathBuf::from("/nonexistent/ca.pem"),
+        cert: None,
+        key: None,
+        domain: None,
+    });
+    let refused = opledger_reconciler::reconciler(
+        &opledger_reconciler::Config {
+            signer_url: config.signer_url.clone(),
+            signer_tls: config.signer_tls.clone(),
+            ..opledger_tests::chain::reconciler_config(&stack, &signer, "http://127.0.0.1:1")
+        },
+        stack.admin.clone(),
+    )
+    .expect_err("tls settings with an http url");
+    assert!(
+        refused.to_string().contains("must be https://"),
+        "{refused}"
+    );
+    Ok(())
+}
