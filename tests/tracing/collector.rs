@@ -107,6 +107,8 @@ pub struct Span {
     pub start: u64,
     /// `service.name` of the resource that exported it.
     pub resource_service: String,
+    /// Links as (trace id, span id), lowercase hex.
+    pub links: Vec<(String, String)>,
 }
 
 impl Span {
@@ -160,6 +162,11 @@ impl Received {
                             events: span.events.iter().map(|e| e.name.clone()).collect(),
                             start: span.start_time_unix_nano,
                             resource_service: service.clone(),
+                            links: span
+                                .links
+                                .iter()
+                                .map(|l| (hex::encode(&l.trace_id), hex::encode(&l.span_id)))
+                                .collect(),
                         });
                     }
                 }

@@ -1,10 +1,11 @@
 //! Every webhook is traced: the ingress's request span continues the sender's `traceparent`, and
-//! the processor's step on the stored item is a span of its own; neither carries the signing
-//! secret, the signature or the body's values.
+//! the processor's step on the stored item is a span of its own, linked to the withdrawal's trace
+//! when the item is about one; neither carries the signing secret, the signature or the body's
+//! values.
 
 use crate::collector::harness;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
-use opledger_tests::inbox::{ALL_TYPES, World, deposit, event_id};
+use opledger_tests::inbox::{ALL_TYPES, World, deposit, event_id, kyt};
 use opledger_webhook::verify::sign_v1;
 
 fn random_hex(bytes: usize) -> String {
@@ -79,5 +80,64 @@ async fn a_webhook_is_traced_from_ingress_to_processor() -> anyhow::Result<()> {
             "exported: {value}"
         );
     }
+    world.stop().await
+}
+
+/// A webhook about a withdrawal is processed in a span of its own that links to the withdrawal's
+/// trace (the context stored at its creation); the span records the operation id only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_about_a_withdrawal_links_its_processing_to_the_withdrawals_trace()
+-> anyhow::Result<()> {
+    let harness = harness()?;
+    let world = World::start("screening", &["kyt.result"]).await?;
+    world
+        .stack
+        .fund(&world.acme, "treasury", "ETH", "1000")
+        .await?;
+    let w = world
+        .stack
+        .withdraw(&world.acme, "100", opledger_tests::ALICE)
+        .await?;
+    let (stored,): (Option<String>,) =
+        sqlx::query_as("SELECT trace_context FROM withdrawal_ops WHERE op_id = $1")
+            .bind(w.withdrawal_id.parse::<uuid::Uuid>()?)
+            .fetch_one(world.stack.admin.pool())
+            .await?;
+    let stored = stored.ok_or_else(|| anyhow::anyhow!("no trace context stored"))?;
+    let parts: Vec<&str> = stored.split('-').collect();
+    anyhow::ensure!(parts.len() == 4, "stored {stored}");
+    let (withdrawal_trace, create_span) = (parts[1], parts[2]);
+    let provider_ref = format!("case-{}", random_hex(6));
+    assert_eq!(
+        world
+            .post(&kyt(&w.withdrawal_id, "pass", &provider_ref))
+            .await?,
+        200
+    );
+    world
+        .wait_rows("inbox_work", "AND status = 'DONE'", 1)
+        .await?;
+    assert_eq!(world.outcomes().await?, ["DONE:RECORDED"]);
+
+    harness.flush().await;
+    let spans = harness.received.spans();
+    let processed: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == "inbox.process" && s.attr("op_id") == w.withdrawal_id)
+        .collect();
+    assert_eq!(processed.len(), 1, "one processor step for the item");
+    let step = processed[0];
+    assert_eq!(step.parent, "", "the processing keeps its own trace");
+    assert_ne!(step.trace_id, withdrawal_trace);
+    assert_eq!(
+        step.links,
+        [(withdrawal_trace.to_owned(), create_span.to_owned())],
+        "linked to the withdrawal's trace"
+    );
+    let exported = harness.received.everything().to_lowercase();
+    assert!(
+        !exported.contains(&provider_ref.to_lowercase()),
+        "provider_ref exported"
+    );
     world.stop().await
 }

@@ -18,9 +18,17 @@
 //!
 //! Items that fail (operation not found yet, database errors) are retried with exponential
 //! backoff and become dead letters after `max_attempts`.
+//!
+//! Tracing: each step is an `inbox.process` span, the root of a trace of its own. When the item is
+//! about an existing operation of its tenant (`transfer.status`, `kyt.result`), the span records
+//! the operation id and, with tracing on, carries a span link to the trace context stored with
+//! the operation at its creation: from the processing one reaches the withdrawal's trace by the
+//! link, and from the withdrawal one finds the processing by the link or by `op_id`.
 
 use crate::keys::KeyRing;
+use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::state::{Actor, OperationState, check_transition};
+use opledger_grpc::telemetry;
 use opledger_store::inbox::{CreditOutcome, Finish, WorkTx};
 use opledger_store::transition::TransitionRequest;
 use opledger_store::{Store, StoreError};
@@ -142,16 +150,24 @@ impl Processor {
             opledger.service = "inbox",
             inbox_id = work.item.inbox_id,
             attempts = work.item.attempts,
+            op_id = tracing::field::Empty,
         );
-        self.process(work).instrument(span).await
+        self.process(work, &span).instrument(span.clone()).await
     }
 
-    /// Applies one claimed item and finishes it (or records the failure).
-    async fn process(&self, mut work: WorkTx) -> Step {
+    /// Applies one claimed item and finishes it (or records the failure), then links `span` (the
+    /// item's) to the trace of the operation the item is about, if any.
+    async fn process(&self, mut work: WorkTx, span: &tracing::Span) -> Step {
         let inbox_id = work.item.inbox_id;
         let attempts = work.item.attempts;
+        let tenant_id = work.item.tenant_id;
         let owner = self.policy.dead_letter_owner.clone();
-        match self.apply(&mut work).await {
+        let mut about = None;
+        let applied = self.apply(&mut work, &mut about).await;
+        if let Some(op_id) = about {
+            span.record("op_id", tracing::field::display(op_id));
+        }
+        let step = match applied {
             Ok(decision) => {
                 let finish = self.finish_of(decision);
                 let (kind, code) = match finish {
@@ -175,6 +191,32 @@ impl Processor {
                 drop(work); // rolls back whatever the attempt did
                 self.failed(inbox_id, attempts, &owner, retry).await
             }
+        };
+        // After the item's transaction ended: the look-up never holds a second connection.
+        if let Some(op_id) = about {
+            self.link_operation_trace(span, tenant_id, op_id).await;
+        }
+        step
+    }
+
+    /// Adds to `span` a link to the trace context stored with the operation (the create call's),
+    /// when tracing is on. The span keeps its own parent: a link joins the webhook's processing
+    /// to the withdrawal's trace without merging the two traces.
+    /// A missing or invalid stored context, or a failed look-up, adds nothing.
+    async fn link_operation_trace(
+        &self,
+        span: &tracing::Span,
+        tenant_id: TenantId,
+        op_id: OperationId,
+    ) {
+        if telemetry::enabled() {
+            let stored = self.store.trace_context(tenant_id, op_id).await;
+            // `remote`: the span's parent stays as it is; the operation's context is linked.
+            telemetry::propagation::join_operation_trace(
+                span,
+                true,
+                stored.ok().flatten().as_deref(),
+            );
         }
     }
 
@@ -217,7 +259,13 @@ impl Processor {
         Step::Failed
     }
 
-    async fn apply(&self, work: &mut WorkTx) -> Result<Decision, Retry> {
+    /// Applies the item's event in its transaction; sets `about` once the operation the event
+    /// names is known to exist for the item's tenant.
+    async fn apply(
+        &self,
+        work: &mut WorkTx,
+        about: &mut Option<OperationId>,
+    ) -> Result<Decision, Retry> {
         let item = &work.item;
         let Some(sealed) = &item.body else {
             return Ok(self.dead("BODY_PURGED"));
@@ -248,6 +296,7 @@ impl Processor {
                     .operation(op_id)
                     .await?
                     .ok_or(Retry::OperationNotFound)?;
+                *about = Some(op_id);
                 let target = match t.status() {
                     TransferState::Broadcast => OperationState::Broadcast,
                     TransferState::Confirmed => OperationState::Confirmed,
@@ -298,6 +347,7 @@ impl Processor {
                     .operation(op_id)
                     .await?
                     .ok_or(Retry::OperationNotFound)?;
+                *about = Some(op_id);
                 let pass = k.result() == KytVerdict::Pass;
                 let recorded = work
                     .record_screening(op_id, k.provider_ref().as_str(), pass)
@@ -347,6 +397,6 @@ impl Processor {
     }
 }
 
-fn item_tenant(work: &WorkTx) -> opledger_domain::ids::TenantId {
+fn item_tenant(work: &WorkTx) -> TenantId {
     work.item.tenant_id
 }
