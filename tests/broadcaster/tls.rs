@@ -5,9 +5,10 @@
 use opledger_grpc::client::ClientTls;
 use opledger_signer::config::TlsConfig;
 use opledger_testkit::Anvil;
+use opledger_tests::chain::Chain;
 use opledger_tests::chain::broadcaster_config;
 use opledger_tests::signer::{InProcessSigner, approve, attempts};
-use opledger_tests::tls::{ca, dir, leaf, write};
+use opledger_tests::tls::{TlsProxy, ca, dir, leaf, write};
 use opledger_tests::{BOB, Stack};
 
 #[tokio::test]
@@ -106,5 +107,71 @@ async fn signer_urls_and_tls_settings_that_disagree_are_refused_at_start() -> an
         refused.to_string().contains("must be https://"),
         "{refused}"
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_broadcaster_and_watcher_use_an_https_node_verified_against_the_configured_ca()
+-> anyhow::Result<()> {
+    let Chain {
+        stack,
+        acme,
+        node,
+        signer,
+    } = Chain::start().await?;
+    let (node_ca, other_ca) = (ca()?, ca()?);
+    let node_port: u16 = node
+        .rpc_url()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.trim_end_matches('/').parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no port in the node url"))?;
+    let proxy = TlsProxy::start(
+        std::net::SocketAddr::from(([127, 0, 0, 1], node_port)),
+        &leaf("localhost", &node_ca)?,
+    )
+    .await?;
+    let dir = dir()?;
+    let https = format!("https://localhost:{}", proxy.addr.port());
+    let config_trusting = |name: &str, pem: String| -> anyhow::Result<_> {
+        let mut config = broadcaster_config(&stack, &signer, &https);
+        config.rpc_ca = Some(write(&dir, name, &pem)?);
+        Ok(config)
+    };
+
+    // The node's CA: submitted over TLS and confirmed by the watcher over TLS.
+    let w = stack.withdraw(&acme, "2500000000000000", BOB).await?;
+    approve(&stack, &acme, &w).await?;
+    let right = config_trusting("node-ca.pem", node_ca.pem())?;
+    let broadcaster = opledger_broadcaster::broadcaster(&right, stack.admin.clone())?;
+    let watcher = opledger_broadcaster::watcher(&right, stack.admin.clone())?;
+    assert_eq!(broadcaster.tick(64, 8).await, 1);
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "BROADCAST");
+    let mut confirmed = 0;
+    for _ in 0..50 {
+        confirmed += watcher.tick(64).await.confirmed;
+        if confirmed > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(confirmed, 1);
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "CONFIRMED");
+    // A node whose certificate does not chain to the configured CA is never trusted: nothing
+    // reaches it, and as the broadcaster cannot know that, UNKNOWN with the hold kept.
+    let doubtful = stack.withdraw(&acme, "1000000000000000", BOB).await?;
+    approve(&stack, &acme, &doubtful).await?;
+    let wrong = config_trusting("other-ca.pem", other_ca.pem())?;
+    let broadcaster = opledger_broadcaster::broadcaster(&wrong, stack.admin.clone())?;
+    assert_eq!(broadcaster.tick(64, 8).await, 1);
+    assert_eq!(stack.state(&doubtful.withdrawal_id).await?, "UNKNOWN");
+    assert_eq!(
+        node.nonce(opledger_tests::signer::HOT_WALLET, "latest")
+            .await?,
+        1,
+        "only the first withdrawal reached the node"
+    );
+
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

@@ -135,7 +135,10 @@ impl Inbox {
 
 /// Reads one sample from a Prometheus text endpoint.
 pub async fn scrape(addr: SocketAddr, sample: &str) -> anyhow::Result<f64> {
-    let text = reqwest::get(format!("http://{addr}/metrics"))
+    let text = opledger_testkit::http_client()
+        .build()?
+        .get(format!("http://{addr}/metrics"))
+        .send()
         .await?
         .text()
         .await?;
@@ -200,7 +203,7 @@ impl Sender {
     pub fn new(http: SocketAddr) -> Sender {
         Sender {
             http,
-            client: reqwest::Client::builder()
+            client: opledger_testkit::http_client()
                 .timeout(Duration::from_secs(15))
                 .build()
                 .unwrap_or_default(),

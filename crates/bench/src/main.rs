@@ -59,6 +59,9 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // reqwest's TLS (compiled in for the chain crate's https:// nodes) needs a rustls provider
+    // before any client is built.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     match Cli::parse().command {
         Command::Create(args) => create::run(args).await,
         Command::Sign(args) => sign::run(args).await,

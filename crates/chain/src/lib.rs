@@ -8,4 +8,4 @@ pub mod classify;
 pub mod rpc;
 
 pub use classify::{SubmitClass, Verdict};
-pub use rpc::{Receipt, Rpc};
+pub use rpc::{Receipt, Rpc, RpcSetupError, install_crypto_provider};

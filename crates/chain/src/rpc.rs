@@ -19,6 +19,33 @@ fn parse_quantity(hex: &str) -> Option<u64> {
     u64::from_str_radix(hex.strip_prefix("0x")?, 16).ok()
 }
 
+/// Installs ring as the process's rustls crypto provider. reqwest's TLS needs one before any
+/// client is built (in every process that links this crate, whichever crate builds the client);
+/// installing it again is harmless.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Why a configured JSON-RPC client could not be set up.
+#[derive(Debug)]
+pub enum RpcSetupError {
+    /// The CA file could not be read.
+    ReadCa(std::io::Error),
+    /// The HTTP client refused the settings (an unparsable CA certificate, say).
+    Client,
+}
+
+impl std::fmt::Display for RpcSetupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RpcSetupError::ReadCa(e) => write!(f, "cannot read the rpc_ca file: {e}"),
+            RpcSetupError::Client => f.write_str("the rpc client refused its tls settings"),
+        }
+    }
+}
+
+impl std::error::Error for RpcSetupError {}
+
 /// A JSON-RPC endpoint of one network.
 #[derive(Debug, Clone)]
 pub struct Rpc {
@@ -27,14 +54,44 @@ pub struct Rpc {
 }
 
 impl Rpc {
-    /// A client of `url` whose calls give up after `timeout`.
+    /// A client of `url` whose calls give up after `timeout`. An `https://` URL is verified
+    /// against the system's root certificates.
     pub fn new(url: &str, timeout: Duration) -> Result<Rpc, reqwest::Error> {
-        let http = reqwest::Client::builder()
+        Rpc::build(url, timeout, None)
+    }
+
+    /// A client of an `https://` `url` whose certificate must chain to the CA in `ca_pem` (and
+    /// to no other root): a node behind a private CA.
+    pub fn with_ca(url: &str, timeout: Duration, ca_pem: &[u8]) -> Result<Rpc, reqwest::Error> {
+        Rpc::build(url, timeout, Some(ca_pem))
+    }
+
+    /// A client as a service configures it: `ca_file`, when set, names the PEM CA that alone is
+    /// trusted for an `https://` `url`.
+    pub fn configured(
+        url: &str,
+        timeout: Duration,
+        ca_file: Option<&std::path::Path>,
+    ) -> Result<Rpc, RpcSetupError> {
+        match ca_file {
+            None => Rpc::new(url, timeout).map_err(|_| RpcSetupError::Client),
+            Some(path) => {
+                let pem = std::fs::read(path).map_err(RpcSetupError::ReadCa)?;
+                Rpc::with_ca(url, timeout, &pem).map_err(|_| RpcSetupError::Client)
+            }
+        }
+    }
+
+    fn build(url: &str, timeout: Duration, ca_pem: Option<&[u8]>) -> Result<Rpc, reqwest::Error> {
+        install_crypto_provider();
+        let mut builder = reqwest::Client::builder()
             .timeout(timeout)
-            .connect_timeout(timeout)
-            .build()?;
+            .connect_timeout(timeout);
+        if let Some(pem) = ca_pem {
+            builder = builder.tls_certs_only(reqwest::Certificate::from_pem_bundle(pem)?);
+        }
         Ok(Rpc {
-            http,
+            http: builder.build()?,
             url: url.to_owned(),
         })
     }

@@ -191,7 +191,7 @@ impl Anvil {
             bail!("AnvilOptions::block_time must be at least 1 second; use None for automine");
         }
         let bin = anvil_bin(std::env::var_os(ANVIL_BIN_ENV))?;
-        let client = reqwest::Client::builder()
+        let client = crate::http_client()
             .no_proxy()
             .timeout(REQUEST_TIMEOUT)
             .connect_timeout(CONNECT_TIMEOUT)

@@ -24,6 +24,13 @@ pub use anvil::{
     ANVIL_BIN_ENV, Anvil, AnvilOptions, DEV_KEYS, RpcCallError, RpcError, TxpoolStatus,
 };
 pub use child::{ChildService, binary_path};
+
+/// A reqwest client builder usable in any test process: installs ring as the rustls crypto
+/// provider first (reqwest's TLS, compiled in for the chain crate's https:// nodes, needs one).
+pub fn http_client() -> reqwest::ClientBuilder {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+}
 pub use database::{TEST_DATABASE_URL_ENV, TestDatabase, template_name};
 pub use proxy::{DROP_RESPONSE_GRACE, FaultMode, FaultProxy, ProxyStats};
 pub use token::{

@@ -801,10 +801,7 @@ mod tests {
     }
 
     fn http_client() -> anyhow::Result<reqwest::Client> {
-        Ok(reqwest::Client::builder()
-            .no_proxy()
-            .timeout(LONG)
-            .build()?)
+        Ok(crate::http_client().no_proxy().timeout(LONG).build()?)
     }
 
     #[tokio::test]

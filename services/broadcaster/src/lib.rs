@@ -27,6 +27,9 @@ pub enum StartError {
     /// An RPC or signer URL is invalid.
     #[error("invalid url for {0}")]
     Url(&'static str),
+    /// A JSON-RPC client could not be set up.
+    #[error("rpc client: {0}")]
+    Rpc(#[from] opledger_chain::RpcSetupError),
     /// The signer channel's URL or TLS settings cannot be used.
     #[error("signer connection: {0}")]
     SignerChannel(#[from] opledger_grpc::client::ClientError),
@@ -42,7 +45,7 @@ pub fn broadcaster(config: &Config, store: Store) -> Result<Broadcaster, StartEr
     for (network, url) in &config.rpc {
         rpcs.insert(
             network.clone(),
-            opledger_chain::Rpc::new(url, timeout).map_err(|_| StartError::Url("rpc"))?,
+            opledger_chain::Rpc::configured(url, timeout, config.rpc_ca.as_deref())?,
         );
     }
     let channel = opledger_grpc::client::channel(
@@ -64,7 +67,7 @@ pub fn watcher(config: &Config, store: Store) -> Result<watcher::Watcher, StartE
     let timeout = Duration::from_millis(config.submit_timeout_ms);
     let mut networks = HashMap::new();
     for (network, url) in &config.rpc {
-        let rpc = opledger_chain::Rpc::new(url, timeout).map_err(|_| StartError::Url("rpc"))?;
+        let rpc = opledger_chain::Rpc::configured(url, timeout, config.rpc_ca.as_deref())?;
         let confirmations = config
             .confirmations
             .get(network)

@@ -6,7 +6,7 @@ use opledger_grpc::config::{ConfigError, DatabaseUrl, Secret, check_database};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The reconciler's configuration.
@@ -35,6 +35,10 @@ pub struct Config {
     pub signer_tls: Option<ClientTls>,
     /// JSON-RPC URL per network id.
     pub rpc: BTreeMap<String, String>,
+    /// PEM CA that alone is trusted for `https://` JSON-RPC URLs (a node behind a private CA);
+    /// absent: the system's root certificates.
+    #[serde(default)]
+    pub rpc_ca: Option<PathBuf>,
     /// Confirmations required per network id (the including block counted); 1 if absent.
     #[serde(default)]
     pub confirmations: BTreeMap<String, u64>,
@@ -67,6 +71,7 @@ impl Default for Config {
             signer_url: "http://127.0.0.1:50053".to_owned(),
             signer_token: Secret::default(),
             signer_tls: None,
+            rpc_ca: None,
             rpc: BTreeMap::new(),
             confirmations: BTreeMap::new(),
             stale_broadcast_secs: 120,
