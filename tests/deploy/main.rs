@@ -2186,7 +2186,8 @@ fn the_signer_image_holds_nothing_but_its_binary_and_libc() {
 
 #[test]
 fn no_service_image_installs_packages() {
-    // ca-certificates included: PostgreSQL TLS uses bundled roots and the chain client has no TLS.
+    // ca-certificates included: PostgreSQL TLS uses bundled roots; the chain clients' roots are
+    // copied from the build image (see the next test).
     let mut problems = Vec::new();
     for stage in dockerfile() {
         let service_or_base = TARGETS.contains(&stage.name.as_str()) || stage.name == "runtime";
@@ -2344,4 +2345,25 @@ fn the_dev_keystore_opens_with_its_passphrase_as_anvils_first_account() {
         "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266",
         "anvil's first dev account, which anvil funds"
     );
+}
+
+#[test]
+fn only_the_chain_facing_images_carry_a_ca_bundle() {
+    const BUNDLE: &str =
+        "--from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt";
+    for stage in dockerfile() {
+        let copies = stage
+            .with("COPY")
+            .any(|c| c.contains("ca-certificates.crt"));
+        let chain_facing = stage.name == "broadcaster" || stage.name == "reconciler";
+        if chain_facing {
+            assert!(
+                stage.with("COPY").any(|c| c == BUNDLE),
+                "{} verifies https:// nodes and needs the CA bundle",
+                stage.name
+            );
+        } else {
+            assert!(!copies, "{} has no use for a CA bundle", stage.name);
+        }
+    }
 }

@@ -617,7 +617,7 @@ impl Store {
             columns.push(i, delivery)?;
         }
         opledger_failpoint::hit("webhook.before_commit");
-        let c = columns;
+        let c = columns; // moved into the binds, column by column
         let inserted: Vec<(i32, i64)> = sqlx::query_as(RECORD_DELIVERIES_SQL)
             .bind(c.tenant_id)
             .bind(c.source)
