@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::payload::PayloadHash;
 use opledger_domain::state::{Actor, OperationState};
+use sqlx::PgConnection;
 use std::time::Duration;
 
 /// Which transaction an attempt is.
@@ -299,46 +300,18 @@ impl Store {
         sender: &Sender<'_>,
         sign: impl FnOnce(u64) -> std::result::Result<NewAttempt, E>,
     ) -> Result<std::result::Result<Attempt, E>> {
-        let (network, initial_nonce) = (sender.network, sender.initial_nonce);
-        let sender = sender.address;
         let mut tx = self.pool.begin().await?;
-        // One statement takes the sender's row lock (held until commit), creates the row for a
-        // new sender, and advances the counter: the nonce it returns is ours, and the advance
-        // commits only together with the attempt that uses it.
-        let (next,): (i64,) = sqlx::query_as(
-            "INSERT INTO signer_nonces (network, sender, next_nonce) VALUES ($1, $2, $3 + 1) \
-             ON CONFLICT (network, sender) DO UPDATE SET next_nonce = signer_nonces.next_nonce + 1 \
-             RETURNING next_nonce - 1",
-        )
-        .bind(network)
-        .bind(sender)
-        .bind(i64::try_from(initial_nonce).map_err(|_| StoreError::Corrupt { what: "nonce" })?)
-        .fetch_one(&mut *tx)
-        .await?;
-        let nonce = u64::try_from(next).map_err(|_| StoreError::Corrupt { what: "nonce" })?;
+        let nonce = take_nonces(&mut tx, sender, 1).await?;
         let signed = match sign(nonce) {
             Ok(signed) => signed,
             Err(e) => return Ok(Err(e)),
         };
-        if signed.nonce != nonce || signed.kind != AttemptKind::Original || signed.sender != sender
-        {
-            return Err(StoreError::Corrupt {
-                what: "signed attempt",
-            });
-        }
-        let attempt = insert_attempt(&mut tx, tenant_id, op_id, 1, network, &signed).await?;
-        let mut done = TransitionRequest::new(
+        let claim = SignClaim {
             tenant_id,
             op_id,
-            OperationState::Signing,
-            OperationState::Signed,
-            Actor::Signer,
             owner,
-            "signed and persisted",
-        );
-        done.lease_guard = LeaseGuard::HeldBy(owner);
-        done.signed_tx_ref = Some(&signed.tx_hash);
-        transition_in(&mut tx, &done).await?;
+        };
+        let attempt = record_signed(&mut tx, sender, &claim, nonce, &signed).await?;
         opledger_failpoint::hit("sign.before_commit");
         tx.commit().await?;
         opledger_failpoint::hit("sign.after_commit");
@@ -357,56 +330,17 @@ impl Store {
         claims: &[SignClaim<'_>],
         mut sign: impl FnMut(usize, u64) -> std::result::Result<NewAttempt, E>,
     ) -> Result<Option<Vec<Attempt>>> {
-        let (network, address) = (sender.network, sender.address);
         let count =
-            i64::try_from(claims.len()).map_err(|_| StoreError::Corrupt { what: "batch" })?;
+            u64::try_from(claims.len()).map_err(|_| StoreError::Corrupt { what: "batch" })?;
         let mut tx = self.pool.begin().await?;
-        // As in persist_signed: one statement locks (or creates) the sender's row and advances it,
-        // here by the whole batch; the first nonce returned is the batch's.
-        let (first,): (i64,) = sqlx::query_as(
-            "INSERT INTO signer_nonces (network, sender, next_nonce) VALUES ($1, $2, $3 + $4) \
-             ON CONFLICT (network, sender) DO UPDATE SET next_nonce = signer_nonces.next_nonce + $4 \
-             RETURNING next_nonce - $4",
-        )
-        .bind(network)
-        .bind(address)
-        .bind(
-            i64::try_from(sender.initial_nonce)
-                .map_err(|_| StoreError::Corrupt { what: "nonce" })?,
-        )
-        .bind(count)
-        .fetch_one(&mut *tx)
-        .await?;
-        let first = u64::try_from(first).map_err(|_| StoreError::Corrupt { what: "nonce" })?;
+        let first = take_nonces(&mut tx, sender, count).await?;
         let mut attempts = Vec::with_capacity(claims.len());
         for (i, (claim, nonce)) in claims.iter().zip(first..).enumerate() {
             let Ok(signed) = sign(i, nonce) else {
                 return Ok(None);
             };
-            if signed.nonce != nonce
-                || signed.kind != AttemptKind::Original
-                || signed.sender != address
-            {
-                return Err(StoreError::Corrupt {
-                    what: "signed attempt",
-                });
-            }
-            let mut done = TransitionRequest::new(
-                claim.tenant_id,
-                claim.op_id,
-                OperationState::Signing,
-                OperationState::Signed,
-                Actor::Signer,
-                claim.owner,
-                "signed and persisted",
-            );
-            done.lease_guard = LeaseGuard::HeldBy(claim.owner);
-            done.signed_tx_ref = Some(&signed.tx_hash);
-            attempts.push(
-                insert_attempt(&mut tx, claim.tenant_id, claim.op_id, 1, network, &signed).await?,
-            );
-            match transition_in(&mut tx, &done).await {
-                Ok(_) => {}
+            match record_signed(&mut tx, sender, claim, nonce, &signed).await {
+                Ok(attempt) => attempts.push(attempt),
                 // The claim was lost (lease expired and reclaimed): nothing of the batch is kept.
                 Err(StoreError::Conflict { .. }) => return Ok(None),
                 Err(e) => return Err(e),
@@ -507,8 +441,69 @@ impl Store {
     }
 }
 
+/// Takes `count` consecutive nonces of the sender and returns the first. One statement locks (or
+/// creates, at `initial_nonce`) the sender's row and advances it: the lock is held until the
+/// caller's commit, so the counter commits only together with the attempts that use its nonces.
+async fn take_nonces(conn: &mut PgConnection, sender: &Sender<'_>, count: u64) -> Result<u64> {
+    let as_i64 = |v: u64| i64::try_from(v).map_err(|_| StoreError::Corrupt { what: "nonce" });
+    let (first,): (i64,) = sqlx::query_as(
+        "INSERT INTO signer_nonces (network, sender, next_nonce) VALUES ($1, $2, $3 + $4) \
+         ON CONFLICT (network, sender) DO UPDATE SET next_nonce = signer_nonces.next_nonce + $4 \
+         RETURNING next_nonce - $4",
+    )
+    .bind(sender.network)
+    .bind(sender.address)
+    .bind(as_i64(sender.initial_nonce)?)
+    .bind(as_i64(count)?)
+    .fetch_one(&mut *conn)
+    .await?;
+    u64::try_from(first).map_err(|_| StoreError::Corrupt { what: "nonce" })
+}
+
+/// Persists the original attempt `signed` of a claimed operation (it must use `nonce` and come
+/// from the sender) and moves the operation SIGNING -> SIGNED under the claim's lease; a lost
+/// lease is [`StoreError::Conflict`].
+async fn record_signed(
+    conn: &mut PgConnection,
+    sender: &Sender<'_>,
+    claim: &SignClaim<'_>,
+    nonce: u64,
+    signed: &NewAttempt,
+) -> Result<Attempt> {
+    if signed.nonce != nonce
+        || signed.kind != AttemptKind::Original
+        || signed.sender != sender.address
+    {
+        return Err(StoreError::Corrupt {
+            what: "signed attempt",
+        });
+    }
+    let attempt = insert_attempt(
+        conn,
+        claim.tenant_id,
+        claim.op_id,
+        1,
+        sender.network,
+        signed,
+    )
+    .await?;
+    let mut done = TransitionRequest::new(
+        claim.tenant_id,
+        claim.op_id,
+        OperationState::Signing,
+        OperationState::Signed,
+        Actor::Signer,
+        claim.owner,
+        "signed and persisted",
+    );
+    done.lease_guard = LeaseGuard::HeldBy(claim.owner);
+    done.signed_tx_ref = Some(&signed.tx_hash);
+    transition_in(conn, &done).await?;
+    Ok(attempt)
+}
+
 async fn insert_attempt(
-    conn: &mut sqlx::PgConnection,
+    conn: &mut PgConnection,
     tenant_id: TenantId,
     op_id: OperationId,
     number: u32,
