@@ -101,6 +101,20 @@ pub enum DeliveryClass<'a> {
     },
 }
 
+impl DeliveryClass<'_> {
+    /// The inbox row's `event_type`, `kind`, `unhandled_reason` and the work item's `op_id`.
+    fn columns(&self) -> (Option<&str>, &'static str, Option<&str>, Option<uuid::Uuid>) {
+        match *self {
+            DeliveryClass::Event { event_type, op_id } => {
+                (Some(event_type), "EVENT", None, op_id.map(|o| o.as_uuid()))
+            }
+            DeliveryClass::Unhandled { event_type, reason } => {
+                (event_type, "UNHANDLED", Some(reason), None)
+            }
+        }
+    }
+}
+
 /// A verified delivery to record.
 #[derive(Debug, Clone, Copy)]
 pub struct Delivery<'a> {
@@ -563,14 +577,7 @@ impl Store {
     /// Returns only after commit: any error means nothing was acknowledged.
     pub async fn record_delivery(&self, delivery: &Delivery<'_>) -> Result<Recorded> {
         let endpoint = delivery.endpoint;
-        let (event_type, kind, reason, op_id) = match delivery.class {
-            DeliveryClass::Event { event_type, op_id } => {
-                (Some(event_type), "EVENT", None, op_id.map(|o| o.as_uuid()))
-            }
-            DeliveryClass::Unhandled { event_type, reason } => {
-                (event_type, "UNHANDLED", Some(reason), None)
-            }
-        };
+        let (event_type, kind, reason, op_id) = delivery.class.columns();
         // A new event is one statement, so one round trip: the inbox row and its work item commit
         // together or not at all (a single statement is its own transaction).
         opledger_failpoint::hit("webhook.before_commit");
@@ -1059,14 +1066,7 @@ struct DeliveryColumns {
 
 impl DeliveryColumns {
     fn push(&mut self, position: usize, d: &Delivery<'_>) -> Result<()> {
-        let (event_type, kind, reason, op_id) = match d.class {
-            DeliveryClass::Event { event_type, op_id } => {
-                (Some(event_type), "EVENT", None, op_id.map(|o| o.as_uuid()))
-            }
-            DeliveryClass::Unhandled { event_type, reason } => {
-                (event_type, "UNHANDLED", Some(reason), None)
-            }
-        };
+        let (event_type, kind, reason, op_id) = d.class.columns();
         self.position
             .push(i32::try_from(position).map_err(|_| StoreError::Corrupt { what: "batch" })?);
         self.tenant_id.push(d.endpoint.tenant_id.as_uuid());
