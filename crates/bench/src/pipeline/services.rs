@@ -1,6 +1,7 @@
 //! The services of the pipeline, in-process, each on its own pool and database role the way a
 //! deployment runs them: operations and approvals (gRPC, `opledger_app`), the signer (gRPC with a
-//! caller token, `opledger_signer`), the broadcaster's worker and chain watcher (`opledger_app`).
+//! caller token, `opledger_signer`), the broadcaster's worker and chain watcher and the reconciler
+//! (`opledger_app`).
 
 use opledger_grpc::config::Secret;
 use opledger_grpc::server::{serve, serve_api};
@@ -20,6 +21,7 @@ use super::NETWORK;
 const OPERATIONS_CONNECTIONS: u32 = 32;
 const APPROVALS_CONNECTIONS: u32 = 16;
 const BROADCASTER_CONNECTIONS: u32 = 8;
+const RECONCILER_CONNECTIONS: u32 = 8;
 /// API-key cache lifetime of operations and approvals (their default).
 const AUTH_CACHE_TTL: Duration = Duration::from_secs(30);
 
@@ -210,7 +212,7 @@ pub async fn start(
         worker_id: "bench-broadcaster".into(),
         db_max_connections: BROADCASTER_CONNECTIONS,
         signer_url: format!("http://{signer_addr}"),
-        signer_token: Secret(token),
+        signer_token: Secret(token.clone()),
         rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
         confirmations: BTreeMap::from([(NETWORK.to_owned(), 1)]),
         poll_interval_ms: u64::try_from(settings.poll.as_millis())?,
@@ -252,6 +254,30 @@ pub async fn start(
             }
             // The production loop also fee-bumps stuck transfers; once per new head here.
             bumper.bump_stuck(NETWORK, bump_after, batch).await;
+        }
+    }));
+
+    // The reconciler with its production defaults: on the happy path it finds nothing to decide
+    // (no UNKNOWN, no BROADCAST stale for 120 s) and its polls are what it costs.
+    let config = opledger_reconciler::Config {
+        worker_id: "bench-reconciler".into(),
+        signer_url: format!("http://{signer_addr}"),
+        signer_token: Secret(token),
+        rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
+        confirmations: BTreeMap::from([(NETWORK.to_owned(), 1)]),
+        ..opledger_reconciler::Config::default()
+    };
+    let store = connect(app_url, RECONCILER_CONNECTIONS, "reconciler").await?;
+    let reconciler = opledger_reconciler::reconciler(&config, store)?;
+    let (stale, batch, poll) = (
+        config.stale_broadcast_secs,
+        config.batch_size,
+        Duration::from_millis(config.poll_interval_ms),
+    );
+    tasks.push(tokio::spawn(async move {
+        loop {
+            reconciler.tick(stale, batch).await;
+            tokio::time::sleep(poll).await;
         }
     }));
 
