@@ -94,12 +94,23 @@ pub struct ListQuery {
     pub limit: u32,
 }
 
+/// The columns of [`OperationRow`], from `withdrawal_ops o` and `withdrawal_payloads p`.
+macro_rules! operation_columns {
+    () => {
+        "o.op_id, o.state, o.payload_hash, o.risk_flags, o.version, \
+     o.created_at, o.updated_at, p.source_account, p.asset, p.network, p.destination, p.memo, \
+     p.amount::text AS amount, p.fee_cap::text AS fee_cap, p.policy_version"
+    };
+}
+pub(crate) use operation_columns;
+
 macro_rules! select_operation {
     () => {
-        "SELECT o.op_id, o.state, o.payload_hash, o.risk_flags, o.version, \
-     o.created_at, o.updated_at, p.source_account, p.asset, p.network, p.destination, p.memo, \
-     p.amount::text AS amount, p.fee_cap::text AS fee_cap, p.policy_version \
-     FROM withdrawal_ops o JOIN withdrawal_payloads p USING (tenant_id, op_id)"
+        concat!(
+            "SELECT ",
+            operation_columns!(),
+            " FROM withdrawal_ops o JOIN withdrawal_payloads p USING (tenant_id, op_id)"
+        )
     };
 }
 
@@ -110,7 +121,7 @@ pub const LOOKUP_BY_KEY_SQL: &str = concat!(
 );
 
 #[derive(sqlx::FromRow)]
-struct OperationRow {
+pub(crate) struct OperationRow {
     op_id: uuid::Uuid,
     state: String,
     payload_hash: Vec<u8>,
@@ -129,7 +140,7 @@ struct OperationRow {
 }
 
 impl OperationRow {
-    fn into_operation(self, tenant_id: TenantId) -> Result<Operation> {
+    pub(crate) fn into_operation(self, tenant_id: TenantId) -> Result<Operation> {
         fn corrupt<E>(what: &'static str) -> impl Fn(E) -> StoreError {
             move |_| StoreError::Corrupt { what }
         }

@@ -7,7 +7,7 @@
 //! exists, and signing the same transaction with the same nonce again yields the same bytes.
 
 use crate::approvals::record_security_event;
-use crate::operations::Operation;
+use crate::operations::{Operation, OperationRow, operation_columns};
 use crate::transition::{LeaseGuard, TransitionRequest, transition_in};
 use crate::{Result, Store, StoreError};
 use chrono::{DateTime, Utc};
@@ -169,6 +169,15 @@ impl AttemptRow {
     }
 }
 
+#[derive(sqlx::FromRow)]
+struct SigningInputRow {
+    #[sqlx(flatten)]
+    operation: OperationRow,
+    lease_owner: Option<String>,
+    lease_expired: bool,
+    approved_hashes: Vec<Vec<u8>>,
+}
+
 const SELECT_ATTEMPTS: &str = "SELECT attempt, kind, network, chain_id, sender, nonce, tx_hash, \
      raw_tx, gas_limit, max_fee_per_gas::text AS max_fee_per_gas, \
      max_priority_fee_per_gas::text AS max_priority_fee_per_gas, created_at \
@@ -182,36 +191,36 @@ impl Store {
         tenant_id: TenantId,
         op_id: OperationId,
     ) -> Result<Option<SigningInput>> {
-        let Some(operation) = self.get_withdrawal(tenant_id, op_id).await? else {
-            return Ok(None);
-        };
-        let hashes: Vec<(Vec<u8>,)> = sqlx::query_as(
-            "SELECT payload_hash FROM approvals WHERE tenant_id = $1 AND op_id = $2",
-        )
+        // One round trip: the operation, its lease and the hash each approval named.
+        let row: Option<SigningInputRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            operation_columns!(),
+            ", o.lease_owner, coalesce(o.lease_expires_at <= now(), true) AS lease_expired, \
+             ARRAY(SELECT a.payload_hash FROM approvals a \
+               WHERE a.tenant_id = o.tenant_id AND a.op_id = o.op_id) AS approved_hashes \
+             FROM withdrawal_ops o JOIN withdrawal_payloads p USING (tenant_id, op_id) \
+             WHERE o.tenant_id = $1 AND o.op_id = $2"
+        ))
         .bind(tenant_id.as_uuid())
         .bind(op_id.as_uuid())
-        .fetch_all(&self.pool)
+        .fetch_optional(&self.pool)
         .await?;
-        let approved_hashes = hashes
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let approved_hashes = row
+            .approved_hashes
             .iter()
-            .map(|(h,)| PayloadHash::try_from(h.as_slice()))
+            .map(|h| PayloadHash::try_from(h.as_slice()))
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|_| StoreError::Corrupt {
                 what: "approval hash",
             })?;
-        let (lease_owner, lease_expired): (Option<String>, bool) = sqlx::query_as(
-            "SELECT lease_owner, coalesce(lease_expires_at <= now(), true) FROM withdrawal_ops \
-             WHERE tenant_id = $1 AND op_id = $2",
-        )
-        .bind(tenant_id.as_uuid())
-        .bind(op_id.as_uuid())
-        .fetch_one(&self.pool)
-        .await?;
         Ok(Some(SigningInput {
-            operation,
+            operation: row.operation.into_operation(tenant_id)?,
             approved_hashes,
-            lease_owner,
-            lease_expired,
+            lease_owner: row.lease_owner,
+            lease_expired: row.lease_expired,
         }))
     }
 

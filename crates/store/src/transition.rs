@@ -9,7 +9,7 @@
 use crate::{Result, Store, StoreError, ledger};
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::payload::PayloadHash;
-use opledger_domain::state::{Actor, OperationState, check_transition};
+use opledger_domain::state::{Actor, HoldEffect, OperationState, check_transition};
 use sqlx::PgConnection;
 use std::time::Duration;
 
@@ -90,6 +90,12 @@ pub struct Transitioned {
 impl Store {
     /// Moves an operation in its own transaction; see [`transition_in`].
     pub async fn transition(&self, request: &TransitionRequest<'_>) -> Result<Transitioned> {
+        // A move without a ledger effect is one statement (the conditional update and its log
+        // row), atomic and durable on its own: no BEGIN and COMMIT round trips around it.
+        if check_transition(request.from, request.to, request.actor)? == HoldEffect::Keep {
+            let mut conn = self.pool.acquire().await?;
+            return transition_in(&mut conn, request).await;
+        }
         let mut tx = self.pool.begin().await?;
         let done = transition_in(&mut tx, request).await?;
         tx.commit().await?;
