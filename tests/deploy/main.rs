@@ -51,6 +51,7 @@ const METRICS: &[(&str, MetricKind)] = &[
     // crates/store/src/metrics.rs, served by the reconciler
     ("opledger_operations", MetricKind::Gauge),
     ("opledger_oldest_unresolved_seconds", MetricKind::Gauge),
+    ("opledger_oldest_waiting_seconds", MetricKind::Gauge),
     ("opledger_escalations", MetricKind::Gauge),
     // the broadcaster
     ("opledger_submissions_total", MetricKind::Counter),
@@ -1956,6 +1957,7 @@ fn every_dashboard_query_names_only_metrics_the_suite_exports() {
     for needed in [
         "opledger_operations",
         "opledger_oldest_unresolved_seconds",
+        "opledger_oldest_waiting_seconds",
         "opledger_escalations",
         "opledger_submissions_total",
         "opledger_grpc_requests_total",

@@ -48,5 +48,11 @@ fn control_09_alert_rules_fire_on_the_oldest_unresolved_metric() -> anyhow::Resu
         assert!(rules.contains(name), "the rules use {name}");
         assert!(served.contains(name), "the reconciler serves {name}");
     }
+    // The stalled-payout rule reads every waiting state's age.
+    assert!(rules.contains("max by (state) (opledger_oldest_waiting_seconds) > 600"));
+    for state in opledger_store::metrics::WAITING_STATES {
+        let name = format!("opledger_oldest_waiting_seconds{{state=\"{state}\"}}");
+        assert!(served.contains(&name), "the reconciler serves {name}");
+    }
     Ok(())
 }

@@ -93,6 +93,37 @@ async fn control_09_no_verdict_within_the_window_ends_failed_terminal_with_owner
     stack.assert_invariants().await
 }
 
+/// The metric the stalled-payout alert reads: an approved withdrawal nobody signs (no
+/// broadcaster runs) ages in APPROVED; nothing waits in SIGNING or SIGNED.
+#[tokio::test]
+async fn an_approved_withdrawal_that_is_not_signed_ages_in_the_stalled_payout_metric()
+-> anyhow::Result<()> {
+    let stack = opledger_tests::Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack.fund(&acme, "treasury", "ETH", "1000").await?;
+    let w = stack.withdraw(&acme, "100", BOB).await?;
+    approve(&stack, &acme, &w).await?;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let router = opledger_reconciler::metrics::router(stack.admin.clone());
+    let server = tokio::spawn(axum::serve(listener, router).into_future());
+    let body = scrape(addr).await?;
+    server.abort();
+    let age = |state: &str| -> anyhow::Result<f64> {
+        let prefix = format!("opledger_oldest_waiting_seconds{{state=\"{state}\"}} ");
+        Ok(body
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .ok_or_else(|| anyhow::anyhow!("no {prefix}in {body}"))?
+            .parse()?)
+    };
+    let approved = age("APPROVED")?;
+    assert!((0.2..60.0).contains(&approved), "APPROVED for {approved} s");
+    assert_eq!((age("SIGNING")?, age("SIGNED")?), (0.0, 0.0));
+    Ok(())
+}
+
 async fn scrape(addr: std::net::SocketAddr) -> anyhow::Result<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await?;

@@ -3,6 +3,10 @@
 
 use crate::{Result, Store};
 
+/// The states the pipeline leaves on its own, without a person or the chain deciding: an
+/// operation that stays in one of them is a payout that is not moving.
+pub const WAITING_STATES: [&str; 3] = ["APPROVED", "SIGNING", "SIGNED"];
+
 /// A point-in-time view of the pipeline.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Snapshot {
@@ -12,6 +16,9 @@ pub struct Snapshot {
     pub oldest_unknown_secs: f64,
     /// Age in seconds of the oldest FAILED_TERMINAL operation (0 when none).
     pub oldest_failed_terminal_secs: f64,
+    /// Age in seconds of the oldest operation in each of [`WAITING_STATES`] (0 when none): a
+    /// payout that is not moving.
+    pub oldest_waiting_secs: [f64; 3],
     /// Escalations recorded so far.
     pub escalations: i64,
 }
@@ -24,13 +31,26 @@ impl Store {
         )
         .fetch_all(&self.pool)
         .await?;
-        let (unknown, failed, escalations): (f64, f64, i64) = sqlx::query_as(
+        let (unknown, failed, escalations, approved, signing, signed): (
+            f64,
+            f64,
+            i64,
+            f64,
+            f64,
+            f64,
+        ) = sqlx::query_as(
             "SELECT \
                coalesce((SELECT extract(epoch FROM now() - min(updated_at))::float8 \
                  FROM withdrawal_ops WHERE state = 'UNKNOWN'), 0), \
                coalesce((SELECT extract(epoch FROM now() - min(updated_at))::float8 \
                  FROM withdrawal_ops WHERE state = 'FAILED_TERMINAL'), 0), \
-               (SELECT count(*) FROM escalations)",
+               (SELECT count(*) FROM escalations), \
+               coalesce((SELECT extract(epoch FROM now() - min(updated_at))::float8 \
+                 FROM withdrawal_ops WHERE state = 'APPROVED'), 0), \
+               coalesce((SELECT extract(epoch FROM now() - min(updated_at))::float8 \
+                 FROM withdrawal_ops WHERE state = 'SIGNING'), 0), \
+               coalesce((SELECT extract(epoch FROM now() - min(updated_at))::float8 \
+                 FROM withdrawal_ops WHERE state = 'SIGNED'), 0)",
         )
         .fetch_one(&self.pool)
         .await?;
@@ -38,6 +58,7 @@ impl Store {
             by_state,
             oldest_unknown_secs: unknown,
             oldest_failed_terminal_secs: failed,
+            oldest_waiting_secs: [approved, signing, signed],
             escalations,
         })
     }
@@ -66,6 +87,16 @@ impl Snapshot {
             "opledger_oldest_unresolved_seconds{{state=\"FAILED_TERMINAL\"}} {}\n",
             self.oldest_failed_terminal_secs
         ));
+        out.push_str(
+            "# HELP opledger_oldest_waiting_seconds Age of the oldest operation in a state the \
+             pipeline leaves on its own.\n",
+        );
+        out.push_str("# TYPE opledger_oldest_waiting_seconds gauge\n");
+        for (state, secs) in WAITING_STATES.iter().zip(self.oldest_waiting_secs) {
+            out.push_str(&format!(
+                "opledger_oldest_waiting_seconds{{state=\"{state}\"}} {secs}\n"
+            ));
+        }
         out.push_str("# HELP opledger_escalations Operations escalated to an owner so far.\n");
         out.push_str("# TYPE opledger_escalations gauge\n");
         out.push_str(&format!("opledger_escalations {}\n", self.escalations));

@@ -1,6 +1,7 @@
 //! `GET /metrics`: the pipeline's gauges in Prometheus text format, read from the database at
-//! scrape time (operations by state, age of the oldest UNKNOWN and FAILED_TERMINAL operation,
-//! escalations). The alert rules in `deploy/prometheus/alerts.yml` use these names.
+//! scrape time (operations by state, age of the oldest UNKNOWN and FAILED_TERMINAL operation, age
+//! of the oldest APPROVED, SIGNING and SIGNED one, escalations). The alert rules in
+//! `deploy/prometheus/alerts.yml` use these names.
 
 use axum::Router;
 use axum::extract::State;
