@@ -175,3 +175,34 @@ async fn the_broadcaster_and_watcher_use_an_https_node_verified_against_the_conf
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
+
+#[test]
+fn rpc_headers_are_secrets_and_must_name_a_configured_network() -> anyhow::Result<()> {
+    let dir = dir()?;
+    let base = "database_url = \"postgres://u:p@127.0.0.1:1/db\"\nsigner_token = \"t\"\n\
+                [rpc]\nmainnet = \"https://node.example\"\n";
+    let good = write(
+        &dir,
+        "good.toml",
+        &format!("{base}[rpc_headers.mainnet]\nx-api-key = \"provider-key-5678\"\n"),
+    )?;
+    let config = opledger_broadcaster::Config::load(Some(&good))?;
+    assert_eq!(
+        config.rpc_headers["mainnet"]["x-api-key"].0,
+        "provider-key-5678"
+    );
+    assert!(
+        !format!("{config:?}").contains("provider-key-5678"),
+        "the configuration's Debug shows the key"
+    );
+    let stray = write(
+        &dir,
+        "stray.toml",
+        &format!("{base}[rpc_headers.testnet]\nx-api-key = \"k\"\n"),
+    )?;
+    let refused = opledger_broadcaster::Config::load(Some(&stray))
+        .expect_err("headers for a network without a URL");
+    assert!(refused.to_string().contains("rpc_headers"), "{refused}");
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

@@ -39,6 +39,10 @@ pub struct Config {
     /// absent: the system's root certificates.
     #[serde(default)]
     pub rpc_ca: Option<PathBuf>,
+    /// HTTP headers sent with every JSON-RPC call, per network id (a node provider's API key:
+    /// `[rpc_headers.mainnet]` `x-api-key = "..."`); values are secrets, never logged.
+    #[serde(default)]
+    pub rpc_headers: BTreeMap<String, BTreeMap<String, Secret>>,
     /// Confirmations required per network id (blocks, the including one counted); 1 if absent.
     #[serde(default)]
     pub confirmations: BTreeMap<String, u64>,
@@ -71,6 +75,7 @@ impl Default for Config {
             signer_token: Secret::default(),
             signer_tls: None,
             rpc_ca: None,
+            rpc_headers: BTreeMap::new(),
             rpc: BTreeMap::new(),
             confirmations: BTreeMap::new(),
             reorg_window_blocks: 64,
@@ -95,6 +100,13 @@ impl Config {
         }
         if config.rpc.is_empty() {
             return invalid("rpc", "must name at least one network");
+        }
+        if config
+            .rpc_headers
+            .keys()
+            .any(|n| !config.rpc.contains_key(n))
+        {
+            return invalid("rpc_headers", "names a network without an rpc URL");
         }
         if config.batch_size == 0 || config.concurrency == 0 {
             return invalid("batch_size/concurrency", "must be at least 1");

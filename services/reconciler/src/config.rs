@@ -39,6 +39,10 @@ pub struct Config {
     /// absent: the system's root certificates.
     #[serde(default)]
     pub rpc_ca: Option<PathBuf>,
+    /// HTTP headers sent with every JSON-RPC call, per network id (a node provider's API key:
+    /// `[rpc_headers.mainnet]` `x-api-key = "..."`); values are secrets, never logged.
+    #[serde(default)]
+    pub rpc_headers: BTreeMap<String, BTreeMap<String, Secret>>,
     /// Confirmations required per network id (the including block counted); 1 if absent.
     #[serde(default)]
     pub confirmations: BTreeMap<String, u64>,
@@ -72,6 +76,7 @@ impl Default for Config {
             signer_token: Secret::default(),
             signer_tls: None,
             rpc_ca: None,
+            rpc_headers: BTreeMap::new(),
             rpc: BTreeMap::new(),
             confirmations: BTreeMap::new(),
             stale_broadcast_secs: 120,
@@ -96,6 +101,13 @@ impl Config {
         }
         if config.rpc.is_empty() {
             return invalid("rpc", "must name at least one network");
+        }
+        if config
+            .rpc_headers
+            .keys()
+            .any(|n| !config.rpc.contains_key(n))
+        {
+            return invalid("rpc_headers", "names a network without an rpc URL");
         }
         let owner_ok = !config.owner.is_empty()
             && config.owner.len() <= 63
