@@ -68,24 +68,16 @@ async fn control_09_no_verdict_within_the_window_ends_failed_terminal_with_owner
     );
 
     // The metric the paging alert reads moves: served by the reconciler's real /metrics endpoint.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let router = opledger_reconciler::metrics::router(stack.admin.clone());
-    let server = tokio::spawn(axum::serve(listener, router).into_future());
-    let body = scrape(addr).await?;
-    server.abort();
+    let body = served_metrics(&stack).await?;
     assert!(
         body.contains("opledger_operations{state=\"FAILED_TERMINAL\"} 1"),
         "{body}"
     );
     assert!(body.contains("opledger_escalations 1"), "{body}");
-    let age: f64 = body
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("opledger_oldest_unresolved_seconds{state=\"FAILED_TERMINAL\"} ")
-        })
-        .ok_or_else(|| anyhow::anyhow!("no oldest-unresolved metric: {body}"))?
-        .parse()?;
+    let age = sample(
+        &body,
+        "opledger_oldest_unresolved_seconds{state=\"FAILED_TERMINAL\"}",
+    )?;
     assert!(
         age > 0.0 && age < 60.0,
         "the alert expression (> 0) holds: age {age}"
@@ -104,24 +96,38 @@ async fn an_approved_withdrawal_that_is_not_signed_ages_in_the_stalled_payout_me
     let w = stack.withdraw(&acme, "100", BOB).await?;
     approve(&stack, &acme, &w).await?;
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let router = opledger_reconciler::metrics::router(stack.admin.clone());
-    let server = tokio::spawn(axum::serve(listener, router).into_future());
-    let body = scrape(addr).await?;
-    server.abort();
-    let age = |state: &str| -> anyhow::Result<f64> {
-        let prefix = format!("opledger_oldest_waiting_seconds{{state=\"{state}\"}} ");
-        Ok(body
-            .lines()
-            .find_map(|l| l.strip_prefix(prefix.as_str()))
-            .ok_or_else(|| anyhow::anyhow!("no {prefix}in {body}"))?
-            .parse()?)
+    let body = served_metrics(&stack).await?;
+    let age = |state: &str| {
+        sample(
+            &body,
+            &format!("opledger_oldest_waiting_seconds{{state=\"{state}\"}}"),
+        )
     };
     let approved = age("APPROVED")?;
     assert!((0.2..60.0).contains(&approved), "APPROVED for {approved} s");
     assert_eq!((age("SIGNING")?, age("SIGNED")?), (0.0, 0.0));
     Ok(())
+}
+
+/// What the reconciler's real /metrics endpoint serves over the stack's database.
+async fn served_metrics(stack: &opledger_tests::Stack) -> anyhow::Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let router = opledger_reconciler::metrics::router(stack.admin.clone());
+    let server = tokio::spawn(axum::serve(listener, router).into_future());
+    let body = scrape(addr).await;
+    server.abort();
+    body
+}
+
+/// The value of the sample `name` (metric and labels) in a Prometheus text body.
+fn sample(body: &str, name: &str) -> anyhow::Result<f64> {
+    let prefix = format!("{name} ");
+    Ok(body
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .ok_or_else(|| anyhow::anyhow!("no {name} in {body}"))?
+        .parse()?)
 }
 
 async fn scrape(addr: std::net::SocketAddr) -> anyhow::Result<String> {

@@ -77,18 +77,18 @@ impl Rpc {
     /// A client as a service configures it: `ca_file`, when set, names the PEM CA that alone is
     /// trusted for an `https://` `url`; `headers` go with every call (a node provider's API key),
     /// marked sensitive so the HTTP client never shows their values.
-    pub fn configured(
+    pub fn configured<K: AsRef<str>, V: AsRef<str>>(
         url: &str,
         timeout: Duration,
         ca_file: Option<&std::path::Path>,
-        headers: &[(&str, &str)],
+        headers: impl IntoIterator<Item = (K, V)>,
     ) -> Result<Rpc, RpcSetupError> {
         let mut map = reqwest::header::HeaderMap::new();
         for (name, value) in headers {
-            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+            let name = reqwest::header::HeaderName::from_bytes(name.as_ref().as_bytes())
                 .map_err(|_| RpcSetupError::Header)?;
-            let mut value =
-                reqwest::header::HeaderValue::from_str(value).map_err(|_| RpcSetupError::Header)?;
+            let mut value = reqwest::header::HeaderValue::from_str(value.as_ref())
+                .map_err(|_| RpcSetupError::Header)?;
             value.set_sensitive(true);
             map.insert(name, value);
         }
@@ -312,7 +312,7 @@ mod tests {
             &url,
             Duration::from_secs(5),
             None,
-            &[("x-api-key", "provider-secret-1234")],
+            [("x-api-key", "provider-secret-1234")],
         )?;
         assert_eq!(rpc.block_hash(7).await, Ok(None));
         let request = server.await??.to_ascii_lowercase();
@@ -335,7 +335,7 @@ mod tests {
                     "http://127.0.0.1:1",
                     Duration::from_secs(1),
                     None,
-                    &[(name, value)]
+                    [(name, value)]
                 ),
                 Err(RpcSetupError::Header)
             ));

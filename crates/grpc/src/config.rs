@@ -27,6 +27,12 @@ impl std::fmt::Debug for DatabaseUrl {
 #[serde(transparent)]
 pub struct Secret(pub String);
 
+impl AsRef<str> for Secret {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(if self.0.is_empty() {

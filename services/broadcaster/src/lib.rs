@@ -43,7 +43,15 @@ pub fn broadcaster(config: &Config, store: Store) -> Result<Broadcaster, StartEr
     let timeout = Duration::from_millis(config.submit_timeout_ms);
     let mut rpcs = HashMap::new();
     for (network, url) in &config.rpc {
-        rpcs.insert(network.clone(), rpc_client(config, network, url, timeout)?);
+        rpcs.insert(
+            network.clone(),
+            opledger_chain::Rpc::configured(
+                url,
+                timeout,
+                config.rpc_ca.as_deref(),
+                config.rpc_headers.get(network).into_iter().flatten(),
+            )?,
+        );
     }
     let channel = opledger_grpc::client::channel(
         "signer_url",
@@ -64,7 +72,12 @@ pub fn watcher(config: &Config, store: Store) -> Result<watcher::Watcher, StartE
     let timeout = Duration::from_millis(config.submit_timeout_ms);
     let mut networks = HashMap::new();
     for (network, url) in &config.rpc {
-        let rpc = rpc_client(config, network, url, timeout)?;
+        let rpc = opledger_chain::Rpc::configured(
+            url,
+            timeout,
+            config.rpc_ca.as_deref(),
+            config.rpc_headers.get(network).into_iter().flatten(),
+        )?;
         let confirmations = config
             .confirmations
             .get(network)
@@ -165,24 +178,4 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     let _ = watch.await;
     metrics.abort();
     Ok(served?)
-}
-
-/// The JSON-RPC client of `network` as configured: its CA and headers.
-fn rpc_client(
-    config: &Config,
-    network: &str,
-    url: &str,
-    timeout: Duration,
-) -> Result<opledger_chain::Rpc, StartError> {
-    let headers: Vec<(&str, &str)> = config
-        .rpc_headers
-        .get(network)
-        .map(|h| h.iter().map(|(k, v)| (k.as_str(), v.0.as_str())).collect())
-        .unwrap_or_default();
-    Ok(opledger_chain::Rpc::configured(
-        url,
-        timeout,
-        config.rpc_ca.as_deref(),
-        &headers,
-    )?)
 }

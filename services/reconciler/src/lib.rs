@@ -40,7 +40,12 @@ pub fn reconciler(config: &Config, store: Store) -> Result<Reconciler, StartErro
     let timeout = Duration::from_millis(config.rpc_timeout_ms);
     let mut networks = HashMap::new();
     for (network, url) in &config.rpc {
-        let rpc = rpc_client(config, network, url, timeout)?;
+        let rpc = opledger_chain::Rpc::configured(
+            url,
+            timeout,
+            config.rpc_ca.as_deref(),
+            config.rpc_headers.get(network).into_iter().flatten(),
+        )?;
         let confirmations = config
             .confirmations
             .get(network)
@@ -119,24 +124,4 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     let _ = work.await;
     metrics.abort();
     Ok(served?)
-}
-
-/// The JSON-RPC client of `network` as configured: its CA and headers.
-fn rpc_client(
-    config: &Config,
-    network: &str,
-    url: &str,
-    timeout: Duration,
-) -> Result<opledger_chain::Rpc, StartError> {
-    let headers: Vec<(&str, &str)> = config
-        .rpc_headers
-        .get(network)
-        .map(|h| h.iter().map(|(k, v)| (k.as_str(), v.0.as_str())).collect())
-        .unwrap_or_default();
-    Ok(opledger_chain::Rpc::configured(
-        url,
-        timeout,
-        config.rpc_ca.as_deref(),
-        &headers,
-    )?)
 }

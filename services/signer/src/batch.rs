@@ -50,11 +50,9 @@ pub struct Job {
 /// A sender: network id and lowercase 0x address.
 type LaneKey = (String, String);
 
-#[derive(Debug, Default)]
-struct Lane {
-    waiting: Vec<(Job, oneshot::Sender<Persisted>)>,
-    running: bool,
-}
+/// The jobs waiting for one sender. A lane exists exactly while its task runs: the first job
+/// creates it and starts the task, and the task removes it once nothing waits.
+type Lane = Vec<(Job, oneshot::Sender<Persisted>)>;
 
 /// The lanes of every sender of this signer.
 #[derive(Debug, Clone)]
@@ -84,9 +82,9 @@ impl Lanes {
         let key = (network.to_owned(), sender.to_owned());
         let start = {
             let mut lanes = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
-            let lane = lanes.entry(key.clone()).or_default();
-            lane.waiting.push((job, reply));
-            !std::mem::replace(&mut lane.running, true)
+            let start = !lanes.contains_key(&key);
+            lanes.entry(key.clone()).or_default().push((job, reply));
+            start
         };
         if start {
             let lanes = self.clone();
@@ -109,13 +107,13 @@ impl Lanes {
                     guard.finished = true;
                     return;
                 };
-                if lane.waiting.is_empty() {
+                if lane.is_empty() {
                     lanes.remove(&key);
                     guard.finished = true;
                     return;
                 }
-                let take = lane.waiting.len().min(MAX_BATCH);
-                lane.waiting.drain(..take).collect()
+                let take = lane.len().min(MAX_BATCH);
+                lane.drain(..take).collect()
             };
             self.persist_batch(&key, batch).await;
         }
