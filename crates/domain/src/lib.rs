@@ -4,7 +4,8 @@
 //! It holds typed identifiers ([`ids`]), integer amounts in minimal units
 //! ([`amount`]), client idempotency keys ([`idempotency`]), the withdrawal
 //! payload and its canonical hash ([`payload`]), and the single table of legal
-//! operation state transitions ([`state`]), and approval policies ([`policy`]).
+//! operation state transitions ([`state`]), approval policies ([`policy`]), and signed
+//! approvals with the tenant trust statement that the signer checks them against ([`approval`]).
 //!
 //! This crate must never do I/O, know about protobuf, a database, a clock-driven
 //! scheduler or async runtimes, use floating point for money, or put a sensitive
@@ -14,6 +15,7 @@
 //! `OperationId::new`.
 
 pub mod amount;
+pub mod approval;
 pub mod idempotency;
 pub mod ids;
 pub mod payload;

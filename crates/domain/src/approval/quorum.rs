@@ -1,0 +1,185 @@
+//! The decision: do a withdrawal's stored approvals meet the tenant's signed policy?
+//!
+//! Evidence in (a verified trust statement, the withdrawal's facts, the approval statements and
+//! signatures as stored), verdict out. The signer signs only on [`Verdict::Met`]; the approvals
+//! service calls the same function to answer approvers and to move REQUESTED to APPROVED.
+
+use super::{ApprovalStatement, Decision, KeyId, KeyKind, TrustStatement, signature, verify};
+use crate::amount::Amount;
+use crate::ids::{OperationId, TenantId};
+use crate::payload::{AssetCode, PayloadHash};
+use std::collections::BTreeSet;
+
+/// What the verdict is about: the withdrawal, its recomputed payload hash and what it moves.
+#[derive(Debug, Clone, Copy)]
+pub struct OperationFacts<'a> {
+    /// The tenant.
+    pub tenant_id: TenantId,
+    /// The withdrawal.
+    pub operation_id: OperationId,
+    /// The payload hash recomputed from the stored payload fields.
+    pub payload_hash: PayloadHash,
+    /// Its asset.
+    pub asset: &'a AssetCode,
+    /// Its amount.
+    pub amount: Amount,
+}
+
+/// One stored decision: the statement as reconstructed from stored columns, and its signature.
+#[derive(Debug, Clone, Copy)]
+pub struct ApprovalFacts<'a> {
+    /// The statement.
+    pub statement: ApprovalStatement,
+    /// The stored signature bytes (64 when well formed).
+    pub signature: &'a [u8],
+}
+
+/// Why a decision cannot count: each is evidence of tampering or of a stale client, never a
+/// reason to sign.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The statement names another tenant, operation or payload hash.
+    #[error("approval statement is for another tenant, operation or payload")]
+    OtherOperation {
+        /// The key that signed it.
+        key_id: KeyId,
+    },
+    /// The key is not in the registry.
+    #[error("approver key is not registered for the tenant")]
+    UnknownKey {
+        /// The key.
+        key_id: KeyId,
+    },
+    /// The key was revoked.
+    #[error("approver key was revoked")]
+    RevokedKey {
+        /// The key.
+        key_id: KeyId,
+    },
+    /// The signature does not verify with the registered key.
+    #[error("approval signature does not verify")]
+    BadSignature {
+        /// The key.
+        key_id: KeyId,
+    },
+    /// The statement was made under a trust statement version newer than the one held.
+    #[error("approval names policy version {named}, newer than the held version {held}")]
+    UnknownPolicyVersion {
+        /// The version named.
+        named: u64,
+        /// The newest version held.
+        held: u64,
+    },
+}
+
+/// What one verified decision contributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    /// A verified approval that counts toward the quorum.
+    Approval(KeyId),
+    /// A verified approval by a service key beyond its automated-approver limit: valid, but it
+    /// does not count.
+    NotCounted(KeyId),
+    /// A verified rejection.
+    Rejection(KeyId),
+}
+
+/// The verdict on a withdrawal's decisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Enough distinct approvers, no rejection: the payload may be executed.
+    Met {
+        /// Distinct counted approvers.
+        approvers: u32,
+        /// Required by the policy.
+        required: u32,
+    },
+    /// Not enough distinct approvers yet.
+    Short {
+        /// Distinct counted approvers.
+        approvers: u32,
+        /// Required by the policy.
+        required: u32,
+    },
+    /// A verified rejection exists.
+    Rejected {
+        /// The key that rejected.
+        key_id: KeyId,
+    },
+}
+
+/// Verifies one decision against the trust statement and the withdrawal.
+pub fn check(
+    trust: &TrustStatement,
+    op: &OperationFacts<'_>,
+    approval: &ApprovalFacts<'_>,
+) -> Result<Counted, Refusal> {
+    let s = &approval.statement;
+    let key_id = s.approver_key_id;
+    if s.tenant_id != op.tenant_id
+        || s.operation_id != op.operation_id
+        || s.payload_hash != op.payload_hash
+        || trust.tenant_id() != op.tenant_id
+    {
+        return Err(Refusal::OtherOperation { key_id });
+    }
+    if s.policy_version == 0 || s.policy_version > trust.version() {
+        return Err(Refusal::UnknownPolicyVersion {
+            named: s.policy_version,
+            held: trust.version(),
+        });
+    }
+    if trust.is_revoked(&key_id) {
+        return Err(Refusal::RevokedKey { key_id });
+    }
+    let key = trust.key(&key_id).ok_or(Refusal::UnknownKey { key_id })?;
+    let sig = signature(approval.signature).map_err(|_| Refusal::BadSignature { key_id })?;
+    verify(&key.public_key, &s.canonical_bytes(), &sig)
+        .map_err(|_| Refusal::BadSignature { key_id })?;
+    Ok(match (s.decision, key.kind) {
+        (Decision::Reject, _) => Counted::Rejection(key_id),
+        (Decision::Approve, KeyKind::Approver) => Counted::Approval(key_id),
+        (Decision::Approve, KeyKind::Service)
+            if trust.automated_allows(&key_id, op.asset, op.amount) =>
+        {
+            Counted::Approval(key_id)
+        }
+        (Decision::Approve, KeyKind::Service) => Counted::NotCounted(key_id),
+    })
+}
+
+/// The verdict on every stored decision of a withdrawal. Any decision that does not verify
+/// refuses the whole withdrawal: a forged or copied row is never ignored silently.
+pub fn evaluate(
+    trust: &TrustStatement,
+    op: &OperationFacts<'_>,
+    approvals: &[ApprovalFacts<'_>],
+) -> Result<Verdict, Refusal> {
+    let required = trust.policy(op.asset).required_for(op.amount);
+    let mut approvers = BTreeSet::new();
+    let mut rejected = None;
+    for approval in approvals {
+        match check(trust, op, approval)? {
+            Counted::Approval(key_id) => {
+                approvers.insert(key_id);
+            }
+            Counted::NotCounted(_) => {}
+            Counted::Rejection(key_id) => rejected = rejected.or(Some(key_id)),
+        }
+    }
+    if let Some(key_id) = rejected {
+        return Ok(Verdict::Rejected { key_id });
+    }
+    let approvers = u32::try_from(approvers.len()).unwrap_or(u32::MAX);
+    Ok(if approvers >= required {
+        Verdict::Met {
+            approvers,
+            required,
+        }
+    } else {
+        Verdict::Short {
+            approvers,
+            required,
+        }
+    })
+}

@@ -1,0 +1,406 @@
+//! The tenant trust statement: approver registry and approval policy, signed by a tenant
+//! administrator key that the signer pins in its own configuration.
+
+use super::codec::{self, Reader, Writer};
+use super::{KeyId, Signature, SigningKey, StatementError, VerifyingKey, verify, verifying_key};
+use crate::amount::Amount;
+use crate::ids::TenantId;
+use crate::payload::AssetCode;
+use crate::policy::{ApprovalPolicy, ApprovalRule, MAX_REQUIRED_APPROVALS};
+use ed25519_dalek::Signer as _;
+use std::collections::BTreeMap;
+
+/// Domain string of trust statements, version 1.
+pub const TRUST_DOMAIN_V1: &str = "opledger/trust-statement/v1";
+
+/// What a registered key may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyKind {
+    /// A person: each key counts as one approver.
+    Approver,
+    /// An automated approver (a risk engine): counts only below its automated-approver limit.
+    Service,
+}
+
+impl KeyKind {
+    /// The encoded name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyKind::Approver => "APPROVER",
+            KeyKind::Service => "SERVICE",
+        }
+    }
+
+    /// Parses an encoded name.
+    pub fn parse(text: &str) -> Result<KeyKind, StatementError> {
+        match text {
+            "APPROVER" => Ok(KeyKind::Approver),
+            "SERVICE" => Ok(KeyKind::Service),
+            _ => Err(StatementError::Field("key kind")),
+        }
+    }
+}
+
+/// An active key of the registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegisteredKey {
+    /// `KeyId::of(public_key)`.
+    pub key_id: KeyId,
+    /// The Ed25519 public key.
+    pub public_key: VerifyingKey,
+    /// Person or service.
+    pub kind: KeyKind,
+}
+
+impl RegisteredKey {
+    /// A registry entry for `public_key`.
+    pub fn new(public_key: VerifyingKey, kind: KeyKind) -> RegisteredKey {
+        RegisteredKey {
+            key_id: KeyId::of(&public_key),
+            public_key,
+            kind,
+        }
+    }
+}
+
+/// A service key that counts as one approver for amounts of `asset` strictly below `below`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutomatedApprover {
+    /// The asset.
+    pub asset: AssetCode,
+    /// A `SERVICE` key of the registry.
+    pub key_id: KeyId,
+    /// Exclusive upper bound of the amounts it may approve (at least 1).
+    pub below: Amount,
+}
+
+/// One version of a tenant's approver registry and approval policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrustStatement {
+    tenant_id: TenantId,
+    version: u64,
+    keys: BTreeMap<KeyId, RegisteredKey>,
+    revoked: Vec<KeyId>,
+    policies: BTreeMap<String, ApprovalPolicy>,
+    automated: Vec<AutomatedApprover>,
+    kyt_required: Vec<AssetCode>,
+}
+
+/// The parts of a trust statement, in any order (see [`TrustStatement::new`]).
+#[derive(Debug, Clone, Default)]
+pub struct TrustParts {
+    /// Active keys.
+    pub keys: Vec<RegisteredKey>,
+    /// Revoked key ids (never active again).
+    pub revoked: Vec<KeyId>,
+    /// Rules per asset.
+    pub rules: Vec<(AssetCode, ApprovalRule)>,
+    /// Automated approvers.
+    pub automated: Vec<AutomatedApprover>,
+    /// Assets whose withdrawals need a recorded KYT pass before approvals count.
+    pub kyt_required: Vec<AssetCode>,
+}
+
+impl TrustStatement {
+    /// Validates `parts` and puts them in canonical order.
+    pub fn new(
+        tenant_id: TenantId,
+        version: u64,
+        parts: TrustParts,
+    ) -> Result<TrustStatement, StatementError> {
+        if version == 0 {
+            return Err(StatementError::Field("version"));
+        }
+        let mut keys = BTreeMap::new();
+        for key in parts.keys {
+            if key.key_id != KeyId::of(&key.public_key) {
+                return Err(StatementError::Inconsistent("key id is not its key's id"));
+            }
+            if keys.insert(key.key_id, key).is_some() {
+                return Err(StatementError::Order("keys"));
+            }
+        }
+        let mut revoked = parts.revoked;
+        revoked.sort();
+        if revoked.windows(2).any(|w| w[0] == w[1]) {
+            return Err(StatementError::Order("revoked"));
+        }
+        if revoked.iter().any(|id| keys.contains_key(id)) {
+            return Err(StatementError::Inconsistent(
+                "a revoked key is listed as active",
+            ));
+        }
+        let mut by_asset: BTreeMap<String, Vec<ApprovalRule>> = BTreeMap::new();
+        for (asset, rule) in parts.rules {
+            if rule.required_approvals == 0 || rule.required_approvals > MAX_REQUIRED_APPROVALS {
+                return Err(StatementError::Inconsistent(
+                    "required_approvals must be 1 to 10",
+                ));
+            }
+            by_asset
+                .entry(asset.as_str().to_owned())
+                .or_default()
+                .push(rule);
+        }
+        let mut policies = BTreeMap::new();
+        for (asset, rules) in by_asset {
+            let policy = ApprovalPolicy::new(rules).map_err(|e| match e {
+                crate::policy::PolicyError::NoBaseRule => {
+                    StatementError::Inconsistent("an asset with rules has no rule at min_amount 0")
+                }
+                crate::policy::PolicyError::DuplicateMinAmount => StatementError::Order("rules"),
+                crate::policy::PolicyError::RequiredOutOfRange => {
+                    StatementError::Inconsistent("required_approvals must be 1 to 10")
+                }
+            })?;
+            policies.insert(asset, policy);
+        }
+        let mut automated = parts.automated;
+        automated.sort_by(|a, b| (a.asset.as_str(), a.key_id).cmp(&(b.asset.as_str(), b.key_id)));
+        if automated
+            .windows(2)
+            .any(|w| (w[0].asset.as_str(), w[0].key_id) == (w[1].asset.as_str(), w[1].key_id))
+        {
+            return Err(StatementError::Order("automated"));
+        }
+        for a in &automated {
+            if a.below.is_zero() {
+                return Err(StatementError::Inconsistent(
+                    "an automated approver's limit is 0",
+                ));
+            }
+            if keys.get(&a.key_id).map(|k| k.kind) != Some(KeyKind::Service) {
+                return Err(StatementError::Inconsistent(
+                    "an automated approver is not a SERVICE key of the registry",
+                ));
+            }
+        }
+        let mut kyt_required = parts.kyt_required;
+        kyt_required.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        if kyt_required.windows(2).any(|w| w[0] == w[1]) {
+            return Err(StatementError::Order("kyt_required"));
+        }
+        Ok(TrustStatement {
+            tenant_id,
+            version,
+            keys,
+            revoked,
+            policies,
+            automated,
+            kyt_required,
+        })
+    }
+
+    /// The tenant.
+    pub fn tenant_id(&self) -> TenantId {
+        self.tenant_id
+    }
+
+    /// The version (every change is a higher one).
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The active key `id`, if registered and not revoked.
+    pub fn key(&self, id: &KeyId) -> Option<&RegisteredKey> {
+        self.keys.get(id)
+    }
+
+    /// Active keys, by key id.
+    pub fn keys(&self) -> impl Iterator<Item = &RegisteredKey> {
+        self.keys.values()
+    }
+
+    /// True when `id` was revoked.
+    pub fn is_revoked(&self, id: &KeyId) -> bool {
+        self.revoked.binary_search(id).is_ok()
+    }
+
+    /// Revoked key ids, ascending.
+    pub fn revoked(&self) -> &[KeyId] {
+        &self.revoked
+    }
+
+    /// The approval policy of `asset` (one approver for every amount when it has no rules).
+    pub fn policy(&self, asset: &AssetCode) -> ApprovalPolicy {
+        self.policies
+            .get(asset.as_str())
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Assets with rules, and their policies.
+    pub fn policies(&self) -> impl Iterator<Item = (&str, &ApprovalPolicy)> {
+        self.policies.iter().map(|(a, p)| (a.as_str(), p))
+    }
+
+    /// Automated approvers, by asset then key id.
+    pub fn automated(&self) -> &[AutomatedApprover] {
+        &self.automated
+    }
+
+    /// True when a service key `id` may approve `amount` of `asset`.
+    pub fn automated_allows(&self, id: &KeyId, asset: &AssetCode, amount: Amount) -> bool {
+        self.automated
+            .iter()
+            .any(|a| a.key_id == *id && a.asset == *asset && amount < a.below)
+    }
+
+    /// True when approvals of `asset` count only after a recorded KYT pass.
+    pub fn kyt_required(&self, asset: &AssetCode) -> bool {
+        self.kyt_required.iter().any(|a| a == asset)
+    }
+
+    /// Assets needing a KYT pass, ascending.
+    pub fn kyt_required_assets(&self) -> &[AssetCode] {
+        &self.kyt_required
+    }
+
+    /// The canonical bytes that are signed.
+    pub fn canonical_bytes(&self) -> Vec<u8> {
+        let mut w = Writer::new(TRUST_DOMAIN_V1);
+        w.field(1, self.tenant_id.to_string().as_bytes());
+        w.field(2, self.version.to_string().as_bytes());
+        for key in self.keys.values() {
+            let record = Writer::new("")
+                .field(1, key.key_id.to_hex().as_bytes())
+                .field(2, key.public_key.as_bytes())
+                .field(3, key.kind.as_str().as_bytes())
+                .finish();
+            w.field(3, &record);
+        }
+        for id in &self.revoked {
+            w.field(4, id.to_hex().as_bytes());
+        }
+        for (asset, policy) in &self.policies {
+            for rule in policy.rules() {
+                let record = Writer::new("")
+                    .field(1, asset.as_bytes())
+                    .field(2, rule.min_amount.to_string().as_bytes())
+                    .field(3, rule.required_approvals.to_string().as_bytes())
+                    .finish();
+                w.field(5, &record);
+            }
+        }
+        for a in &self.automated {
+            let record = Writer::new("")
+                .field(1, a.asset.as_str().as_bytes())
+                .field(2, a.key_id.to_hex().as_bytes())
+                .field(3, a.below.to_string().as_bytes())
+                .finish();
+            w.field(6, &record);
+        }
+        for asset in &self.kyt_required {
+            w.field(7, asset.as_str().as_bytes());
+        }
+        w.finish()
+    }
+
+    /// Decodes canonical bytes (anything else is refused, non-canonical order included).
+    pub fn decode(bytes: &[u8]) -> Result<TrustStatement, StatementError> {
+        let mut r = Reader::new(bytes, TRUST_DOMAIN_V1)?;
+        let tenant_id = TenantId::from_uuid(codec::uuid(r.required(1, "tenant_id")?, "tenant_id")?);
+        let version = codec::decimal_u64(r.required(2, "version")?, "version")?;
+        let mut parts = TrustParts::default();
+        for record in r.repeated(3)? {
+            let mut k = Reader::new(record, "")?;
+            let key_id = KeyId::parse(codec::text(k.required(1, "key.key_id")?, "key.key_id")?)?;
+            let public_key = verifying_key(k.required(2, "key.public_key")?)?;
+            let kind = KeyKind::parse(codec::text(k.required(3, "key.kind")?, "key.kind")?)?;
+            k.end()?;
+            parts.keys.push(RegisteredKey {
+                key_id,
+                public_key,
+                kind,
+            });
+        }
+        for id in r.repeated(4)? {
+            parts
+                .revoked
+                .push(KeyId::parse(codec::text(id, "revoked")?)?);
+        }
+        for record in r.repeated(5)? {
+            let mut k = Reader::new(record, "")?;
+            let asset = asset(k.required(1, "rule.asset")?, "rule.asset")?;
+            let min_amount = Amount::new(codec::decimal(
+                k.required(2, "rule.min_amount")?,
+                "rule.min_amount",
+            )?);
+            let required = codec::decimal(
+                k.required(3, "rule.required_approvals")?,
+                "rule.required_approvals",
+            )?;
+            k.end()?;
+            let required_approvals = u32::try_from(required)
+                .map_err(|_| StatementError::Field("rule.required_approvals"))?;
+            parts.rules.push((
+                asset,
+                ApprovalRule {
+                    min_amount,
+                    required_approvals,
+                },
+            ));
+        }
+        for record in r.repeated(6)? {
+            let mut k = Reader::new(record, "")?;
+            let asset = asset(k.required(1, "automated.asset")?, "automated.asset")?;
+            let key_id = KeyId::parse(codec::text(
+                k.required(2, "automated.key_id")?,
+                "automated.key_id",
+            )?)?;
+            let below = Amount::new(codec::decimal(
+                k.required(3, "automated.below")?,
+                "automated.below",
+            )?);
+            k.end()?;
+            parts.automated.push(AutomatedApprover {
+                asset,
+                key_id,
+                below,
+            });
+        }
+        for value in r.repeated(7)? {
+            parts.kyt_required.push(asset(value, "kyt_required")?);
+        }
+        r.end()?;
+        let statement = TrustStatement::new(tenant_id, version, parts)?;
+        // Canonical means the bytes are exactly what the decoded statement encodes to: this
+        // refuses repeated items out of order.
+        if statement.canonical_bytes() != bytes {
+            return Err(StatementError::Order("repeated fields"));
+        }
+        Ok(statement)
+    }
+
+    /// Signs the canonical bytes with an administrator key.
+    pub fn sign(&self, admin: &SigningKey) -> Signature {
+        admin.sign(&self.canonical_bytes())
+    }
+
+    /// Decodes `bytes` and accepts them only for `tenant` and only when `signature` verifies with
+    /// one of the `pinned` administrator keys.
+    pub fn verify_signed(
+        bytes: &[u8],
+        signature: &Signature,
+        tenant: TenantId,
+        pinned: &[VerifyingKey],
+    ) -> Result<TrustStatement, StatementError> {
+        if !pinned
+            .iter()
+            .any(|key| verify(key, bytes, signature).is_ok())
+        {
+            return Err(StatementError::Signature);
+        }
+        let statement = TrustStatement::decode(bytes)?;
+        if statement.tenant_id != tenant {
+            return Err(StatementError::Inconsistent(
+                "statement is for another tenant",
+            ));
+        }
+        Ok(statement)
+    }
+}
+
+fn asset(value: &[u8], name: &'static str) -> Result<AssetCode, StatementError> {
+    AssetCode::parse(codec::text(value, name)?).map_err(|_| StatementError::Field(name))
+}
