@@ -9,7 +9,10 @@
 # the application login role, a demo tenant with client/approver/operator keys (written once to
 # .data/dev/keys.env, mode 600: a dev convenience, never do this with real keys) and funds its
 # `treasury` ETH account, the inbox's body key and a webhook endpoint with its secret, a signer
-# database role, a demo hot wallet keystore (anvil's first PUBLIC dev key, light KDF: development
+# database role, a demo tenant administrator key and a demo approver signing key (Ed25519, each in
+# its own mode-600 file under .data/dev, written once; the signer pins the administrator's public
+# key in [[trust_roots]]) with the demo tenant's trust statement v1 registering the approver key
+# (published once), a demo hot wallet keystore (anvil's first PUBLIC dev key, light KDF: development
 # only) and a signer caller token. Then it starts anvil (pinned npm package, 1 s blocks, state kept
 # in .data/dev), the operations, approvals, signer, broadcaster, reconciler and inbox services, and
 # prints how to call them.
@@ -140,6 +143,43 @@ if [[ ! -s "$hot" ]]; then
     rm -f "$secret_file"
 fi
 tenant_id="$(psql "$owner_url" -tAc "SELECT tenant_id FROM tenants WHERE name = 'demo'")"
+if ! grep -q '^OPLEDGER_DEMO_TENANT_ID=' "$keys"; then
+    echo "OPLEDGER_DEMO_TENANT_ID=$tenant_id" >>"$keys"
+fi
+
+# Trust material, development only: a demo tenant administrator key (its public key is pinned in
+# the signer's [[trust_roots]]) and a demo approver key (registered in trust statement v1), each
+# in its own file (mode 600, written once). Their public keys are recorded in keys.env; a key
+# file whose public key was never recorded was never used, so it is made again.
+admin_key_file="$state/trust-admin.key"
+approver_key_file="$state/approver.key"
+if ! grep -q '^OPLEDGER_DEMO_TRUST_ADMIN_PUBLIC_KEY=' "$keys"; then
+    log "creating the demo tenant administrator key"
+    rm -f "$admin_key_file"
+    made="$("$bin/opledger-admin" --json trust keygen --out "$admin_key_file")"
+    echo "OPLEDGER_DEMO_TRUST_ADMIN_PUBLIC_KEY=$(sed -E 's/.*"public_key":"([0-9a-f]{64})".*/\1/' <<<"$made")" >>"$keys"
+fi
+if ! grep -q '^OPLEDGER_DEMO_APPROVER_PUBLIC_KEY=' "$keys"; then
+    log "creating the demo approver signing key"
+    rm -f "$approver_key_file"
+    made="$("$bin/opctl" --json approver keygen --out "$approver_key_file")"
+    {
+        echo "# the demo approver's Ed25519 signing key is the file below (opctl --key-file); the"
+        echo "# OPLEDGER_DEMO_APPROVER_KEY above is its API key"
+        echo "OPLEDGER_DEMO_APPROVER_KEY_FILE=$approver_key_file"
+        echo "OPLEDGER_DEMO_APPROVER_PUBLIC_KEY=$(sed -E 's/.*"public_key":"([0-9a-f]{64})".*/\1/' <<<"$made")"
+    } >>"$keys"
+fi
+chmod 600 "$admin_key_file" "$approver_key_file" "$keys"
+# shellcheck disable=SC1090
+source "$keys"
+published="$(psql "$owner_url" -tAc "SELECT count(*) FROM trust_statements WHERE tenant_id = '$tenant_id'")"
+if [[ "$published" == 0 ]]; then
+    log "publishing the demo tenant's trust statement v1 (one approver: the demo approver key)"
+    "$bin/opledger-admin" --database-url "$owner_url" trust publish --tenant demo \
+        --admin-key-file "$admin_key_file" --version 1 \
+        --approver "$OPLEDGER_DEMO_APPROVER_PUBLIC_KEY" >&2
+fi
 token_sha="$(printf %s "$OPLEDGER_DEMO_SIGNER_TOKEN" | sha256sum | cut -d' ' -f1)"
 signer_config="$state/signer.toml"
 if [[ -n "${signer_url:-}" ]]; then
@@ -164,6 +204,13 @@ tenant_id = "$tenant_id"
 network = "anvil"
 keystore = "$hot"
 passphrase_file = "$state/hot.pass"
+
+# The demo tenant's administrator key (development only): the signer accepts only trust
+# statements it signed, and no version below min_version.
+[[trust_roots]]
+tenant_id = "$tenant_id"
+admin_public_keys = ["$OPLEDGER_DEMO_TRUST_ADMIN_PUBLIC_KEY"]
+min_version = 1
 TOML
     chmod 600 "$signer_config"
     for worker in broadcaster reconciler; do
@@ -197,9 +244,16 @@ opledger dev stack
   anvil (chain)     $anvil_url  chain id 31337, 1 s blocks, state kept in .data/dev/anvil-state.json
   database          $owner_url
   demo keys         $keys
+  demo trust        tenant \$OPLEDGER_DEMO_TENANT_ID, administrator key $admin_key_file
+                    (pinned in the signer), approver signing key $approver_key_file
 
 Push one withdrawal end to end and see its timeline and trace id:
-  OPCTL_API_KEY=\$OPLEDGER_DEMO_CLIENT_KEY OPCTL_APPROVER_KEY=\$OPLEDGER_DEMO_APPROVER_KEY $bin/opctl demo
+  OPCTL_API_KEY=\$OPLEDGER_DEMO_CLIENT_KEY OPCTL_APPROVER_KEY=\$OPLEDGER_DEMO_APPROVER_KEY \\
+    OPCTL_TENANT_ID=\$OPLEDGER_DEMO_TENANT_ID $bin/opctl demo --key-file $approver_key_file
+Approve one yourself (signed locally with the demo approver key; only the signature is sent):
+  OPCTL_API_KEY=\$OPLEDGER_DEMO_APPROVER_KEY OPCTL_TENANT_ID=\$OPLEDGER_DEMO_TENANT_ID \\
+    $bin/opctl approve <id> --key-file $approver_key_file
+  $bin/opledger-admin --database-url $owner_url trust show --tenant demo
 Or call the APIs, for example with grpcurl (reflection lists every method):
   grpcurl -plaintext -H "authorization: Bearer \$OPLEDGER_DEMO_CLIENT_KEY" $listen list opledger.v1.OperationsService
   grpcurl -plaintext -H "authorization: Bearer \$OPLEDGER_DEMO_CLIENT_KEY" \\
@@ -208,7 +262,8 @@ Or call the APIs, for example with grpcurl (reflection lists every method):
   grpcurl -plaintext -H "authorization: Bearer \$OPLEDGER_DEMO_CLIENT_KEY" \\
     -d '{"account":"treasury","asset":"ETH"}' $listen opledger.v1.OperationsService/GetBalance
   grpcurl -plaintext -H "authorization: Bearer \$OPLEDGER_DEMO_APPROVER_KEY" \\
-    -d '{"withdrawal_id":"<id>","payload_hash":"<payload_hash>"}' $approvals_listen opledger.v1.ApprovalsService/ApproveWithdrawal
+    -d '{"asset":"ETH"}' $approvals_listen opledger.v1.ApprovalsService/GetApprovalPolicy
+  (ApproveWithdrawal takes a signed approval statement: use opctl approve, above)
   (once approved, the broadcaster signs and submits it and the watcher confirms it on anvil)
   grpcurl -plaintext -H "authorization: Bearer \$OPLEDGER_DEMO_OPERATOR_KEY" \\
     -d '{}' $reconciler_listen opledger.v1.OperatorService/ListUnresolved

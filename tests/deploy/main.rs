@@ -1799,6 +1799,94 @@ fn the_example_wallets_belong_to_the_tenant_the_provisioning_creates() {
     }
 }
 
+/// Every signer configuration under deploy/ (the example, compose's, the Kubernetes ones).
+fn signer_configs() -> Vec<PathBuf> {
+    vec![
+        deploy().join("signer/signer.example.toml"),
+        compose_dir().join("secrets.example/signer.toml"),
+        k8s().join("overlays/dev/signer.toml"),
+        k8s().join("signer/signer.toml"),
+    ]
+}
+
+#[test]
+fn every_signer_config_pins_a_valid_administrator_key_for_each_wallets_tenant() {
+    let mut problems = Vec::new();
+    let mut pinned_somewhere = 0;
+    for path in signer_configs() {
+        let at = path.display().to_string();
+        let config: toml::Table = read(&path).parse().expect("signer TOML");
+        let roots = config
+            .get("trust_roots")
+            .and_then(toml::Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut tenants = BTreeSet::new();
+        for root in &roots {
+            pinned_somewhere += 1;
+            let tenant = root.get("tenant_id").and_then(toml::Value::as_str);
+            match tenant {
+                Some(t) if uuid::Uuid::parse_str(t).is_ok() => {
+                    tenants.insert(t.to_owned());
+                }
+                _ => problems.push(format!("{at}: a trust root without a tenant UUID")),
+            }
+            let keys = root
+                .get("admin_public_keys")
+                .and_then(toml::Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if keys.is_empty() {
+                problems.push(format!("{at}: a trust root pins no administrator key"));
+            }
+            for key in keys {
+                let valid = key
+                    .as_str()
+                    .and_then(|k| hex::decode(k).ok())
+                    .is_some_and(|b| opledger_domain::approval::verifying_key(&b).is_ok());
+                if !valid {
+                    problems.push(format!("{at}: {key} is not an Ed25519 public key (64 hex)"));
+                }
+            }
+            if root
+                .get("min_version")
+                .and_then(toml::Value::as_integer)
+                .unwrap_or(0)
+                < 1
+            {
+                problems.push(format!("{at}: min_version must be at least 1"));
+            }
+        }
+        let wallets = config
+            .get("wallets")
+            .and_then(toml::Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for wallet in wallets {
+            let tenant = wallet
+                .get("tenant_id")
+                .and_then(toml::Value::as_str)
+                .unwrap_or("");
+            if !tenants.contains(tenant) {
+                problems.push(format!(
+                    "{at}: wallet tenant {tenant} has no [[trust_roots]]"
+                ));
+            }
+        }
+        let text = read(&path);
+        if !roots.is_empty() && !text.contains("opledger-admin trust") {
+            problems.push(format!(
+                "{at}: the trust root does not say how it is made (opledger-admin trust ...)"
+            ));
+        }
+    }
+    assert!(
+        pinned_somewhere >= 3,
+        "the example, compose and dev overlay pin trust roots"
+    );
+    assert_none(problems, "signer trust roots");
+}
+
 #[test]
 fn the_dev_keystore_copies_are_identical() {
     for file in ["hot-wallet.json", "hot-wallet.pass"] {

@@ -136,21 +136,14 @@ pub async fn decide(c: &Cluster, id: &str, decision: Decision) -> Answer<()> {
         Decision::Approve => approvals
             .approve_withdrawal(authed(
                 &c.acme.approver,
-                pb::ApproveWithdrawalRequest {
-                    withdrawal_id: id.to_owned(),
-                    payload_hash: w.payload_hash,
-                    acknowledged_risk_flags: w.risk_flags,
-                },
+                opledger_tests::approval(c.acme.id, &w, 0),
             ))
             .await
             .map(|_| ()),
         Decision::Reject => approvals
             .reject_withdrawal(authed(
                 &c.acme.approver,
-                pb::RejectWithdrawalRequest {
-                    withdrawal_id: id.to_owned(),
-                    reason: "fault harness".to_owned(),
-                },
+                opledger_tests::rejection(c.acme.id, &w, 0, "fault harness"),
             ))
             .await
             .map(|_| ()),

@@ -1,15 +1,19 @@
 //! `opctl`, the operator CLI, run as the real binary (a child process) against real services on
 //! loopback, real PostgreSQL and a real anvil node: a withdrawal created, approved and watched to
 //! CONFIRMED; an UNKNOWN listed and resolved only to what the chain shows; and the exit codes
-//! (refused 1, usage 2, unreachable 3, unwanted final state 4, watch timeout 5). No output of any
-//! run may contain the API key it used.
+//! (refused 1, usage 2, unreachable 3, unwanted final state 4, watch timeout 5). Approvals and
+//! rejections are signed by opctl with the tenant's approver key 0 of `opledger_testkit::trust`
+//! (OPLEDGER_APPROVER_KEY), registered in the trust statement v1 every test tenant gets. No output
+//! of any run may contain the API key or the signing key it used.
 
+use opledger_domain::approval::{KeyId, SigningKey};
 use opledger_domain::state::OperationState;
 use opledger_store::broadcast::Due;
+use opledger_testkit::trust::approver_key;
 use opledger_testkit::{FaultMode, FaultProxy, binary_path, free_port};
 use opledger_tests::chain::{Chain, broadcaster_config, reconciler_config};
 use opledger_tests::signer::{NETWORK, approve};
-use opledger_tests::{ALICE, BOB, Stack};
+use opledger_tests::{ALICE, BOB, Stack, Tenant};
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::process::Command;
@@ -17,12 +21,15 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 /// Environment variables opctl reads; cleared so the test's environment cannot leak in.
-const OPCTL_ENV: [&str; 6] = [
+const OPCTL_ENV: [&str; 9] = [
     "OPCTL_OPERATIONS_URL",
     "OPCTL_APPROVALS_URL",
     "OPCTL_RECONCILER_URL",
     "OPCTL_INBOX_URL",
     "OPCTL_API_KEY",
+    "OPCTL_APPROVER_KEY",
+    "OPCTL_TENANT_ID",
+    "OPLEDGER_APPROVER_KEY",
     "NO_COLOR",
 ];
 
@@ -64,20 +71,43 @@ impl Run {
     }
 }
 
-/// The services opctl is pointed at.
+/// The services opctl is pointed at, and the signing key and tenant it signs approvals with.
 #[derive(Debug, Clone)]
 struct Opctl {
     urls: Vec<(&'static str, String)>,
+    env: Vec<(&'static str, String)>,
 }
 
 impl Opctl {
-    fn new(stack: &Stack) -> Opctl {
+    /// Pointed at the stack's services, signing as approver key 0 of `tenant`.
+    fn new(stack: &Stack, tenant: &Tenant) -> Opctl {
         Opctl {
             urls: vec![
                 ("--operations", format!("http://{}", stack.addr)),
                 ("--approvals", format!("http://{}", stack.approvals_addr)),
             ],
+            env: Vec::new(),
         }
+        .signing_with(tenant, &approver_key(tenant.id, 0))
+    }
+
+    /// No service and no signing key (local commands).
+    fn local() -> Opctl {
+        Opctl {
+            urls: Vec::new(),
+            env: Vec::new(),
+        }
+    }
+
+    /// Signs approvals with `key` (OPLEDGER_APPROVER_KEY) for `tenant` (OPCTL_TENANT_ID).
+    fn signing_with(mut self, tenant: &Tenant, key: &SigningKey) -> Opctl {
+        self.env
+            .retain(|(name, _)| *name != "OPLEDGER_APPROVER_KEY");
+        self.env.retain(|(name, _)| *name != "OPCTL_TENANT_ID");
+        self.env
+            .push(("OPLEDGER_APPROVER_KEY", hex::encode(key.to_bytes())));
+        self.env.push(("OPCTL_TENANT_ID", tenant.id.to_string()));
+        self
     }
 
     fn with(mut self, flag: &'static str, addr: SocketAddr) -> Opctl {
@@ -94,6 +124,7 @@ impl Opctl {
         }
         argv.extend(args.iter().map(|a| (*a).to_owned()));
         let key = key.map(str::to_owned);
+        let env = self.env.clone();
         tokio::task::spawn_blocking(move || {
             let mut command = Command::new(binary_path("opctl")?);
             for var in OPCTL_ENV {
@@ -101,6 +132,9 @@ impl Opctl {
             }
             if let Some(key) = &key {
                 command.env("OPCTL_API_KEY", key);
+            }
+            for (name, value) in &env {
+                command.env(name, value);
             }
             let out = command.args(&argv).output()?;
             let run = Run {
@@ -112,6 +146,15 @@ impl Opctl {
                 anyhow::ensure!(
                     !run.stdout.contains(key.as_str()) && !run.stderr.contains(key.as_str()),
                     "the API key was printed by `opctl {}`",
+                    args_text(&argv)
+                );
+            }
+            for (name, value) in &env {
+                anyhow::ensure!(
+                    *name != "OPLEDGER_APPROVER_KEY"
+                        || (!run.stdout.contains(value.as_str())
+                            && !run.stderr.contains(value.as_str())),
+                    "the signing key was printed by `opctl {}`",
                     args_text(&argv)
                 );
             }
@@ -226,7 +269,7 @@ async fn opctl_creates_approves_and_watches_a_withdrawal_to_confirmed() -> anyho
         node,
         signer,
     } = Chain::start().await?;
-    let opctl = Opctl::new(&stack);
+    let opctl = Opctl::new(&stack, &acme);
     let paid_before = node.balance(ALICE).await?;
 
     let amount = "7000000000000000";
@@ -374,7 +417,7 @@ async fn opctl_lists_an_unknown_and_resolves_it_only_to_what_the_chain_shows() -
     assert_eq!(stack.state(&w.withdrawal_id).await?, "UNKNOWN");
 
     let (reconciler_addr, server) = serve_operator_api(&stack, reconciler).await?;
-    let opctl = Opctl::new(&stack).with("--reconciler", reconciler_addr);
+    let opctl = Opctl::new(&stack, &acme).with("--reconciler", reconciler_addr);
     let id = w.withdrawal_id.as_str();
 
     let listed = opctl
@@ -475,7 +518,7 @@ async fn opctl_exit_codes_say_how_a_command_ended() -> anyhow::Result<()> {
         .fund(&acme, "treasury", "ETH", "1000000000000000000")
         .await?;
     let (inbox_addr, inbox) = serve_inbox_api(&stack).await?;
-    let opctl = Opctl::new(&stack).with("--inbox", inbox_addr);
+    let opctl = Opctl::new(&stack, &acme).with("--inbox", inbox_addr);
     let nobody = uuid::Uuid::now_v7().to_string();
 
     // 2: usage errors, found by clap before anything is sent.
@@ -752,7 +795,7 @@ async fn opctl_demo_pushes_one_withdrawal_to_confirmed_and_prints_its_trace_id()
         node,
         signer,
     } = Chain::start().await?;
-    let opctl = Opctl::new(&stack);
+    let opctl = Opctl::new(&stack, &acme);
     let paid_before = node.balance(BOB).await?;
     let demo = opctl.spawn(
         Some(&acme.client),
@@ -787,6 +830,180 @@ async fn opctl_demo_pushes_one_withdrawal_to_confirmed_and_prints_its_trace_id()
     assert!(
         (1_000_000_000_000_000..1_000_000_000_000_000 + 1_000).contains(&paid),
         "one transfer of the demo amount (plus its jitter): {paid}"
+    );
+    stack.assert_invariants().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opctl_approver_keygen_writes_a_private_key_file_once() -> anyhow::Result<()> {
+    let dir = std::env::temp_dir().join(format!("opctl-keygen-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("approver.key");
+    let path_text = path.to_string_lossy().into_owned();
+    let opctl = Opctl::local();
+    let made = opctl
+        .run(None, &["--json", "approver", "keygen", "--out", &path_text])
+        .await?
+        .expect(0)?
+        .json()?;
+    let seed_text = std::fs::read_to_string(&path)?;
+    let seed_hex = seed_text.trim_end_matches('\n');
+    assert_eq!(seed_text.len(), 65, "64 hex digits and a newline");
+    assert!(seed_hex.bytes().all(|b| b.is_ascii_hexdigit()));
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path)?.permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "mode {mode:o}");
+    }
+    let mut seed = [0_u8; 32];
+    hex::decode_to_slice(seed_hex, &mut seed)?;
+    let key = SigningKey::from_bytes(&seed);
+    assert_eq!(
+        made["public_key"],
+        hex::encode(key.verifying_key().as_bytes())
+    );
+    assert_eq!(
+        made["key_id"],
+        KeyId::of(&key.verifying_key()).to_hex(),
+        "the printed key id is KeyId::of the public key"
+    );
+    assert!(
+        !made.to_string().contains(seed_hex),
+        "the private key is not printed"
+    );
+
+    // Never overwritten: a usage error, and the file keeps its key.
+    let again = opctl
+        .run(None, &["approver", "keygen", "--out", &path_text])
+        .await?
+        .expect(2)?;
+    assert!(
+        again.stderr.contains("refusing to overwrite"),
+        "{}",
+        again.stderr
+    );
+    assert_eq!(std::fs::read_to_string(&path)?, seed_text);
+
+    // Two keys are different keys.
+    let other = dir.join("other.key");
+    opctl
+        .run(
+            None,
+            &["approver", "keygen", "--out", &other.to_string_lossy()],
+        )
+        .await?
+        .expect(0)?;
+    assert_ne!(std::fs::read_to_string(&other)?, seed_text);
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opctl_approve_with_a_key_outside_the_registry_is_refused_with_approver_key_unknown()
+-> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack
+        .fund(&acme, "treasury", "ETH", "1000000000000000000")
+        .await?;
+    let w = stack.withdraw(&acme, "1000", ALICE).await?;
+    let registered = Opctl::new(&stack, &acme);
+
+    // The policy opctl signs under: version 1 of the trust statement.
+    let policy = registered
+        .run(
+            Some(&acme.approver),
+            &["--json", "policy", "--asset", "ETH"],
+        )
+        .await?
+        .expect(0)?
+        .json()?;
+    assert_eq!(policy["policy_version"], 1);
+
+    // A well-formed key the tenant's trust statement does not list.
+    let stranger = SigningKey::from_bytes(&[0x5a; 32]);
+    let unknown = registered.clone().signing_with(&acme, &stranger);
+    let run = unknown
+        .run(Some(&acme.approver), &["approve", &w.withdrawal_id])
+        .await?
+        .expect(1)?;
+    assert!(
+        run.stderr.starts_with("error: APPROVER_KEY_UNKNOWN: "),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains(&KeyId::of(&stranger.verifying_key()).to_hex()),
+        "the refused key id is named: {}",
+        run.stderr
+    );
+    let json = unknown
+        .run(
+            Some(&acme.approver),
+            &["--json", "approve", &w.withdrawal_id],
+        )
+        .await?
+        .expect(1)?
+        .json()?;
+    assert_eq!(json["error"]["reason"], "APPROVER_KEY_UNKNOWN");
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "REQUESTED");
+
+    // Nor may it reject.
+    let run = unknown
+        .run(
+            Some(&acme.approver),
+            &["reject", &w.withdrawal_id, "--reason", "not mine"],
+        )
+        .await?
+        .expect(1)?;
+    assert!(
+        run.stderr.starts_with("error: APPROVER_KEY_UNKNOWN: "),
+        "{}",
+        run.stderr
+    );
+
+    // Without any signing key opctl sends nothing (usage, exit 2).
+    let mut keyless = registered.clone();
+    keyless
+        .env
+        .retain(|(name, _)| *name != "OPLEDGER_APPROVER_KEY");
+    let run = keyless
+        .run(Some(&acme.approver), &["approve", &w.withdrawal_id])
+        .await?
+        .expect(2)?;
+    assert!(run.stderr.contains("approver key"), "{}", run.stderr);
+
+    // The registered key approves; signing for another tenant id is refused.
+    let other_tenant = Tenant {
+        id: opledger_domain::ids::TenantId::new(),
+        ..acme.clone()
+    };
+    let run = registered
+        .clone()
+        .signing_with(&other_tenant, &approver_key(acme.id, 0))
+        .run(Some(&acme.approver), &["approve", &w.withdrawal_id])
+        .await?
+        .expect(1)?;
+    assert!(
+        run.stderr
+            .starts_with("error: APPROVAL_FOR_OTHER_OPERATION: "),
+        "{}",
+        run.stderr
+    );
+    let approved = registered
+        .run(
+            Some(&acme.approver),
+            &["--json", "approve", &w.withdrawal_id],
+        )
+        .await?
+        .expect(0)?
+        .json()?;
+    assert_eq!(approved["state"], "APPROVED");
+    assert_eq!(approved["policy_version"], 1);
+    assert_eq!(
+        approved["approver_key_id"],
+        KeyId::of(&approver_key(acme.id, 0).verifying_key()).to_hex()
     );
     stack.assert_invariants().await
 }

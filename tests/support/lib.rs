@@ -39,6 +39,81 @@ pub struct Stack {
     servers: Vec<JoinHandle<Result<(), opledger_grpc::server::ServeError>>>,
 }
 
+/// An ApproveWithdrawal request for `w` signed by approver key `key` of the tenant
+/// (`opledger_testkit::trust::approver_key`) under policy version 1, acknowledging its flags.
+pub fn approval(tenant: TenantId, w: &pb::Withdrawal, key: u8) -> pb::ApproveWithdrawalRequest {
+    approval_under(
+        tenant,
+        w,
+        &opledger_testkit::trust::approver_key(tenant, key),
+        1,
+    )
+}
+
+/// An ApproveWithdrawal request for `w` signed by `key` under `policy_version`.
+pub fn approval_under(
+    tenant: TenantId,
+    w: &pb::Withdrawal,
+    key: &opledger_domain::approval::SigningKey,
+    policy_version: u64,
+) -> pb::ApproveWithdrawalRequest {
+    let (approval_statement, signature) = decision(
+        tenant,
+        w,
+        opledger_domain::approval::Decision::Approve,
+        key,
+        policy_version,
+    );
+    pb::ApproveWithdrawalRequest {
+        withdrawal_id: w.withdrawal_id.clone(),
+        acknowledged_risk_flags: w.risk_flags.clone(),
+        approval_statement,
+        signature,
+    }
+}
+
+/// A RejectWithdrawal request for `w` signed by approver key `key` of the tenant.
+pub fn rejection(
+    tenant: TenantId,
+    w: &pb::Withdrawal,
+    key: u8,
+    reason: &str,
+) -> pb::RejectWithdrawalRequest {
+    let (approval_statement, signature) = decision(
+        tenant,
+        w,
+        opledger_domain::approval::Decision::Reject,
+        &opledger_testkit::trust::approver_key(tenant, key),
+        1,
+    );
+    pb::RejectWithdrawalRequest {
+        withdrawal_id: w.withdrawal_id.clone(),
+        reason: reason.to_owned(),
+        approval_statement,
+        signature,
+    }
+}
+
+fn decision(
+    tenant: TenantId,
+    w: &pb::Withdrawal,
+    decision: opledger_domain::approval::Decision,
+    key: &opledger_domain::approval::SigningKey,
+    policy_version: u64,
+) -> (Vec<u8>, Vec<u8>) {
+    // A malformed id or hash gives an empty statement, which the service refuses: tests that
+    // send such requests assert that refusal.
+    opledger_testkit::trust::signed_decision_for(
+        tenant,
+        &w.withdrawal_id,
+        &w.payload_hash,
+        decision,
+        key,
+        policy_version,
+    )
+    .unwrap_or_default()
+}
+
 /// A tenant with one key per role.
 #[derive(Debug, Clone)]
 pub struct Tenant {
@@ -107,8 +182,26 @@ impl Stack {
         })
     }
 
-    /// Creates a tenant with a key of each role.
+    /// Creates a tenant with a key of each role and version 1 of its trust statement: approver
+    /// keys 0..4 of `opledger_testkit::trust`, one approver for every amount.
     pub async fn tenant(&self, name: &str) -> anyhow::Result<Tenant> {
+        let tenant = self.tenant_without_trust(name).await?;
+        opledger_testkit::trust::publish_default(&self.admin, tenant.id).await?;
+        Ok(tenant)
+    }
+
+    /// Another API key of `role` for the tenant (a second approver, say).
+    pub async fn key(&self, tenant: &Tenant, role: Role) -> anyhow::Result<String> {
+        let issued = self
+            .admin
+            .create_api_key(tenant.id, role, "test")
+            .await
+            .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
+        Ok(issued.token.as_str().to_owned())
+    }
+
+    /// Creates a tenant with a key of each role and no trust statement.
+    pub async fn tenant_without_trust(&self, name: &str) -> anyhow::Result<Tenant> {
         let id = self
             .admin
             .create_tenant(name)
@@ -128,16 +221,6 @@ impl Stack {
             approver: key(Role::Approver).await?,
             operator: key(Role::Operator).await?,
         })
-    }
-
-    /// Another API key of `role` for the tenant (a second approver, say).
-    pub async fn key(&self, tenant: &Tenant, role: Role) -> anyhow::Result<String> {
-        let issued = self
-            .admin
-            .create_api_key(tenant.id, role, "test")
-            .await
-            .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
-        Ok(issued.token.as_str().to_owned())
     }
 
     /// Creates a withdrawal through the API and returns it.

@@ -93,7 +93,17 @@ pub fn config(
             passphrase_env: None,
             initial_nonce: 0,
         }],
+        trust_roots: vec![trust_root(tenant)],
         ..Config::default()
+    }
+}
+
+/// The trust root a test signer pins for `tenant`: its `opledger_testkit::trust` admin key.
+pub fn trust_root(tenant: TenantId) -> opledger_signer::config::TrustRootConfig {
+    opledger_signer::config::TrustRootConfig {
+        tenant_id: tenant.to_string(),
+        admin_public_keys: vec![opledger_testkit::trust::admin_public_hex(tenant)],
+        min_version: 1,
     }
 }
 
@@ -225,11 +235,7 @@ pub async fn approve(
     let done = approvals
         .approve_withdrawal(crate::authed(
             &tenant.approver,
-            pb::ApproveWithdrawalRequest {
-                withdrawal_id: w.withdrawal_id.clone(),
-                payload_hash: w.payload_hash.clone(),
-                acknowledged_risk_flags: w.risk_flags.clone(),
-            },
+            crate::approval(tenant.id, w, 0),
         ))
         .await?
         .into_inner();

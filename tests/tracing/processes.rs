@@ -85,11 +85,7 @@ async fn service_processes_export_one_trace_configured_by_otel_variables() -> an
         .await?
         .approve_withdrawal(authed(
             &acme.approver,
-            pb::ApproveWithdrawalRequest {
-                withdrawal_id: w.withdrawal_id.clone(),
-                payload_hash: w.payload_hash.clone(),
-                acknowledged_risk_flags: w.risk_flags.clone(),
-            },
+            opledger_tests::approval(acme.id, &w, 0),
         ))
         .await?
         .into_inner();

@@ -2,9 +2,11 @@
 //! checks.
 //!
 //! Runs with the owner role's database URL (`--database-url` or `OPLEDGER_ADMIN_DATABASE_URL`).
-//! Issued API keys are printed once on stdout and never stored in clear.
+//! Issued API keys are printed once on stdout and never stored in clear. Trust statements are
+//! signed here with a tenant administrator key read from a file and published as new versions.
 
 mod controls;
+mod trust;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -77,6 +79,13 @@ enum Command {
     Controls {
         #[command(subcommand)]
         command: ControlsCommand,
+    },
+    /// Tenant trust statements (approver registry and approval policy) signed by a tenant
+    /// administrator key pinned in the signer's `[[trust_roots]]`; `trust keygen` works without a
+    /// database.
+    Trust {
+        #[command(subcommand)]
+        command: trust::TrustCommand,
     },
     /// Signer keystores (Ethereum keystore v3); works without a database.
     Keystore {
@@ -211,6 +220,12 @@ async fn main() -> anyhow::Result<()> {
     if let Command::Keystore { command } = &cli.command {
         return keystore(command, cli.json);
     }
+    if let Command::Trust {
+        command: trust::TrustCommand::Keygen { out },
+    } = &cli.command
+    {
+        return trust::keygen(out, cli.json);
+    }
     if let Command::Controls {
         command: ControlsCommand::Report { junit, repo, out },
     } = &cli.command
@@ -330,6 +345,7 @@ async fn main() -> anyhow::Result<()> {
             );
         }
         Command::Webhook { command } => webhook(&store, command, cli.json).await?,
+        Command::Trust { command } => trust::run(&store, command, cli.json).await?,
         // Handled before connecting to the database.
         Command::Keystore { .. } | Command::Controls { .. } => {}
         Command::CheckInvariants => {
@@ -362,7 +378,7 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print(json: bool, text: &str, value: serde_json::Value) {
+pub(crate) fn print(json: bool, text: &str, value: serde_json::Value) {
     if json {
         println!("{value}");
     } else {

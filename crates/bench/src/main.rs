@@ -34,6 +34,7 @@ mod pgbench;
 mod pipeline;
 mod report;
 mod sign;
+mod trust;
 mod webhook;
 
 use clap::{Parser, Subcommand};

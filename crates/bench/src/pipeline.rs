@@ -16,8 +16,8 @@ use alloy_primitives::{Address, U256};
 use node::Node;
 use opledger_domain::amount::Amount;
 use opledger_domain::idempotency::IdempotencyKey;
-use opledger_domain::ids::TenantId;
-use opledger_domain::payload::{AccountName, AssetCode};
+use opledger_domain::ids::{OperationId, TenantId};
+use opledger_domain::payload::{AccountName, AssetCode, PayloadHash};
 use opledger_evm::signer::{self as evm, KeyProvider, LocalKey};
 use opledger_evm::tx::{TransferKind, TransferRequest};
 use opledger_proto::v1 as pb;
@@ -109,6 +109,8 @@ struct Sender {
     tenant: TenantId,
     client: Arc<str>,
     approver: Arc<str>,
+    /// The tenant's published trust statement and approver key.
+    trust: crate::trust::TenantTrust,
     /// The hot wallet's address, lowercase 0x hex.
     address: String,
 }
@@ -245,7 +247,19 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         watch_poll: Duration::from_millis(20),
         signer_connections: args.signer_connections,
     };
-    let services = services::start(&app_url, &signer_url, wallets, node.url(), &settings).await?;
+    let trust_roots = std::iter::once(&warmup)
+        .chain(phases.iter().flat_map(|(_, s)| s.iter()))
+        .map(|s| s.trust.root())
+        .collect();
+    let services = services::start(
+        &app_url,
+        &signer_url,
+        wallets,
+        trust_roots,
+        node.url(),
+        &settings,
+    )
+    .await?;
     let clients = Clients {
         operations: channels(&services.operations).await?,
         approvals: channels(&services.approvals).await?,
@@ -341,6 +355,7 @@ async fn new_sender(store: &Store, wallets: &mut Wallets, name: &str) -> anyhow:
         .create_api_key(tenant, Role::Approver, "bench")
         .await
         .map_err(store_err)?;
+    let trust = crate::trust::publish(store, tenant).await?;
     let key = IdempotencyKey::parse(&uuid::Uuid::new_v4().to_string())?;
     store
         .credit_account(NewCredit {
@@ -362,6 +377,7 @@ async fn new_sender(store: &Store, wallets: &mut Wallets, name: &str) -> anyhow:
         tenant,
         client: Arc::from(client.token.as_str()),
         approver: Arc::from(approver.token.as_str()),
+        trust,
         address,
     })
 }
@@ -820,13 +836,20 @@ async fn one(
         .withdrawal_id
         .parse::<uuid::Uuid>()
         .map_err(|_| "create: the withdrawal id is not a uuid".to_owned())?;
+    let payload_hash = PayloadHash::from_hex(&created.payload_hash)
+        .map_err(|_| "create: the payload hash is not 32 bytes of hex".to_owned())?;
+    let (statement, signature) = sender
+        .trust
+        .approval(OperationId::from_uuid(op_id), payload_hash)
+        .map_err(|e| format!("approve: {e}"))?;
     let approved = approvals
         .approve_withdrawal(authed(
             &sender.approver,
             pb::ApproveWithdrawalRequest {
                 withdrawal_id: created.withdrawal_id,
-                payload_hash: created.payload_hash,
                 acknowledged_risk_flags: created.risk_flags,
+                approval_statement: statement.canonical_bytes(),
+                signature,
             },
         ))
         .await

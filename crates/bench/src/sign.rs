@@ -64,6 +64,8 @@ struct Sender {
     tenant: TenantId,
     client_key_id: String,
     approver_key_id: String,
+    /// The tenant's published trust statement and approver key.
+    trust: crate::trust::TenantTrust,
     address: String,
 }
 
@@ -137,9 +139,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // Statistics after the bulk load, as autovacuum would provide on any database in use.
     sqlx::query("ANALYZE").execute(&owner).await?;
 
+    let trust_roots = std::iter::once(&warmup_sender)
+        .chain(phases.iter().flat_map(|p| p.senders.iter()))
+        .map(|s| s.trust.root())
+        .collect();
     let mut config = Config {
         instance_id: "bench-signer".into(),
         networks: BTreeMap::from([(NETWORK.to_owned(), network.clone())]),
+        trust_roots,
         ..Config::default()
     };
     if let Some(n) = args.db_connections {

@@ -16,7 +16,7 @@ mod store_error;
 
 pub use auth::{Authenticator, Principal};
 pub use status::{ErrorReason, error_status};
-pub use store_error::store_status;
+pub use store_error::{approval_refusal_status, store_status};
 
 /// Distributed tracing (re-exported so services trace their steps through their gRPC edge).
 pub use opledger_telemetry as telemetry;

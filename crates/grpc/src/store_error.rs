@@ -1,6 +1,7 @@
 //! The one mapping from store errors to gRPC statuses.
 
 use crate::status::{ErrorReason, error_status, error_status_with};
+use opledger_domain::approval::Refusal;
 use opledger_store::StoreError;
 use tonic::{Code, Status};
 use tonic_types::ErrorDetails;
@@ -66,6 +67,20 @@ pub fn store_status(error: StoreError) -> Status {
                 &[("flags", &names.join(","))],
             )
         }
+        StoreError::TrustMissing => error_status(
+            Code::FailedPrecondition,
+            ErrorReason::TrustStatementMissing,
+            "the tenant has no trust statement yet: an administrator publishes one with \
+             opledger-admin trust publish",
+            &[],
+        ),
+        StoreError::KytPassRequired => error_status(
+            Code::FailedPrecondition,
+            ErrorReason::KytPassRequired,
+            "the tenant's policy needs a recorded KYT pass for this withdrawal before approvals count",
+            &[],
+        ),
+        StoreError::ApprovalRefused(refusal) => approval_refusal_status(refusal),
         StoreError::NotPending { state } => error_status(
             Code::FailedPrecondition,
             ErrorReason::NotPendingApproval,
@@ -109,5 +124,41 @@ pub fn store_status(error: StoreError) -> Status {
                 )
             }
         }
+    }
+}
+
+/// The status of an approval that cannot count. Exhaustive over the domain's refusals.
+pub fn approval_refusal_status(refusal: Refusal) -> Status {
+    match refusal {
+        Refusal::BadSignature { key_id } => error_status(
+            Code::FailedPrecondition,
+            ErrorReason::ApprovalSignatureInvalid,
+            "the approval statement's signature does not verify with the key it names",
+            &[("key_id", &key_id.to_hex())],
+        ),
+        Refusal::UnknownKey { key_id } => error_status(
+            Code::FailedPrecondition,
+            ErrorReason::ApproverKeyUnknown,
+            "the approver key is not registered in the tenant's trust statement",
+            &[("key_id", &key_id.to_hex())],
+        ),
+        Refusal::RevokedKey { key_id } => error_status(
+            Code::FailedPrecondition,
+            ErrorReason::ApproverKeyRevoked,
+            "the approver key was revoked by the tenant's trust statement",
+            &[("key_id", &key_id.to_hex())],
+        ),
+        Refusal::OtherOperation { key_id } => error_status(
+            Code::FailedPrecondition,
+            ErrorReason::ApprovalForOtherOperation,
+            "the approval statement is for another tenant, withdrawal, payload or decision",
+            &[("key_id", &key_id.to_hex())],
+        ),
+        Refusal::UnknownPolicyVersion { named, held } => error_status(
+            Code::FailedPrecondition,
+            ErrorReason::PolicyVersionUnknown,
+            format!("the approval statement names policy version {named}; the newest is {held}"),
+            &[("policy_version", &held.to_string())],
+        ),
     }
 }

@@ -12,8 +12,13 @@ inbox issues over the services' gRPC APIs (operations, approvals, the reconciler
 the inbox's operator API).
 
 The API key (--api-key or, better, OPCTL_API_KEY) is sent as `authorization: Bearer <key>`; its \
-role decides what may be called (client: create, get, list, balance; approver: approve, reject; \
-operator: unresolved, resolve, inbox). It is never printed.
+role decides what may be called (client: create, get, list, balance; approver: approve, reject, \
+policy; operator: unresolved, resolve, inbox). It is never printed.
+
+Approvals and rejections are approval statements signed locally with your own Ed25519 approver key \
+(`opctl approver keygen`; then --key-file or OPLEDGER_APPROVER_KEY, with --tenant or \
+OPCTL_TENANT_ID): only the statement and its signature are sent, never the key. The key counts \
+once it is registered in the tenant's trust statement (`opledger-admin trust publish`).
 
 With --json every result is one JSON object on one line of stdout; errors are \
 {\"error\":{\"code\",\"reason\",\"message\",\"metadata\",\"violations\"}} on stdout too. Without \
@@ -137,18 +142,29 @@ pub enum Command {
         #[arg(long)]
         asset: String,
     },
-    /// Approves a withdrawal's payload hash (approver key); reads the withdrawal first.
+    /// Approves a withdrawal's payload hash (approver API key): reads the withdrawal and the
+    /// tenant's policy version, signs the approval statement locally with your approver key
+    /// (--key-file or OPLEDGER_APPROVER_KEY; never sent) and sends the statement and signature.
     Approve(ApproveArgs),
-    /// Rejects a REQUESTED withdrawal and releases its hold (approver or operator key).
-    Reject {
-        /// The withdrawal id.
-        #[arg(value_parser = parse_withdrawal_id)]
-        id: String,
-        /// Why, 1 to 200 characters, kept in the transition log; no personal data.
+    /// Rejects a REQUESTED withdrawal and releases its hold (approver or operator API key): signs
+    /// a REJECT statement locally with your approver key, like `approve`.
+    Reject(RejectArgs),
+    /// Shows the tenant's approval rules for an asset and the version of the trust statement
+    /// they come from (the policy version approvals are signed under). Policies are changed only
+    /// by publishing a new signed trust statement with `opledger-admin trust publish`.
+    Policy {
+        /// The asset, e.g. ETH.
         #[arg(long)]
-        reason: String,
+        asset: String,
     },
-    /// Pushes one withdrawal end to end: creates it (client key), approves it (--approver-key),
+    /// Approver keys (local only; no service is called).
+    Approver {
+        /// What to do.
+        #[command(subcommand)]
+        command: ApproverCommand,
+    },
+    /// Pushes one withdrawal end to end: creates it (client key), approves it (--approver-key, signing
+    /// with the approver key of --key-file or OPLEDGER_APPROVER_KEY for --tenant),
     /// watches it to CONFIRMED, and prints its trace id and timeline. The calls carry a W3C
     /// `traceparent` opctl makes, so the services' spans (when they export OTLP) form one trace
     /// with that id. Exit codes as for `watch`.
@@ -242,6 +258,63 @@ pub struct ApproveArgs {
     /// The payload hash you reviewed; refused locally when the withdrawal's differs.
     #[arg(long, value_name = "HASH")]
     pub payload_hash: Option<String>,
+    /// The approver key and tenant the statement is signed for.
+    #[command(flatten)]
+    pub signing: SigningArgs,
+}
+
+/// `opctl reject`.
+#[derive(Args, Debug, Clone)]
+pub struct RejectArgs {
+    /// The withdrawal id.
+    #[arg(value_parser = parse_withdrawal_id)]
+    pub id: String,
+    /// Why, 1 to 200 characters, kept in the transition log; no personal data.
+    #[arg(long)]
+    pub reason: String,
+    /// The payload hash you reviewed; refused locally when the withdrawal's differs.
+    #[arg(long, value_name = "HASH")]
+    pub payload_hash: Option<String>,
+    /// The approver key and tenant the statement is signed for.
+    #[command(flatten)]
+    pub signing: SigningArgs,
+}
+
+/// The approver's own Ed25519 key and the tenant an approval statement names.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Signing")]
+pub struct SigningArgs {
+    /// File holding your approver key (64 hex digits, as written by `opctl approver keygen`);
+    /// wins over OPLEDGER_APPROVER_KEY. The key signs locally and is never sent.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<std::path::PathBuf>,
+    /// Your approver key as 64 hex digits; prefer the environment variable or --key-file (a flag
+    /// is visible to other local users in the process list). Never printed.
+    #[arg(
+        long,
+        value_name = "HEX",
+        env = "OPLEDGER_APPROVER_KEY",
+        hide_env_values = true,
+        value_parser = parse_secret_hex
+    )]
+    pub approver_signing_key: Option<SecretHex>,
+    /// The tenant's id (a UUID, as printed by `opledger-admin tenant create`): the statement
+    /// names it, and the service refuses a statement for another tenant than the API key's.
+    #[arg(long, value_name = "UUID", env = "OPCTL_TENANT_ID", value_parser = parse_tenant_id)]
+    pub tenant: String,
+}
+
+/// `opctl approver ...`.
+#[derive(Subcommand, Debug, Clone)]
+pub enum ApproverCommand {
+    /// Writes a new Ed25519 approver key (the seed as 64 hex digits, one line) to a new file with
+    /// mode 0600 and prints its public key and key id: give those to the tenant administrator,
+    /// who registers the key in a trust statement (`opledger-admin trust publish --approver`).
+    Keygen {
+        /// The key file to create (never overwritten).
+        #[arg(long, value_name = "FILE")]
+        out: std::path::PathBuf,
+    },
 }
 
 /// `opctl demo`.
@@ -269,6 +342,9 @@ pub struct DemoArgs {
     /// The approver's API key (the global --api-key is the client's).
     #[arg(long, env = "OPCTL_APPROVER_KEY", hide_env_values = true, value_parser = parse_api_key)]
     pub approver_key: ApiKey,
+    /// The approver's signing key and the tenant, for the approval statement.
+    #[command(flatten)]
+    pub signing: SigningArgs,
     /// Give up (exit 5) after this many seconds.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     pub until_timeout: u64,
@@ -360,6 +436,43 @@ impl fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("ApiKey(<redacted>)")
     }
+}
+
+/// A secret given as hex (an approver key seed); its `Debug` never shows it and it is zeroized
+/// when dropped.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretHex(zeroize::Zeroizing<String>);
+
+impl SecretHex {
+    /// The hex text, only to decode the key.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretHex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SecretHex(<redacted>)")
+    }
+}
+
+#[cfg(test)]
+impl SecretHex {
+    /// A value as the parser would make it.
+    pub fn from_test(text: &str) -> SecretHex {
+        SecretHex(zeroize::Zeroizing::new(text.to_owned()))
+    }
+}
+
+// Never fails: an error message would quote the key (it is checked when it is used).
+fn parse_secret_hex(text: &str) -> Result<SecretHex, std::convert::Infallible> {
+    Ok(SecretHex(zeroize::Zeroizing::new(text.trim().to_owned())))
+}
+
+fn parse_tenant_id(text: &str) -> Result<String, String> {
+    uuid::Uuid::parse_str(text.trim())
+        .map(|id| id.to_string())
+        .map_err(|_| "not a tenant id (a UUID)".to_owned())
 }
 
 /// An idempotency key given on the command line; its `Debug` never shows it. Checked after

@@ -151,6 +151,42 @@ impl Failure {
     }
 }
 
+/// What to do about a refusal of a signed approval, for people (text output only).
+pub fn hint(reason: &str) -> Option<&'static str> {
+    Some(match reason {
+        "APPROVER_KEY_UNKNOWN" => {
+            "the approver key is not in the tenant's trust statement: give its public key \
+             (printed by `opctl approver keygen`) to the tenant administrator, who registers it \
+             with `opledger-admin trust publish --approver`"
+        }
+        "APPROVER_KEY_REVOKED" => {
+            "the approver key was revoked in the tenant's trust statement: generate a new one \
+             (`opctl approver keygen`) and have it registered"
+        }
+        "APPROVAL_SIGNATURE_INVALID" => {
+            "the signature does not verify: check --key-file / OPLEDGER_APPROVER_KEY holds your \
+             registered approver key"
+        }
+        "APPROVAL_FOR_OTHER_OPERATION" => {
+            "the statement names another tenant, withdrawal or decision: check --tenant / \
+             OPCTL_TENANT_ID is the API key's tenant"
+        }
+        "POLICY_VERSION_UNKNOWN" => {
+            "the tenant's trust statement changed or is unknown: run the command again to sign \
+             under the current policy version (opctl policy --asset ...)"
+        }
+        "TRUST_STATEMENT_MISSING" => {
+            "the tenant has no trust statement yet: its administrator publishes one with \
+             `opledger-admin trust publish`"
+        }
+        "KYT_PASS_REQUIRED" => {
+            "the tenant's policy needs a recorded KYT pass for this withdrawal before approvals \
+             count: wait for the KYT result, then approve again"
+        }
+        _ => return None,
+    })
+}
+
 /// How a command ended when it did not fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Done {
@@ -343,6 +379,22 @@ mod tests {
         }
         let f = Failure::from_status("approvals", &Status::new(Code::Internal, ""));
         assert_eq!(f.message, "approvals service answered INTERNAL");
+    }
+
+    #[test]
+    fn signed_approval_refusals_have_hints() {
+        for reason in [
+            "APPROVER_KEY_UNKNOWN",
+            "APPROVER_KEY_REVOKED",
+            "APPROVAL_SIGNATURE_INVALID",
+            "APPROVAL_FOR_OTHER_OPERATION",
+            "POLICY_VERSION_UNKNOWN",
+            "TRUST_STATEMENT_MISSING",
+            "KYT_PASS_REQUIRED",
+        ] {
+            assert!(hint(reason).is_some(), "{reason}");
+        }
+        assert!(hint("EVIDENCE_MISMATCH").is_none());
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod cli;
 mod client;
 mod commands;
 mod error;
+mod keyfile;
 mod output;
 mod states;
 

@@ -117,6 +117,9 @@ pub fn failure_text(failure: &Failure) -> String {
     for (field, description) in &failure.violations {
         text.push_str(&format!("  {field}: {description}\n"));
     }
+    if let Some(hint) = crate::error::hint(&failure.reason) {
+        text.push_str(&format!("  ({hint})\n"));
+    }
     if failure.kind == crate::error::Kind::Transient {
         text.push_str(
             "  (transient: retrying is safe for idempotent calls; \

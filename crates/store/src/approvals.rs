@@ -1,32 +1,38 @@
-//! Approvals bound to the payload hash, approval policies, and rejections.
+//! Signed approvals and rejections, checked against the tenant's trust statement.
 //!
-//! An approval is recorded only for the operation's stored payload hash; the operation moves to
-//! APPROVED through [`crate::transition::transition_in`] (a conditional update that also checks
-//! the hash) once the tenant's policy counts enough distinct approvers.
+//! An approval is recorded only for the operation's stored payload hash and only with a signature
+//! that verifies against the tenant's newest trust statement (approver registry and policy). The
+//! operation moves to APPROVED through [`crate::transition::transition_in`] (a conditional update
+//! that also checks the hash) once the quorum decision of `opledger_domain::approval` is met. The
+//! signer verifies every stored signature again against its own pinned keys before it signs.
 
 use crate::operations::{Operation, RiskFlag};
 use crate::transition::{TransitionRequest, transition_in};
+use crate::trust::{StoredDecision, decisions, newest_trust};
 use crate::{Result, Store, StoreError};
 use chrono::{DateTime, Utc};
 use opledger_domain::amount::Amount;
+use opledger_domain::approval::quorum::{self, Counted};
+use opledger_domain::approval::{
+    ApprovalStatement, Decision, OperationFacts, Refusal, TrustStatement, Verdict,
+};
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::payload::{AssetCode, PayloadHash};
-use opledger_domain::policy::{ApprovalPolicy, ApprovalRule};
+use opledger_domain::policy::ApprovalPolicy;
 use opledger_domain::state::{Actor, OperationState};
 use sqlx::PgConnection;
 
-/// An approval request.
+/// A signed decision to record.
 #[derive(Debug, Clone)]
 pub struct Approve<'a> {
-    /// The operation's tenant (the approver's tenant).
-    pub tenant_id: TenantId,
-    /// The operation.
-    pub op_id: OperationId,
-    /// The approver (an API key id): one approval per approver counts.
+    /// The API key that submitted it (kept in the record and the transition log).
     pub approver_id: &'a str,
-    /// The payload hash the approver reviewed.
-    pub payload_hash: PayloadHash,
-    /// Risk flags the approver acknowledges.
+    /// The decoded approval statement (its tenant and operation are the request's: the caller
+    /// checked them).
+    pub statement: ApprovalStatement,
+    /// The approver's signature over the statement's canonical bytes.
+    pub signature: &'a [u8],
+    /// Risk flags the approver acknowledges (approvals only).
     pub acknowledged: &'a [RiskFlag],
 }
 
@@ -39,7 +45,7 @@ pub struct Approved {
     pub approvals: u32,
     /// Distinct approvers the policy requires.
     pub required: u32,
-    /// True when this approver had approved before; nothing was recorded again.
+    /// True when this approver key had approved before; nothing was recorded again.
     pub already_approved: bool,
     /// When this approver's approval was recorded.
     pub approved_at: DateTime<Utc>,
@@ -54,9 +60,20 @@ pub struct Pending {
     pub approvals: u32,
 }
 
-/// What an approval needs to know about the operation, read under its row lock.
+/// The policy of one asset under the tenant's newest trust statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AssetPolicy {
+    /// The rules.
+    pub policy: ApprovalPolicy,
+    /// The trust statement's version.
+    pub version: u64,
+    /// True when approvals count only after a recorded KYT pass.
+    pub kyt_pass_required: bool,
+}
+
+/// What a decision needs to know about the operation, read under its row lock.
 #[derive(sqlx::FromRow)]
-struct Approvable {
+struct Decidable {
     state: String,
     stored_hash: Vec<u8>,
     flags: Vec<String>,
@@ -65,106 +82,49 @@ struct Approvable {
 }
 
 impl Store {
-    /// The tenant's policy for `asset` (one approver for every amount when none is set).
+    /// The tenant's policy for `asset` under its newest trust statement.
     pub async fn approval_policy(
         &self,
         tenant_id: TenantId,
         asset: &AssetCode,
-    ) -> Result<ApprovalPolicy> {
-        let mut conn = self.pool.acquire().await?;
-        policy(&mut conn, tenant_id, asset).await
+    ) -> Result<AssetPolicy> {
+        let trust = self
+            .trust_statement(tenant_id)
+            .await?
+            .ok_or(StoreError::TrustMissing)?
+            .decode()?;
+        Ok(AssetPolicy {
+            policy: trust.policy(asset),
+            version: trust.version(),
+            kyt_pass_required: trust.kyt_required(asset),
+        })
     }
 
-    /// Replaces the tenant's rules for `asset` in one transaction.
-    pub async fn set_approval_policy(
-        &self,
-        tenant_id: TenantId,
-        asset: &AssetCode,
-        policy: &ApprovalPolicy,
-    ) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("DELETE FROM approval_rules WHERE tenant_id = $1 AND asset = $2")
-            .bind(tenant_id.as_uuid())
-            .bind(asset.as_str())
-            .execute(&mut *tx)
-            .await?;
-        for rule in policy.rules() {
-            sqlx::query(
-                "INSERT INTO approval_rules (tenant_id, asset, min_amount, required_approvals) \
-                 VALUES ($1, $2, $3::numeric, $4)",
-            )
-            .bind(tenant_id.as_uuid())
-            .bind(asset.as_str())
-            .bind(rule.min_amount.to_string())
-            .bind(i32::try_from(rule.required_approvals).unwrap_or(i32::MAX))
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(())
-    }
-
-    /// Records an approval of the stored payload hash and, when the policy is met, moves the
-    /// operation to APPROVED in the same transaction.
+    /// Records a signed approval of the stored payload hash and, when the quorum is met, moves
+    /// the operation to APPROVED in the same transaction.
     ///
-    /// Refusals change nothing except that a hash mismatch is recorded as a security event.
+    /// Refusals change nothing, except that a hash mismatch or a signature that does not verify
+    /// is recorded as a security event.
     pub async fn approve(&self, request: &Approve<'_>) -> Result<Approved> {
-        let mut tx = self.pool.begin().await?;
-        let row: Option<Approvable> = sqlx::query_as(
-            "SELECT o.state, o.payload_hash AS stored_hash, o.risk_flags AS flags, p.asset, \
-               p.amount::text AS amount \
-             FROM withdrawal_ops o JOIN withdrawal_payloads p USING (tenant_id, op_id) \
-             WHERE o.tenant_id = $1 AND o.op_id = $2 FOR UPDATE OF o",
-        )
-        .bind(request.tenant_id.as_uuid())
-        .bind(request.op_id.as_uuid())
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(Approvable {
-            state,
-            stored_hash,
-            flags,
-            asset,
-            amount,
-        }) = row
-        else {
-            return Err(StoreError::NotFound { what: "withdrawal" });
-        };
-        let state: OperationState = state
-            .parse()
-            .map_err(|_| StoreError::Corrupt { what: "state" })?;
-        if stored_hash.as_slice() != request.payload_hash.as_bytes().as_slice() {
-            record_security_event(
-                &mut tx,
-                request.tenant_id,
-                Some(request.op_id),
-                "APPROVAL_HASH_MISMATCH",
-                Actor::Approvals,
-                request.approver_id,
-                "approval named a payload hash that is not the stored one",
-            )
-            .await?;
-            tx.commit().await?;
-            return Err(StoreError::HashMismatch);
-        }
+        let s = &request.statement;
+        let (mut tx, locked) = self.begin_decision(request, Decision::Approve).await?;
+        let (state, trust, op) = (locked.state, &locked.trust, locked.facts(s));
         let existing: Option<(DateTime<Utc>,)> = sqlx::query_as(
-            "SELECT created_at FROM approvals WHERE tenant_id = $1 AND op_id = $2 AND approver_id = $3",
+            "SELECT created_at FROM approvals WHERE tenant_id = $1 AND op_id = $2 \
+             AND decision = 'APPROVE' AND (approver_key_id = $3 OR approver_id = $4)",
         )
-        .bind(request.tenant_id.as_uuid())
-        .bind(request.op_id.as_uuid())
+        .bind(s.tenant_id.as_uuid())
+        .bind(s.operation_id.as_uuid())
+        .bind(s.approver_key_id.to_hex())
         .bind(request.approver_id)
         .fetch_optional(&mut *tx)
         .await?;
-        let asset = AssetCode::parse(&asset).map_err(|_| StoreError::Corrupt { what: "asset" })?;
-        let amount = Amount::parse(&amount).map_err(|_| StoreError::Corrupt { what: "amount" })?;
-        let required = policy(&mut tx, request.tenant_id, &asset)
-            .await?
-            .required_for(amount);
+        let required = trust.policy(op.asset).required_for(op.amount);
         if state != OperationState::Requested {
             // A repeat of an approval that already counted is answered, not refused.
             return match existing {
                 Some((approved_at,)) => {
-                    let approvals = count(&mut tx, request.tenant_id, request.op_id).await?;
+                    let approvals = count(&mut tx, trust, &op).await?;
                     Ok(Approved {
                         state,
                         approvals,
@@ -176,7 +136,8 @@ impl Store {
                 None => Err(StoreError::NotPending { state }),
             };
         }
-        let missing: Vec<RiskFlag> = flags
+        let missing: Vec<RiskFlag> = locked
+            .flags
             .iter()
             .map(|f| RiskFlag::parse(f))
             .collect::<Result<Vec<_>>>()?
@@ -186,39 +147,28 @@ impl Store {
         if !missing.is_empty() {
             return Err(StoreError::RiskFlagsNotAcknowledged { flags: missing });
         }
+        if trust.kyt_required(op.asset) && !kyt_passed(&mut tx, s.tenant_id, s.operation_id).await?
+        {
+            return Err(StoreError::KytPassRequired);
+        }
         let (approved_at, already_approved) = match existing {
             Some((at,)) => (at, true),
-            None => {
-                let acknowledged: Vec<&str> =
-                    request.acknowledged.iter().map(|f| f.as_str()).collect();
-                let (at,): (DateTime<Utc>,) = sqlx::query_as(
-                    "INSERT INTO approvals (tenant_id, op_id, approver_id, payload_hash, acknowledged_flags) \
-                     VALUES ($1, $2, $3, $4, $5) RETURNING created_at",
-                )
-                .bind(request.tenant_id.as_uuid())
-                .bind(request.op_id.as_uuid())
-                .bind(request.approver_id)
-                .bind(stored_hash.as_slice())
-                .bind(&acknowledged)
-                .fetch_one(&mut *tx)
-                .await?;
-                (at, false)
-            }
+            None => (insert_decision(&mut tx, request).await?, false),
         };
-        let approvals = count(&mut tx, request.tenant_id, request.op_id).await?;
+        let approvals = count(&mut tx, trust, &op).await?;
         let mut state = OperationState::Requested;
         if approvals >= required {
             let reason = format!("approved by {approvals} of {required} required approvers");
             let mut move_it = TransitionRequest::new(
-                request.tenant_id,
-                request.op_id,
+                s.tenant_id,
+                s.operation_id,
                 OperationState::Requested,
                 OperationState::Approved,
                 Actor::Approvals,
                 request.approver_id,
                 &reason,
             );
-            move_it.expected_hash = Some(request.payload_hash);
+            move_it.expected_hash = Some(s.payload_hash);
             transition_in(&mut tx, &move_it).await?;
             state = OperationState::Approved;
         }
@@ -234,33 +184,62 @@ impl Store {
         })
     }
 
-    /// Rejects a REQUESTED operation and releases its hold, exactly once.
-    pub async fn reject(
-        &self,
-        tenant_id: TenantId,
-        op_id: OperationId,
-        actor_id: &str,
-        reason: &str,
-    ) -> Result<()> {
-        let request = TransitionRequest::new(
-            tenant_id,
-            op_id,
+    /// Records a signed rejection of a REQUESTED operation and releases its hold, exactly once,
+    /// in one transaction.
+    pub async fn reject(&self, request: &Approve<'_>, reason: &str) -> Result<()> {
+        let s = &request.statement;
+        let (mut tx, locked) = self.begin_decision(request, Decision::Reject).await?;
+        let state = locked.state;
+        if state != OperationState::Requested {
+            return Err(StoreError::NotPending { state });
+        }
+        insert_decision(&mut tx, request).await?;
+        let move_it = TransitionRequest::new(
+            s.tenant_id,
+            s.operation_id,
             OperationState::Requested,
             OperationState::Rejected,
             Actor::Approvals,
-            actor_id,
+            request.approver_id,
             reason,
         );
-        match self.transition(&request).await {
-            Ok(_) => Ok(()),
+        match transition_in(&mut tx, &move_it).await {
+            Ok(_) => {}
             Err(StoreError::Conflict {
                 current: Some(state),
-            }) => Err(StoreError::NotPending { state }),
-            Err(other) => Err(other),
+            }) => return Err(StoreError::NotPending { state }),
+            Err(other) => return Err(other),
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Opens a decision's transaction: locks the operation and checks the statement's payload
+    /// hash and signature. A refusal is committed (its security event stays) and returned.
+    async fn begin_decision(
+        &self,
+        request: &Approve<'_>,
+        want: Decision,
+    ) -> Result<(sqlx::Transaction<'static, sqlx::Postgres>, Locked)> {
+        let mut tx = self.pool.begin().await?;
+        let checked = match lock(&mut tx, request).await {
+            Ok(locked) => verified(&mut tx, request, &locked, want)
+                .await
+                .map(|_| locked),
+            Err(e) => Err(e),
+        };
+        match checked {
+            Ok(locked) => Ok((tx, locked)),
+            Err(e @ (StoreError::HashMismatch | StoreError::ApprovalRefused(_))) => {
+                tx.commit().await?;
+                Err(e)
+            }
+            Err(e) => Err(e),
         }
     }
 
-    /// REQUESTED operations of the tenant, oldest first, after `after`, with approval counts.
+    /// REQUESTED operations of the tenant, oldest first, after `after`, with the number of
+    /// distinct approver keys whose signed approvals verify.
     pub async fn pending_approvals(
         &self,
         tenant_id: TenantId,
@@ -268,73 +247,207 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<Pending>> {
         let operations = self.list_requested(tenant_id, after, limit).await?;
-        let ids: Vec<uuid::Uuid> = operations.iter().map(|o| o.op_id.as_uuid()).collect();
-        let counts: Vec<(uuid::Uuid, i64)> = sqlx::query_as(
-            "SELECT op_id, count(*) FROM approvals WHERE tenant_id = $1 AND op_id = ANY($2) \
-             GROUP BY op_id",
-        )
-        .bind(tenant_id.as_uuid())
-        .bind(&ids)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(operations
-            .into_iter()
-            .map(|operation| {
-                let n = counts
-                    .iter()
-                    .find(|(id, _)| *id == operation.op_id.as_uuid())
-                    .map_or(0, |(_, n)| *n);
-                Pending {
-                    operation,
-                    approvals: u32::try_from(n).unwrap_or(u32::MAX),
+        let mut conn = self.pool.acquire().await?;
+        let trust = match newest_trust(&mut conn, tenant_id).await? {
+            Some(stored) => Some(stored.decode()?),
+            None => None,
+        };
+        let mut out = Vec::with_capacity(operations.len());
+        for operation in operations {
+            let approvals = match &trust {
+                Some(trust) => {
+                    let op = OperationFacts {
+                        tenant_id,
+                        operation_id: operation.op_id,
+                        payload_hash: operation.payload_hash,
+                        asset: &operation.payload.asset,
+                        amount: operation.payload.amount,
+                    };
+                    count(&mut conn, trust, &op).await?
                 }
-            })
-            .collect())
+                None => 0,
+            };
+            out.push(Pending {
+                operation,
+                approvals,
+            });
+        }
+        Ok(out)
     }
 }
 
-async fn policy(
-    conn: &mut PgConnection,
-    tenant_id: TenantId,
-    asset: &AssetCode,
-) -> Result<ApprovalPolicy> {
-    let rows: Vec<(String, i32)> = sqlx::query_as(
-        "SELECT min_amount::text, required_approvals FROM approval_rules \
-         WHERE tenant_id = $1 AND asset = $2",
-    )
-    .bind(tenant_id.as_uuid())
-    .bind(asset.as_str())
-    .fetch_all(&mut *conn)
-    .await?;
-    if rows.is_empty() {
-        return Ok(ApprovalPolicy::default());
+/// The operation as a decision sees it, read under its row lock.
+struct Locked {
+    state: OperationState,
+    payload_hash: PayloadHash,
+    flags: Vec<String>,
+    asset: AssetCode,
+    amount: Amount,
+    trust: TrustStatement,
+}
+
+impl Locked {
+    fn facts(&self, s: &ApprovalStatement) -> OperationFacts<'_> {
+        OperationFacts {
+            tenant_id: s.tenant_id,
+            operation_id: s.operation_id,
+            payload_hash: self.payload_hash,
+            asset: &self.asset,
+            amount: self.amount,
+        }
     }
-    let rules = rows
-        .into_iter()
-        .map(|(min, required)| {
-            Ok(ApprovalRule {
-                min_amount: Amount::parse(&min).map_err(|_| StoreError::Corrupt {
-                    what: "approval rule",
-                })?,
-                required_approvals: u32::try_from(required).map_err(|_| StoreError::Corrupt {
-                    what: "approval rule",
-                })?,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    ApprovalPolicy::new(rules).map_err(|_| StoreError::Corrupt {
-        what: "approval policy",
+}
+
+/// Locks the operation and reads what a decision is checked against; refuses a statement whose
+/// payload hash is not the stored one (recording a security event).
+async fn lock(tx: &mut PgConnection, request: &Approve<'_>) -> Result<Locked> {
+    let s = &request.statement;
+    let row: Option<Decidable> = sqlx::query_as(
+        "SELECT o.state, o.payload_hash AS stored_hash, o.risk_flags AS flags, p.asset, \
+           p.amount::text AS amount \
+         FROM withdrawal_ops o JOIN withdrawal_payloads p USING (tenant_id, op_id) \
+         WHERE o.tenant_id = $1 AND o.op_id = $2 FOR UPDATE OF o",
+    )
+    .bind(s.tenant_id.as_uuid())
+    .bind(s.operation_id.as_uuid())
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(row) = row else {
+        return Err(StoreError::NotFound { what: "withdrawal" });
+    };
+    let payload_hash =
+        PayloadHash::try_from(row.stored_hash.as_slice()).map_err(|_| StoreError::Corrupt {
+            what: "payload hash",
+        })?;
+    if payload_hash != s.payload_hash {
+        record_security_event(
+            tx,
+            s.tenant_id,
+            Some(s.operation_id),
+            "APPROVAL_HASH_MISMATCH",
+            Actor::Approvals,
+            request.approver_id,
+            "approval named a payload hash that is not the stored one",
+        )
+        .await?;
+        return Err(StoreError::HashMismatch);
+    }
+    let trust = newest_trust(tx, s.tenant_id)
+        .await?
+        .ok_or(StoreError::TrustMissing)?
+        .decode()?;
+    Ok(Locked {
+        state: row
+            .state
+            .parse()
+            .map_err(|_| StoreError::Corrupt { what: "state" })?,
+        payload_hash,
+        flags: row.flags,
+        asset: AssetCode::parse(&row.asset).map_err(|_| StoreError::Corrupt { what: "asset" })?,
+        amount: Amount::parse(&row.amount).map_err(|_| StoreError::Corrupt { what: "amount" })?,
+        trust,
     })
 }
 
-async fn count(conn: &mut PgConnection, tenant_id: TenantId, op_id: OperationId) -> Result<u32> {
-    let (n,): (i64,) =
-        sqlx::query_as("SELECT count(*) FROM approvals WHERE tenant_id = $1 AND op_id = $2")
-            .bind(tenant_id.as_uuid())
-            .bind(op_id.as_uuid())
-            .fetch_one(&mut *conn)
-            .await?;
-    Ok(u32::try_from(n).unwrap_or(u32::MAX))
+/// Refuses a decision whose signature does not verify against the trust statement, or whose
+/// decision is not the one asked for; a signature that does not verify is a security event.
+async fn verified(
+    tx: &mut PgConnection,
+    request: &Approve<'_>,
+    locked: &Locked,
+    want: Decision,
+) -> Result<Counted> {
+    let s = &request.statement;
+    if s.decision != want {
+        return Err(StoreError::ApprovalRefused(Refusal::OtherOperation {
+            key_id: s.approver_key_id,
+        }));
+    }
+    let facts = quorum::ApprovalFacts {
+        statement: *s,
+        signature: request.signature,
+    };
+    match quorum::check(&locked.trust, &locked.facts(s), &facts) {
+        Ok(counted) => Ok(counted),
+        Err(refusal) => {
+            if matches!(
+                refusal,
+                Refusal::BadSignature { .. } | Refusal::OtherOperation { .. }
+            ) {
+                record_security_event(
+                    tx,
+                    s.tenant_id,
+                    Some(s.operation_id),
+                    "APPROVAL_SIGNATURE_INVALID",
+                    Actor::Approvals,
+                    request.approver_id,
+                    "an approval statement's signature does not verify with the key it names",
+                )
+                .await?;
+            }
+            Err(StoreError::ApprovalRefused(refusal))
+        }
+    }
+}
+
+async fn insert_decision(tx: &mut PgConnection, request: &Approve<'_>) -> Result<DateTime<Utc>> {
+    let s = &request.statement;
+    let acknowledged: Vec<&str> = request.acknowledged.iter().map(|f| f.as_str()).collect();
+    let version = i64::try_from(s.policy_version).map_err(|_| StoreError::Corrupt {
+        what: "policy version",
+    })?;
+    let (at,): (DateTime<Utc>,) = sqlx::query_as(
+        "INSERT INTO approvals (tenant_id, op_id, approver_id, payload_hash, acknowledged_flags, \
+           approver_key_id, decision, policy_version, signature) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING created_at",
+    )
+    .bind(s.tenant_id.as_uuid())
+    .bind(s.operation_id.as_uuid())
+    .bind(request.approver_id)
+    .bind(s.payload_hash.as_bytes().as_slice())
+    .bind(&acknowledged)
+    .bind(s.approver_key_id.to_hex())
+    .bind(s.decision.as_str())
+    .bind(version)
+    .bind(request.signature)
+    .fetch_one(&mut *tx)
+    .await?;
+    Ok(at)
+}
+
+/// Distinct approver keys whose stored, signed approvals verify and count (rows that do not
+/// verify are left out here; the signer refuses them).
+async fn count(
+    conn: &mut PgConnection,
+    trust: &TrustStatement,
+    op: &OperationFacts<'_>,
+) -> Result<u32> {
+    let rows: Vec<StoredDecision> = decisions(conn, op.tenant_id, op.operation_id).await?;
+    let verified: Vec<_> = rows
+        .iter()
+        .filter_map(|r| r.facts(op.tenant_id, op.operation_id))
+        .filter(|f| quorum::check(trust, op, f).is_ok())
+        .collect();
+    Ok(match quorum::evaluate(trust, op, &verified) {
+        Ok(Verdict::Met { approvers, .. } | Verdict::Short { approvers, .. }) => approvers,
+        Ok(Verdict::Rejected { .. }) | Err(_) => 0,
+    })
+}
+
+async fn kyt_passed(
+    conn: &mut PgConnection,
+    tenant_id: TenantId,
+    op_id: OperationId,
+) -> Result<bool> {
+    let (passed,): (bool,) = sqlx::query_as(
+        "SELECT EXISTS (SELECT 1 FROM kyt_screenings \
+           WHERE tenant_id = $1 AND op_id = $2 AND result = 'PASS')",
+    )
+    .bind(tenant_id.as_uuid())
+    .bind(op_id.as_uuid())
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(passed)
 }
 
 /// Appends a security event in the caller's transaction. `detail` must be a fixed description.

@@ -41,6 +41,16 @@ pub enum StoreError {
         /// The flags still to acknowledge.
         flags: Vec<crate::operations::RiskFlag>,
     },
+    /// The tenant has no published trust statement.
+    #[error("the tenant has no trust statement")]
+    TrustMissing,
+    /// A signed decision does not verify or cannot count (see the refusal). Nothing changed
+    /// (a forged signature was recorded as a security event).
+    #[error(transparent)]
+    ApprovalRefused(#[from] opledger_domain::approval::Refusal),
+    /// The tenant's policy needs a recorded KYT pass before approvals count.
+    #[error("a KYT pass must be recorded before approvals count")]
+    KytPassRequired,
     /// The operation is no longer awaiting approval.
     #[error("operation is not awaiting approval (state {state:?})")]
     NotPending {

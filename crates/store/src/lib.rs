@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod operations;
 pub mod signing;
 pub mod transition;
+pub mod trust;
 
 pub use error::{Result, StoreError};
 

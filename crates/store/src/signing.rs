@@ -9,6 +9,7 @@
 use crate::approvals::record_security_event;
 use crate::operations::{Operation, OperationRow, operation_columns};
 use crate::transition::{LeaseGuard, TransitionRequest, transition_in};
+use crate::trust::{StoredDecision, StoredTrust, trust_from_row};
 use crate::{Result, Store, StoreError};
 use chrono::{DateTime, Utc};
 use opledger_domain::ids::{OperationId, TenantId};
@@ -114,8 +115,13 @@ pub struct SignClaim<'a> {
 pub struct SigningInput {
     /// The stored operation, payload fields included.
     pub operation: Operation,
-    /// The payload hash of every approval of this operation.
-    pub approved_hashes: Vec<PayloadHash>,
+    /// Every stored decision (approval or rejection) of this operation, as stored: claims whose
+    /// signatures the signer verifies.
+    pub decisions: Vec<StoredDecision>,
+    /// The tenant's newest trust statement, as stored.
+    pub trust: Option<StoredTrust>,
+    /// The newest trust statement version the signer accepted for the tenant before.
+    pub trust_seen: Option<u64>,
     /// The current lease owner, if any.
     pub lease_owner: Option<String>,
     /// True when there is no lease or it has expired.
@@ -175,7 +181,15 @@ struct SigningInputRow {
     operation: OperationRow,
     lease_owner: Option<String>,
     lease_expired: bool,
-    approved_hashes: Vec<Vec<u8>>,
+    a_key_ids: Vec<Option<String>>,
+    a_decisions: Vec<String>,
+    a_versions: Vec<Option<i64>>,
+    a_hashes: Vec<Vec<u8>>,
+    a_signatures: Vec<Option<Vec<u8>>>,
+    trust_version: Option<i64>,
+    trust_statement: Option<Vec<u8>>,
+    trust_signature: Option<Vec<u8>>,
+    trust_seen: Option<i64>,
 }
 
 const SELECT_ATTEMPTS: &str = "SELECT attempt, kind, network, chain_id, sender, nonce, tx_hash, \
@@ -191,14 +205,26 @@ impl Store {
         tenant_id: TenantId,
         op_id: OperationId,
     ) -> Result<Option<SigningInput>> {
-        // One round trip: the operation, its lease and the hash each approval named.
+        // One round trip: the operation, its lease, every stored decision, the tenant's newest
+        // trust statement and the newest version this signer accepted before.
         let row: Option<SigningInputRow> = sqlx::query_as(concat!(
             "SELECT ",
             operation_columns!(),
             ", o.lease_owner, coalesce(o.lease_expires_at <= now(), true) AS lease_expired, \
-             ARRAY(SELECT a.payload_hash FROM approvals a \
-               WHERE a.tenant_id = o.tenant_id AND a.op_id = o.op_id) AS approved_hashes \
+             d.a_key_ids, d.a_decisions, d.a_versions, d.a_hashes, d.a_signatures, \
+             t.version AS trust_version, t.statement AS trust_statement, \
+             t.signature AS trust_signature, sv.version AS trust_seen \
              FROM withdrawal_ops o JOIN withdrawal_payloads p USING (tenant_id, op_id) \
+             CROSS JOIN LATERAL (SELECT \
+                 coalesce(array_agg(a.approver_key_id ORDER BY a.created_at), '{}') AS a_key_ids, \
+                 coalesce(array_agg(a.decision ORDER BY a.created_at), '{}') AS a_decisions, \
+                 coalesce(array_agg(a.policy_version ORDER BY a.created_at), '{}') AS a_versions, \
+                 coalesce(array_agg(a.payload_hash ORDER BY a.created_at), '{}') AS a_hashes, \
+                 coalesce(array_agg(a.signature ORDER BY a.created_at), '{}') AS a_signatures \
+               FROM approvals a WHERE a.tenant_id = o.tenant_id AND a.op_id = o.op_id) d \
+             LEFT JOIN LATERAL (SELECT version, statement, signature FROM trust_statements ts \
+               WHERE ts.tenant_id = o.tenant_id ORDER BY version DESC LIMIT 1) t ON true \
+             LEFT JOIN signer_trust_versions sv ON sv.tenant_id = o.tenant_id \
              WHERE o.tenant_id = $1 AND o.op_id = $2"
         ))
         .bind(tenant_id.as_uuid())
@@ -208,20 +234,79 @@ impl Store {
         let Some(row) = row else {
             return Ok(None);
         };
-        let approved_hashes = row
-            .approved_hashes
-            .iter()
-            .map(|h| PayloadHash::try_from(h.as_slice()))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|_| StoreError::Corrupt {
-                what: "approval hash",
-            })?;
+        let corrupt = StoreError::Corrupt {
+            what: "approvals of the operation",
+        };
+        let n = row.a_decisions.len();
+        if [
+            row.a_key_ids.len(),
+            row.a_versions.len(),
+            row.a_hashes.len(),
+            row.a_signatures.len(),
+        ]
+        .iter()
+        .any(|&len| len != n)
+        {
+            return Err(corrupt);
+        }
+        let decisions = row
+            .a_key_ids
+            .into_iter()
+            .zip(row.a_decisions)
+            .zip(row.a_versions)
+            .zip(row.a_hashes)
+            .zip(row.a_signatures)
+            .map(
+                |((((approver_key_id, decision), policy_version), payload_hash), signature)| {
+                    StoredDecision {
+                        approver_key_id,
+                        decision,
+                        policy_version,
+                        payload_hash,
+                        signature,
+                    }
+                },
+            )
+            .collect();
+        let trust = match (row.trust_version, row.trust_statement, row.trust_signature) {
+            (Some(version), Some(statement), Some(signature)) => {
+                Some(trust_from_row((version, statement, signature))?)
+            }
+            _ => None,
+        };
+        let trust_seen =
+            row.trust_seen
+                .map(u64::try_from)
+                .transpose()
+                .map_err(|_| StoreError::Corrupt {
+                    what: "accepted trust version",
+                })?;
         Ok(Some(SigningInput {
             operation: row.operation.into_operation(tenant_id)?,
-            approved_hashes,
+            decisions,
+            trust,
+            trust_seen,
             lease_owner: row.lease_owner,
             lease_expired: row.lease_expired,
         }))
+    }
+
+    /// Records that the signer accepted `version` of the tenant's trust statement, so that an
+    /// older one is refused from now on, across restarts. Never lowers the recorded version.
+    pub async fn record_trust_seen(&self, tenant_id: TenantId, version: u64) -> Result<()> {
+        let version = i64::try_from(version).map_err(|_| StoreError::Corrupt {
+            what: "trust version",
+        })?;
+        sqlx::query(
+            "INSERT INTO signer_trust_versions (tenant_id, version) VALUES ($1, $2) \
+             ON CONFLICT (tenant_id) DO UPDATE SET version = excluded.version \
+             WHERE signer_trust_versions.version < excluded.version",
+        )
+        .bind(tenant_id.as_uuid())
+        .bind(version)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
     }
 
     /// Every attempt of the operation, oldest first.

@@ -19,6 +19,7 @@ mod child;
 mod database;
 mod proxy;
 mod token;
+pub mod trust;
 
 pub use anvil::{
     ANVIL_BIN_ENV, Anvil, AnvilOptions, DEV_KEYS, RpcCallError, RpcError, TxpoolStatus,

@@ -1,19 +1,22 @@
 //! The `ApprovalsService` gRPC handlers: authenticate, convert at the edge, call the store.
 
-use opledger_domain::amount::Amount;
-use opledger_domain::ids::OperationId;
+use opledger_domain::approval::{ApprovalStatement, Decision, Refusal};
+use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::payload::AssetCode;
-use opledger_domain::policy::{ApprovalPolicy, ApprovalRule};
+use opledger_domain::policy::ApprovalPolicy;
 use opledger_grpc::status::invalid_field;
-use opledger_grpc::{Authenticator, convert, store_status, telemetry};
+use opledger_grpc::{
+    Authenticator, ErrorReason, approval_refusal_status, convert, error_status, store_status,
+    telemetry,
+};
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::approvals_service_server::ApprovalsService;
 use opledger_store::Store;
-use opledger_store::approvals::Approve;
+use opledger_store::approvals::{Approve, AssetPolicy};
 use opledger_store::keys::Role;
 use std::collections::HashMap;
 use std::sync::Arc;
-use tonic::{Request, Response, Status};
+use tonic::{Code, Request, Response, Status};
 
 const DEFAULT_PAGE_SIZE: u32 = 50;
 const MAX_PAGE_SIZE: u32 = 500;
@@ -33,14 +36,58 @@ impl ApprovalsApi {
     }
 }
 
+/// Decodes the signed statement of a request and checks it is about this tenant, withdrawal and
+/// decision (the signature itself is verified by the store against the trust statement, under
+/// the operation's row lock).
+fn signed_statement(
+    tenant: TenantId,
+    op_id: OperationId,
+    decision: Decision,
+    bytes: &[u8],
+    signature: &[u8],
+) -> Result<ApprovalStatement, Status> {
+    if bytes.is_empty() {
+        return Err(invalid_field(
+            "approval_statement",
+            "is required: the canonical approval statement the approver signed",
+        ));
+    }
+    if signature.len() != 64 {
+        return Err(invalid_field(
+            "signature",
+            "must be a 64-byte Ed25519 signature",
+        ));
+    }
+    let statement = ApprovalStatement::decode(bytes).map_err(|e| {
+        error_status(
+            Code::FailedPrecondition,
+            ErrorReason::ApprovalSignatureInvalid,
+            format!("approval_statement is not a canonical approval statement: {e}"),
+            &[],
+        )
+    })?;
+    if statement.tenant_id != tenant
+        || statement.operation_id != op_id
+        || statement.decision != decision
+    {
+        return Err(approval_refusal_status(Refusal::OtherOperation {
+            key_id: statement.approver_key_id,
+        }));
+    }
+    Ok(statement)
+}
+
 fn asset(raw: &str) -> Result<AssetCode, Status> {
     AssetCode::parse(raw).map_err(|e| invalid_field("asset", &e.to_string()))
 }
 
-fn policy_to_wire(asset: &AssetCode, policy: &ApprovalPolicy) -> pb::ApprovalPolicy {
+fn policy_to_wire(asset: &AssetCode, p: &AssetPolicy) -> pb::ApprovalPolicy {
     pb::ApprovalPolicy {
         asset: asset.as_str().to_owned(),
-        rules: policy
+        policy_version: p.version,
+        kyt_pass_required: p.kyt_pass_required,
+        rules: p
+            .policy
             .rules()
             .iter()
             .map(|r| pb::ApprovalRule {
@@ -80,15 +127,16 @@ impl ApprovalsService for ApprovalsApi {
         let more = pending.len() > limit as usize;
         pending.truncate(limit as usize);
         let mut policies: HashMap<String, ApprovalPolicy> = HashMap::new();
+        let trust = match self.store.trust_statement(caller.tenant_id).await {
+            Ok(Some(stored)) => Some(stored.decode().map_err(store_status)?),
+            Ok(None) => None,
+            Err(e) => return Err(store_status(e)),
+        };
         let mut out = Vec::with_capacity(pending.len());
         for p in &pending {
             let asset = &p.operation.payload.asset;
             if !policies.contains_key(asset.as_str()) {
-                let policy = self
-                    .store
-                    .approval_policy(caller.tenant_id, asset)
-                    .await
-                    .map_err(store_status)?;
+                let policy = trust.as_ref().map(|t| t.policy(asset)).unwrap_or_default();
                 policies.insert(asset.as_str().to_owned(), policy);
             }
             let required = policies
@@ -129,7 +177,13 @@ impl ApprovalsService for ApprovalsApi {
                 stored.as_deref(),
             );
         }
-        let payload_hash = convert::payload_hash("payload_hash", &body.payload_hash)?;
+        let statement = signed_statement(
+            caller.tenant_id,
+            op_id,
+            Decision::Approve,
+            &body.approval_statement,
+            &body.signature,
+        )?;
         let acknowledged = body
             .acknowledged_risk_flags
             .iter()
@@ -138,10 +192,9 @@ impl ApprovalsService for ApprovalsApi {
         let approved = self
             .store
             .approve(&Approve {
-                tenant_id: caller.tenant_id,
-                op_id,
                 approver_id: &caller.key_id,
-                payload_hash,
+                statement,
+                signature: &body.signature,
                 acknowledged: &acknowledged,
             })
             .await
@@ -182,46 +235,29 @@ impl ApprovalsService for ApprovalsApi {
                 "must be 1 to 200 printable characters",
             ));
         }
+        let statement = signed_statement(
+            caller.tenant_id,
+            op_id,
+            Decision::Reject,
+            &body.approval_statement,
+            &body.signature,
+        )?;
         self.store
-            .reject(caller.tenant_id, op_id, &caller.key_id, reason)
+            .reject(
+                &Approve {
+                    approver_id: &caller.key_id,
+                    statement,
+                    signature: &body.signature,
+                    acknowledged: &[],
+                },
+                reason,
+            )
             .await
             .map_err(store_status)?;
         tracing::info!(%op_id, "withdrawal rejected, hold released");
         Ok(Response::new(pb::RejectWithdrawalResponse {
             state: pb::WithdrawalState::Rejected as i32,
         }))
-    }
-
-    async fn set_approval_policy(
-        &self,
-        request: Request<pb::SetApprovalPolicyRequest>,
-    ) -> Result<Response<pb::ApprovalPolicy>, Status> {
-        let caller = self.auth.authorize(&request, &[Role::Operator]).await?;
-        let body = request.into_inner();
-        let asset = asset(&body.asset)?;
-        let rules = body
-            .rules
-            .iter()
-            .map(|r| {
-                Ok(ApprovalRule {
-                    min_amount: Amount::parse(&r.min_amount)
-                        .map_err(|e| invalid_field("rules.min_amount", &e.to_string()))?,
-                    required_approvals: r.required_approvals,
-                })
-            })
-            .collect::<Result<Vec<_>, Status>>()?;
-        let policy =
-            ApprovalPolicy::new(rules).map_err(|e| invalid_field("rules", &e.to_string()))?;
-        self.store
-            .set_approval_policy(caller.tenant_id, &asset, &policy)
-            .await
-            .map_err(store_status)?;
-        tracing::info!(
-            asset = asset.as_str(),
-            rules = policy.rules().len(),
-            "approval policy set"
-        );
-        Ok(Response::new(policy_to_wire(&asset, &policy)))
     }
 
     async fn get_approval_policy(

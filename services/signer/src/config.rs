@@ -37,6 +37,30 @@ pub struct Config {
     /// TLS on the gRPC port; with `client_ca`, mutual TLS (recommended in production).
     #[serde(default)]
     pub tls: Option<TlsConfig>,
+    /// The trust root of each tenant: the administrator public keys whose signature makes a
+    /// trust statement (approver registry and approval policy) valid. Never read from the
+    /// database; every tenant with a wallet needs one.
+    #[serde(default)]
+    pub trust_roots: Vec<TrustRootConfig>,
+}
+
+/// One tenant's pinned administrator keys.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrustRootConfig {
+    /// The tenant (UUID).
+    pub tenant_id: String,
+    /// Ed25519 public keys (64 hex digits each) of the tenant's administrators: a trust statement
+    /// signed by any of them is accepted.
+    pub admin_public_keys: Vec<String>,
+    /// The lowest trust statement version accepted (refuses a rollback to an older statement
+    /// even on a fresh database); 1 when absent.
+    #[serde(default = "one")]
+    pub min_version: u64,
+}
+
+fn one() -> u64 {
+    1
 }
 
 /// The signer's TLS identity and, for mutual TLS, the CA that issues its callers' certificates.
@@ -113,6 +137,7 @@ impl Default for Config {
             networks: BTreeMap::new(),
             wallets: Vec::new(),
             tls: None,
+            trust_roots: Vec::new(),
         }
     }
 }
@@ -156,7 +181,42 @@ impl Config {
                 }
             }
         }
+        let mut rooted = std::collections::BTreeSet::new();
+        for root in &self.trust_roots {
+            if root.tenant_id.parse::<uuid::Uuid>().is_err() {
+                return invalid("trust_roots.tenant_id", "must be a tenant UUID");
+            }
+            if !rooted.insert(root.tenant_id.to_ascii_lowercase()) {
+                return invalid("trust_roots.tenant_id", "names a tenant twice");
+            }
+            if root.admin_public_keys.is_empty() {
+                return invalid(
+                    "trust_roots.admin_public_keys",
+                    "must name at least one key",
+                );
+            }
+            if root.admin_public_keys.iter().any(|k| {
+                hex::decode(k)
+                    .ok()
+                    .and_then(|b| opledger_domain::approval::verifying_key(&b).ok())
+                    .is_none()
+            }) {
+                return invalid(
+                    "trust_roots.admin_public_keys",
+                    "entries must be Ed25519 public keys (64 hex digits)",
+                );
+            }
+            if root.min_version == 0 {
+                return invalid("trust_roots.min_version", "must be at least 1");
+            }
+        }
         for wallet in &self.wallets {
+            if !rooted.contains(&wallet.tenant_id.to_ascii_lowercase()) {
+                return invalid(
+                    "wallets.tenant_id",
+                    "names a tenant without a trust root: add its [[trust_roots]] entry",
+                );
+            }
             if !self.networks.contains_key(&wallet.network) {
                 return invalid("wallets.network", "names a network that is not configured");
             }

@@ -11,6 +11,7 @@ mod batch;
 pub mod config;
 mod service;
 pub mod signing;
+pub mod trust;
 pub mod wallets;
 
 pub use config::Config;

@@ -122,6 +122,12 @@ pub fn signer_status(error: SignerError) -> Status {
             error.to_string(),
             &[("state", state.as_str())],
         ),
+        SignerError::ApprovalsNotVerified(why) => error_status(
+            Code::FailedPrecondition,
+            ErrorReason::ApprovalsNotVerified,
+            error.to_string(),
+            &[("why", why.event_kind())],
+        ),
         SignerError::FeeCapExceeded => error_status(
             Code::FailedPrecondition,
             ErrorReason::FeeCapExceeded,

@@ -3,6 +3,7 @@
 
 use crate::batch::{Job, Lanes};
 use crate::config::{Config, NetworkConfig};
+use crate::trust::TrustRoots;
 use crate::wallets::{Wallet, Wallets};
 use alloy_primitives::{Address, U256};
 use opledger_domain::ids::{OperationId, TenantId};
@@ -25,6 +26,10 @@ pub enum SignerError {
     /// security event; nothing was signed.
     #[error("payload hash recomputed from the stored fields does not match the approved hash")]
     HashMismatch,
+    /// The approvals could not be verified against the tenant's pinned trust root. Recorded as
+    /// a security event; nothing was signed.
+    #[error("approvals not verified: {0}")]
+    ApprovalsNotVerified(#[from] crate::trust::Unverified),
     /// The operation is not APPROVED (or is claimed by a live lease: `retry`).
     #[error("withdrawal is not signable in state {}", state.as_str())]
     NotSignable {
@@ -61,6 +66,7 @@ pub struct Signer {
     config: Arc<Config>,
     wallets: Arc<Wallets>,
     lanes: Lanes,
+    trust: TrustRoots,
 }
 
 /// A signed attempt and whether an earlier call had already persisted it.
@@ -77,6 +83,7 @@ impl Signer {
     pub fn new(store: Store, config: Arc<Config>, wallets: Arc<Wallets>) -> Signer {
         Signer {
             lanes: Lanes::new(store.clone()),
+            trust: TrustRoots::from_config(&config),
             store,
             config,
             wallets,
@@ -109,6 +116,7 @@ impl Signer {
             };
         }
         self.verify(tenant, op, &input).await?;
+        self.verify_approvals(tenant, op, &input).await?;
         let (wallet, request) = self.plan(tenant, &input.operation.payload)?;
         let owner = format!(
             "{}:{}",
@@ -129,7 +137,11 @@ impl Signer {
             .signing_input(tenant, op)
             .await?
             .ok_or(SignerError::NotFound)?;
-        if let Err(e) = self.verify(tenant, op, &under_claim).await {
+        let verified = match self.verify(tenant, op, &under_claim).await {
+            Ok(()) => self.verify_approvals(tenant, op, &under_claim).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = verified {
             self.store
                 .release_claim(tenant, op, Some(&owner), &owner, "verification failed")
                 .await?;
@@ -231,7 +243,7 @@ impl Signer {
     }
 
     /// Recomputes the payload hash from the stored fields; it must equal the stored hash and the
-    /// hash of every approval (and there must be at least one approval).
+    /// hash every stored decision names (and there must be at least one decision).
     async fn verify(
         &self,
         tenant: TenantId,
@@ -239,8 +251,11 @@ impl Signer {
         input: &SigningInput,
     ) -> Result<(), SignerError> {
         let recomputed = input.operation.payload.hash();
-        let approved = !input.approved_hashes.is_empty()
-            && input.approved_hashes.iter().all(|h| *h == recomputed);
+        let approved = !input.decisions.is_empty()
+            && input
+                .decisions
+                .iter()
+                .all(|d| d.payload_hash.as_slice() == recomputed.as_bytes().as_slice());
         if recomputed == input.operation.payload_hash && approved {
             return Ok(());
         }
@@ -256,6 +271,39 @@ impl Signer {
             .await?;
         tracing::error!(%op, "refused to sign: recomputed payload hash does not match");
         Err(SignerError::HashMismatch)
+    }
+
+    /// Verifies every stored decision of the operation against the tenant's trust statement,
+    /// itself verified against the administrator keys pinned in this signer's configuration, and
+    /// evaluates the signed policy. Anything short is a security event and a refusal.
+    async fn verify_approvals(
+        &self,
+        tenant: TenantId,
+        op: OperationId,
+        input: &SigningInput,
+    ) -> Result<(), SignerError> {
+        match self.trust.verify(tenant, op, input) {
+            Ok(approval) => {
+                if let Some(version) = approval.newly_accepted {
+                    self.store.record_trust_seen(tenant, version).await?;
+                }
+                Ok(())
+            }
+            Err(unverified) => {
+                self.store
+                    .record_security_event(
+                        tenant,
+                        op,
+                        unverified.event_kind(),
+                        Actor::Signer,
+                        &self.config.instance_id,
+                        "approvals do not verify against the tenant's pinned trust root",
+                    )
+                    .await?;
+                tracing::error!(%op, reason = %unverified, "refused to sign: approvals not verified");
+                Err(unverified.into())
+            }
+        }
     }
 
     async fn claim(

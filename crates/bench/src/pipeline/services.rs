@@ -147,6 +147,7 @@ pub async fn start(
     app_url: &str,
     signer_url: &str,
     wallets: Wallets,
+    trust_roots: Vec<opledger_signer::config::TrustRootConfig>,
     rpc_url: &str,
     settings: &Settings,
 ) -> anyhow::Result<Services> {
@@ -188,6 +189,7 @@ pub async fn start(
         instance_id: "bench-signer".into(),
         db_max_connections: settings.signer_connections,
         networks: BTreeMap::from([(NETWORK.to_owned(), network())]),
+        trust_roots,
         ..opledger_signer::Config::default()
     };
     let store = connect(signer_url, settings.signer_connections, "signer").await?;

@@ -81,6 +81,7 @@ pub(super) async fn new_sender(
         .create_api_key(tenant, Role::Approver, "bench")
         .await
         .map_err(store_err)?;
+    let trust = crate::trust::publish(store, tenant).await?;
     let asset = AssetCode::parse("ETH")?;
     for i in 0..ACCOUNTS {
         let key = IdempotencyKey::parse(&uuid::Uuid::new_v4().to_string())?;
@@ -106,6 +107,7 @@ pub(super) async fn new_sender(
         tenant,
         client_key_id: client.key_id.clone(),
         approver_key_id: approver.key_id.clone(),
+        trust,
         address,
     })
 }
@@ -175,12 +177,12 @@ pub(super) async fn approved_withdrawal(
         .map_err(store_err)?;
     anyhow::ensure!(!created.replayed, "a fresh key was replayed");
     let op = created.operation;
+    let (statement, signature) = sender.trust.approval(op.op_id, op.payload_hash)?;
     let approved = store
         .approve(&Approve {
-            tenant_id: sender.tenant,
-            op_id: op.op_id,
             approver_id: &sender.approver_key_id,
-            payload_hash: op.payload_hash,
+            statement,
+            signature: &signature,
             acknowledged: &op.risk_flags,
         })
         .await

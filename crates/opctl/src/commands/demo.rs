@@ -18,6 +18,9 @@ pub async fn demo(session: Session, out: &Output, args: &DemoArgs) -> Result<Don
     let (header, trace_id) = traceparent();
     let client = session.with_traceparent(&header)?;
     let approver = client.with_key(&args.approver_key)?;
+    // Checked before anything is created: a demo without a usable signing key would leave a
+    // REQUESTED withdrawal (and its hold) behind.
+    approvals::signing_key(&args.signing)?;
     out.note(&format!("trace id {trace_id}"));
     // A few wei of jitter: the same destination and amount twice within the risk window would
     // (rightly) be flagged for an explicit acknowledgement.
@@ -45,6 +48,7 @@ pub async fn demo(session: Session, out: &Output, args: &DemoArgs) -> Result<Don
             id: created.clone(),
             ack_risk: false,
             payload_hash: None,
+            signing: args.signing.clone(),
         },
     )
     .await?;

@@ -15,6 +15,10 @@ use crate::output::Output;
 
 /// Runs the parsed command line.
 pub async fn run(cli: &Cli, out: &Output) -> Result<Done, Failure> {
+    if let Command::Approver { command } = &cli.command {
+        // Local only: no service, no API key.
+        return approvals::approver(out, command);
+    }
     let session = Session::new(&cli.global)?;
     match &cli.command {
         Command::Create(args) => withdrawals::create(&session, out, args).await,
@@ -24,7 +28,9 @@ pub async fn run(cli: &Cli, out: &Output) -> Result<Done, Failure> {
             withdrawals::balance(&session, out, account, asset).await
         }
         Command::Approve(args) => approvals::approve(&session, out, args).await,
-        Command::Reject { id, reason } => approvals::reject(&session, out, id, reason).await,
+        Command::Reject(args) => approvals::reject(&session, out, args).await,
+        Command::Policy { asset } => approvals::policy(&session, out, asset).await,
+        Command::Approver { command } => approvals::approver(out, command),
         Command::Watch(args) => watch::watch(&session, out, args).await,
         Command::Demo(args) => demo::demo(session, out, args).await,
         Command::Unresolved { page_size } => {

@@ -1,0 +1,464 @@
+//! `opledger-admin trust ...`: tenant administrator keys and the signed trust statements (approver
+//! registry and approval policy) the signer checks against the administrator key it pins.
+//!
+//! Key files hold an Ed25519 seed as 64 hex digits on one line, created with mode 0600 and never
+//! overwritten (the same format as `opctl approver keygen`).
+
+use anyhow::Context;
+use opledger_domain::amount::Amount;
+use opledger_domain::approval::{
+    AutomatedApprover, KeyId, KeyKind, RegisteredKey, SigningKey, TrustParts, TrustStatement,
+    verifying_key,
+};
+use opledger_domain::ids::TenantId;
+use opledger_domain::payload::AssetCode;
+use opledger_domain::policy::ApprovalRule;
+use opledger_store::Store;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use zeroize::Zeroizing;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum TrustCommand {
+    /// Writes a new Ed25519 administrator key to a new file (mode 0600) and prints its public key
+    /// (pin it in the signer's `[[trust_roots]]`) and key id.
+    Keygen {
+        /// The key file to create (never overwritten).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Builds a trust statement, signs it with the administrator key and publishes it as the
+    /// tenant's next version. Every statement is complete: list every active key and rule.
+    Publish(PublishArgs),
+    /// Prints the tenant's newest trust statement, decoded (the signature is checked by the
+    /// signer against its pinned keys, not here).
+    Show {
+        /// The tenant's name or id.
+        #[arg(long)]
+        tenant: String,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PublishArgs {
+    /// The tenant's name or id.
+    #[arg(long)]
+    tenant: String,
+    /// The administrator key file (its public key must be pinned in the signer's config).
+    #[arg(long)]
+    admin_key_file: PathBuf,
+    /// The version to publish (default: the newest published plus one, or 1).
+    #[arg(long)]
+    version: Option<u64>,
+    /// An approver's Ed25519 public key (64 hex digits); repeat for each approver.
+    #[arg(long = "approver", value_name = "PUBHEX", required = true)]
+    approvers: Vec<String>,
+    /// A service (automated approver) public key (64 hex digits); repeatable.
+    #[arg(long = "service", value_name = "PUBHEX")]
+    services: Vec<String>,
+    /// A revoked key id (32 hex digits); repeatable. Revoked keys never count again.
+    #[arg(long = "revoke", value_name = "KEYID")]
+    revoked: Vec<String>,
+    /// A rule: withdrawals of ASSET from MIN_AMOUNT (minimal units) on need REQUIRED distinct
+    /// approvers (1 to 10); repeatable. An asset with rules needs one at MIN_AMOUNT 0; an asset
+    /// without rules needs one approver.
+    #[arg(long = "rule", value_name = "ASSET:MIN_AMOUNT:REQUIRED")]
+    rules: Vec<String>,
+    /// An automated approver: the SERVICE key KEYID counts as one approver of ASSET for amounts
+    /// strictly below BELOW; repeatable.
+    #[arg(long = "automated", value_name = "ASSET:KEYID:BELOW")]
+    automated: Vec<String>,
+    /// An asset whose withdrawals need a recorded KYT pass before approvals count; repeatable.
+    #[arg(long = "kyt-required", value_name = "ASSET")]
+    kyt_required: Vec<String>,
+}
+
+/// A new key from the operating system's random source, written to `path` (mode 0600, never
+/// overwriting).
+pub fn generate_key(path: &Path) -> anyhow::Result<SigningKey> {
+    use rand::RngCore;
+    let mut seed = Zeroizing::new([0_u8; 32]);
+    rand::rng().fill_bytes(seed.as_mut());
+    let key = SigningKey::from_bytes(&seed);
+    let text = Zeroizing::new(format!("{}\n", hex::encode(seed.as_ref())));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            anyhow::anyhow!(
+                "{} exists: refusing to overwrite a key file",
+                path.display()
+            )
+        } else {
+            anyhow::anyhow!("cannot create {}: {e}", path.display())
+        }
+    })?;
+    file.write_all(text.as_bytes())
+        .and_then(|()| file.sync_all())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(key)
+}
+
+/// Reads a key file (64 hex digits; the error never quotes the content).
+pub fn read_key(path: &Path) -> anyhow::Result<SigningKey> {
+    let text = Zeroizing::new(
+        std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the key file {}", path.display()))?,
+    );
+    let digits = text.trim();
+    let digits = digits.strip_prefix("0x").unwrap_or(digits);
+    let mut seed = Zeroizing::new([0_u8; 32]);
+    hex::decode_to_slice(digits, seed.as_mut()).map_err(|_| {
+        anyhow::anyhow!(
+            "{}: a key file holds 64 hex digits (the Ed25519 seed)",
+            path.display()
+        )
+    })?;
+    Ok(SigningKey::from_bytes(&seed))
+}
+
+fn public_hex(key: &SigningKey) -> String {
+    hex::encode(key.verifying_key().as_bytes())
+}
+
+fn public_key(flag: &str, text: &str) -> anyhow::Result<RegisteredKey> {
+    let bytes = hex::decode(text.trim())
+        .map_err(|_| anyhow::anyhow!("{flag} {text}: expected 64 hex digits"))?;
+    let key = verifying_key(&bytes)
+        .map_err(|_| anyhow::anyhow!("{flag} {text}: not a valid Ed25519 public key"))?;
+    Ok(RegisteredKey::new(
+        key,
+        if flag == "--service" {
+            KeyKind::Service
+        } else {
+            KeyKind::Approver
+        },
+    ))
+}
+
+fn asset(flag: &str, text: &str) -> anyhow::Result<AssetCode> {
+    AssetCode::parse(text).map_err(|e| anyhow::anyhow!("{flag} {text}: asset: {e}"))
+}
+
+fn three<'a>(flag: &str, text: &'a str, form: &str) -> anyhow::Result<[&'a str; 3]> {
+    let parts: Vec<&str> = text.split(':').collect();
+    parts
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("{flag} {text}: expected {form}"))
+}
+
+/// The trust parts the flags describe.
+pub fn parts(args: &PublishArgs) -> anyhow::Result<TrustParts> {
+    let mut parts = TrustParts::default();
+    for text in &args.approvers {
+        parts.keys.push(public_key("--approver", text)?);
+    }
+    for text in &args.services {
+        parts.keys.push(public_key("--service", text)?);
+    }
+    for text in &args.revoked {
+        parts.revoked.push(
+            KeyId::parse(text.trim())
+                .map_err(|_| anyhow::anyhow!("--revoke {text}: expected a 32-hex-digit key id"))?,
+        );
+    }
+    for text in &args.rules {
+        let [a, min, required] = three("--rule", text, "ASSET:MIN_AMOUNT:REQUIRED")?;
+        parts.rules.push((
+            asset("--rule", a)?,
+            ApprovalRule {
+                min_amount: Amount::parse(min)
+                    .map_err(|e| anyhow::anyhow!("--rule {text}: min amount: {e}"))?,
+                required_approvals: required
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("--rule {text}: required approvals: 1 to 10"))?,
+            },
+        ));
+    }
+    for text in &args.automated {
+        let [a, key_id, below] = three("--automated", text, "ASSET:KEYID:BELOW")?;
+        parts.automated.push(AutomatedApprover {
+            asset: asset("--automated", a)?,
+            key_id: KeyId::parse(key_id)
+                .map_err(|_| anyhow::anyhow!("--automated {text}: expected a key id"))?,
+            below: Amount::parse(below)
+                .map_err(|e| anyhow::anyhow!("--automated {text}: below: {e}"))?,
+        });
+    }
+    for text in &args.kyt_required {
+        parts.kyt_required.push(asset("--kyt-required", text)?);
+    }
+    Ok(parts)
+}
+
+async fn tenant_id(store: &Store, tenant: &str) -> anyhow::Result<TenantId> {
+    if let Ok(id) = tenant.parse::<TenantId>() {
+        return Ok(id);
+    }
+    store
+        .tenant_by_name(tenant)
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", e.log_safe()))?
+        .context("no such tenant")
+}
+
+/// The statement as JSON and as text.
+fn describe(statement: &TrustStatement) -> (String, serde_json::Value) {
+    let keys: Vec<_> = statement
+        .keys()
+        .map(|k| {
+            serde_json::json!({
+                "key_id": k.key_id.to_hex(),
+                "public_key": hex::encode(k.public_key.as_bytes()),
+                "kind": k.kind.as_str(),
+            })
+        })
+        .collect();
+    let revoked: Vec<String> = statement.revoked().iter().map(KeyId::to_hex).collect();
+    let mut rules = Vec::new();
+    for (asset, policy) in statement.policies() {
+        for r in policy.rules() {
+            rules.push(serde_json::json!({
+                "asset": asset,
+                "min_amount": r.min_amount.to_string(),
+                "required_approvals": r.required_approvals,
+            }));
+        }
+    }
+    let automated: Vec<_> = statement
+        .automated()
+        .iter()
+        .map(|a| {
+            serde_json::json!({
+                "asset": a.asset.as_str(),
+                "key_id": a.key_id.to_hex(),
+                "below": a.below.to_string(),
+            })
+        })
+        .collect();
+    let kyt: Vec<&str> = statement
+        .kyt_required_assets()
+        .iter()
+        .map(AssetCode::as_str)
+        .collect();
+    let mut text = format!(
+        "tenant     {}\nversion    {}\n",
+        statement.tenant_id(),
+        statement.version()
+    );
+    for k in statement.keys() {
+        text.push_str(&format!(
+            "key        {} {:<8} {}\n",
+            k.key_id,
+            k.kind.as_str(),
+            hex::encode(k.public_key.as_bytes())
+        ));
+    }
+    for id in &revoked {
+        text.push_str(&format!("revoked    {id}\n"));
+    }
+    if rules.is_empty() {
+        text.push_str("rules      none (1 approver for every asset and amount)\n");
+    }
+    for (asset, policy) in statement.policies() {
+        for r in policy.rules() {
+            text.push_str(&format!(
+                "rule       {asset} from {} needs {}\n",
+                r.min_amount, r.required_approvals
+            ));
+        }
+    }
+    for a in statement.automated() {
+        text.push_str(&format!(
+            "automated  {} key {} below {}\n",
+            a.asset.as_str(),
+            a.key_id,
+            a.below
+        ));
+    }
+    for asset in &kyt {
+        text.push_str(&format!("kyt pass   {asset}\n"));
+    }
+    let value = serde_json::json!({
+        "tenant_id": statement.tenant_id().to_string(),
+        "version": statement.version(),
+        "keys": keys,
+        "revoked": revoked,
+        "rules": rules,
+        "automated": automated,
+        "kyt_required": kyt,
+    });
+    (text.trim_end().to_owned(), value)
+}
+
+/// `trust keygen`, which needs no database.
+pub fn keygen(out: &Path, json: bool) -> anyhow::Result<()> {
+    let key = generate_key(out)?;
+    let public = public_hex(&key);
+    let key_id = KeyId::of(&key.verifying_key());
+    crate::print(
+        json,
+        &format!(
+            "key file    {} (mode 0600; keep it offline when not publishing)\npublic key  {public}\n\
+             key id      {key_id}",
+            out.display()
+        ),
+        serde_json::json!({ "key_file": out.display().to_string(), "public_key": public, "key_id": key_id.to_hex() }),
+    );
+    Ok(())
+}
+
+/// `trust publish` and `trust show`.
+pub async fn run(store: &Store, command: TrustCommand, json: bool) -> anyhow::Result<()> {
+    match command {
+        TrustCommand::Keygen { out } => keygen(&out, json)?,
+        TrustCommand::Publish(args) => {
+            let admin = read_key(&args.admin_key_file)?;
+            let tenant = tenant_id(store, &args.tenant).await?;
+            let newest = store
+                .trust_statement(tenant)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", e.log_safe()))?
+                .map_or(0, |t| t.version);
+            let version = match args.version {
+                Some(v) => {
+                    anyhow::ensure!(
+                        v > newest,
+                        "--version {v}: the newest published version is {newest}; a new \
+                         statement needs a higher one"
+                    );
+                    v
+                }
+                None => newest + 1,
+            };
+            let statement = TrustStatement::new(tenant, version, parts(&args)?)
+                .map_err(|e| anyhow::anyhow!("the trust statement is refused: {e}"))?;
+            let bytes = statement.canonical_bytes();
+            let signature = statement.sign(&admin);
+            // What the signer will do with its pinned key: refuse to publish what would not verify.
+            TrustStatement::verify_signed(&bytes, &signature, tenant, &[admin.verifying_key()])
+                .map_err(|e| anyhow::anyhow!("the signed statement does not verify: {e}"))?;
+            let published = store
+                .publish_trust_statement(tenant, &bytes, &signature.to_bytes())
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!("cannot publish the trust statement: {}", e.log_safe())
+                })?;
+            let admin_public = public_hex(&admin);
+            let (text, mut value) = describe(&statement);
+            value["admin_public_key"] = serde_json::Value::String(admin_public.clone());
+            crate::print(
+                json,
+                &format!(
+                    "published version {published}\nadmin key  {admin_public} (the signer must \
+                     pin it in [[trust_roots]])\n{text}"
+                ),
+                value,
+            );
+        }
+        TrustCommand::Show { tenant } => {
+            let tenant = tenant_id(store, &tenant).await?;
+            let stored = store
+                .trust_statement(tenant)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", e.log_safe()))?
+                .context("the tenant has no published trust statement")?;
+            let statement = stored
+                .decode()
+                .map_err(|e| anyhow::anyhow!("{}", e.log_safe()))?;
+            let (text, value) = describe(&statement);
+            crate::print(json, &text, value);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    struct Wrap {
+        #[command(flatten)]
+        args: PublishArgs,
+    }
+
+    #[test]
+    fn flags_build_a_canonical_statement() {
+        let approver = SigningKey::from_bytes(&[1; 32]);
+        let service = SigningKey::from_bytes(&[2; 32]);
+        let service_id = KeyId::of(&service.verifying_key());
+        let w = Wrap::try_parse_from([
+            "x",
+            "--tenant",
+            "demo",
+            "--admin-key-file",
+            "k",
+            "--approver",
+            &public_hex(&approver),
+            "--service",
+            &public_hex(&service),
+            "--rule",
+            "ETH:0:1",
+            "--rule",
+            "ETH:1000:2",
+            "--automated",
+            &format!("ETH:{service_id}:500"),
+            "--kyt-required",
+            "ETH",
+        ])
+        .expect("parses");
+        let statement =
+            TrustStatement::new(TenantId::new(), 1, parts(&w.args).expect("parts")).expect("valid");
+        let decoded = TrustStatement::decode(&statement.canonical_bytes()).expect("canonical");
+        assert_eq!(decoded.keys().count(), 2);
+        assert_eq!(decoded.automated().len(), 1);
+        let (text, value) = describe(&decoded);
+        assert!(text.contains("rule       ETH from 1000 needs 2"), "{text}");
+        assert_eq!(value["kyt_required"][0], "ETH");
+        for bad in [
+            ["--rule", "ETH:0"],
+            ["--rule", "eth:0:1"],
+            ["--approver", "00"],
+            ["--revoke", "xyz"],
+        ] {
+            let mut argv = vec![
+                "x",
+                "--tenant",
+                "demo",
+                "--admin-key-file",
+                "k",
+                "--approver",
+            ];
+            let pk = public_hex(&approver);
+            argv.push(&pk);
+            argv.extend(bad);
+            let w = Wrap::try_parse_from(argv).expect("parses");
+            assert!(parts(&w.args).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn key_files_are_private_and_never_overwritten() {
+        let dir = std::env::temp_dir().join(format!("admin-trust-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("admin.key");
+        let _ = std::fs::remove_file(&path);
+        let key = generate_key(&path).expect("new");
+        assert_eq!(read_key(&path).expect("reads").to_bytes(), key.to_bytes());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).expect("meta").permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        assert!(generate_key(&path).is_err());
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+}

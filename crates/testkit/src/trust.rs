@@ -1,0 +1,138 @@
+//! Test trust material: deterministic administrator and approver Ed25519 keys per tenant (derived
+//! from the tenant id, so a test's signer can pin the administrator key without plumbing), trust
+//! statements, and signed approval statements. Test-only: the seeds are public.
+
+use opledger_domain::approval::{
+    ApprovalStatement, Decision, KeyId, KeyKind, RegisteredKey, SigningKey, TrustParts,
+    TrustStatement,
+};
+use opledger_domain::ids::{OperationId, TenantId};
+use opledger_domain::payload::PayloadHash;
+use opledger_store::Store;
+use sha2::{Digest, Sha256};
+
+/// Approver keys registered by [`publish_default`] (indexes 0 to this minus one).
+pub const DEFAULT_APPROVERS: u8 = 4;
+
+fn derived(label: &str, tenant: TenantId, index: u8) -> SigningKey {
+    let seed: [u8; 32] =
+        Sha256::digest(format!("opledger test {label} key {tenant} {index}")).into();
+    SigningKey::from_bytes(&seed)
+}
+
+/// The tenant's administrator key (signs trust statements; its public half is pinned).
+pub fn admin_key(tenant: TenantId) -> SigningKey {
+    derived("admin", tenant, 0)
+}
+
+/// The administrator public key as the signer's configuration names it (64 hex digits).
+pub fn admin_public_hex(tenant: TenantId) -> String {
+    hex::encode(admin_key(tenant).verifying_key().as_bytes())
+}
+
+/// Approver key number `index` of the tenant.
+pub fn approver_key(tenant: TenantId, index: u8) -> SigningKey {
+    derived("approver", tenant, index)
+}
+
+/// A service (automated approver) key of the tenant.
+pub fn service_key(tenant: TenantId, index: u8) -> SigningKey {
+    derived("service", tenant, index)
+}
+
+/// The key id of a signing key.
+pub fn key_id(key: &SigningKey) -> KeyId {
+    KeyId::of(&key.verifying_key())
+}
+
+/// Trust parts registering approver keys `0..DEFAULT_APPROVERS` and no rules (one approver).
+pub fn default_parts(tenant: TenantId) -> TrustParts {
+    TrustParts {
+        keys: (0..DEFAULT_APPROVERS)
+            .map(|i| RegisteredKey::new(approver_key(tenant, i).verifying_key(), KeyKind::Approver))
+            .collect(),
+        ..TrustParts::default()
+    }
+}
+
+/// Canonical bytes and the administrator's signature of a trust statement.
+pub fn signed_trust(
+    tenant: TenantId,
+    version: u64,
+    parts: TrustParts,
+) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
+    let statement = TrustStatement::new(tenant, version, parts)
+        .map_err(|e| anyhow::anyhow!("trust statement: {e}"))?;
+    let signature = statement.sign(&admin_key(tenant)).to_bytes().to_vec();
+    Ok((statement.canonical_bytes(), signature))
+}
+
+/// Publishes version `version` of the tenant's trust statement, signed by its administrator key.
+pub async fn publish(
+    store: &Store,
+    tenant: TenantId,
+    version: u64,
+    parts: TrustParts,
+) -> anyhow::Result<()> {
+    let (statement, signature) = signed_trust(tenant, version, parts)?;
+    store
+        .publish_trust_statement(tenant, &statement, &signature)
+        .await
+        .map_err(|e| anyhow::anyhow!("publish trust statement: {}", e.log_safe()))?;
+    Ok(())
+}
+
+/// Publishes version 1 with [`default_parts`].
+pub async fn publish_default(store: &Store, tenant: TenantId) -> anyhow::Result<()> {
+    publish(store, tenant, 1, default_parts(tenant)).await
+}
+
+/// A signed decision: canonical statement bytes and the signature of `key`.
+pub fn signed_decision(
+    tenant: TenantId,
+    op: OperationId,
+    payload_hash: PayloadHash,
+    decision: Decision,
+    key: &SigningKey,
+    policy_version: u64,
+) -> (Vec<u8>, Vec<u8>) {
+    let statement = ApprovalStatement {
+        tenant_id: tenant,
+        operation_id: op,
+        payload_hash,
+        decision,
+        approver_key_id: key_id(key),
+        policy_version,
+    };
+    let signature = statement
+        .sign(key)
+        .map(|s| s.to_bytes().to_vec())
+        // The statement names the signing key and a version >= 1, so signing cannot fail; an
+        // empty signature would be refused by every verifier.
+        .unwrap_or_default();
+    (statement.canonical_bytes(), signature)
+}
+
+/// [`signed_decision`] from the wire forms of a withdrawal's id and payload hash.
+pub fn signed_decision_for(
+    tenant: TenantId,
+    withdrawal_id: &str,
+    payload_hash_hex: &str,
+    decision: Decision,
+    key: &SigningKey,
+    policy_version: u64,
+) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
+    let op: OperationId = withdrawal_id
+        .parse()
+        .map_err(|_| anyhow::anyhow!("withdrawal id"))?;
+    let hash =
+        PayloadHash::from_hex(payload_hash_hex).map_err(|_| anyhow::anyhow!("payload hash"))?;
+    Ok(signed_decision(
+        tenant,
+        op,
+        hash,
+        decision,
+        key,
+        policy_version,
+    ))
+}

@@ -1,0 +1,611 @@
+//! The forgery scenarios.
+
+use opledger_domain::Amount;
+use opledger_domain::approval::{Decision, KeyKind, RegisteredKey, SigningKey, TrustStatement};
+use opledger_domain::ids::{OperationId, TenantId};
+use opledger_domain::payload::{
+    AccountName, AssetCode, Destination, NetworkId, PayloadHash, WithdrawalPayload,
+};
+use opledger_domain::policy::ApprovalRule;
+use opledger_testkit::trust;
+use opledger_tests::signer::{InProcessSigner, approve, attempts, client, sign_request};
+use opledger_tests::{ALICE, BOB, Stack, Tenant, reason};
+use sha2::{Digest, Sha256};
+use sqlx::PgPool;
+use std::future::Future;
+use std::pin::Pin;
+
+/// What the signer did with the forgery.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Refused with nothing signed, a security event recorded, state and hold unchanged.
+    Refused,
+    /// Something was signed.
+    Signed,
+}
+
+type Scenario = Pin<Box<dyn Future<Output = anyhow::Result<Outcome>> + Send>>;
+
+/// Every scenario, named after its adversary.
+pub fn scenarios() -> Vec<(&'static str, Scenario)> {
+    vec![
+        (
+            "forged_approved_row_with_app_role_and_no_signature_is_never_signed",
+            Box::pin(forged_row(Approval::Unsigned)),
+        ),
+        (
+            "forged_approved_row_with_app_role_signed_by_attacker_key_is_never_signed",
+            Box::pin(forged_row(Approval::AttackerKey)),
+        ),
+        (
+            "approval_copied_from_another_operation_with_app_role_is_never_signed",
+            Box::pin(forged_row(Approval::CopiedFromAnotherOperation)),
+        ),
+        (
+            "approval_copied_from_another_tenant_with_app_role_is_never_signed",
+            Box::pin(forged_row(Approval::CopiedFromAnotherTenant)),
+        ),
+        (
+            "superuser_changing_destination_and_hashes_of_an_approved_withdrawal_is_never_signed",
+            Box::pin(superuser_changes_destination()),
+        ),
+        (
+            "superuser_trust_statement_with_lower_quorum_signed_by_attacker_is_never_signed",
+            Box::pin(superuser_trust_statement(Forged::LowerQuorum)),
+        ),
+        (
+            "superuser_registry_adding_attacker_key_is_never_signed",
+            Box::pin(superuser_trust_statement(Forged::AttackerKeyAdded)),
+        ),
+        (
+            "superuser_rollback_to_a_trust_statement_before_a_revocation_is_never_signed",
+            Box::pin(rollback(false)),
+        ),
+        (
+            "superuser_rollback_seen_only_by_a_restarted_signer_is_never_signed",
+            Box::pin(rollback(true)),
+        ),
+        (
+            "one_approver_key_twice_against_a_two_approver_policy_is_never_signed",
+            Box::pin(one_key_twice()),
+        ),
+    ]
+}
+
+enum Approval {
+    Unsigned,
+    AttackerKey,
+    CopiedFromAnotherOperation,
+    CopiedFromAnotherTenant,
+}
+
+enum Forged {
+    LowerQuorum,
+    AttackerKeyAdded,
+}
+
+fn attacker_key() -> SigningKey {
+    SigningKey::from_bytes(&Sha256::digest(b"opledger red team attacker key").into())
+}
+
+/// A tenant with a funded treasury and the default trust statement (one approver).
+async fn world(name: &str) -> anyhow::Result<(Stack, Tenant)> {
+    let stack = Stack::start().await?;
+    let tenant = stack.tenant(name).await?;
+    stack.fund(&tenant, "treasury", "ETH", "1000000000").await?;
+    Ok((stack, tenant))
+}
+
+fn payload(tenant: TenantId, amount: u128, to: &str) -> anyhow::Result<WithdrawalPayload> {
+    Ok(WithdrawalPayload {
+        tenant_id: tenant,
+        source_account: AccountName::parse("treasury")?,
+        asset: AssetCode::parse("ETH")?,
+        network: NetworkId::parse("anvil")?,
+        destination: Destination::parse(to)?,
+        memo: None,
+        amount: Amount::new(amount),
+        fee_cap: Amount::new(1_000_000_000_000_000),
+        policy_version: 1,
+    })
+}
+
+/// INSERTs an APPROVED operation and its payload directly, as `pool`'s role: no hold, no create.
+async fn insert_approved(pool: &PgPool, p: &WithdrawalPayload) -> anyhow::Result<OperationId> {
+    let op = OperationId::new();
+    let key_hash: [u8; 32] = Sha256::digest(op.to_string()).into();
+    sqlx::query(
+        "INSERT INTO withdrawal_ops (tenant_id, op_id, idempotency_key_hash, payload_hash, state) \
+         VALUES ($1, $2, $3, $4, 'APPROVED')",
+    )
+    .bind(p.tenant_id.as_uuid())
+    .bind(op.as_uuid())
+    .bind(key_hash.as_slice())
+    .bind(p.hash().as_bytes().as_slice())
+    .execute(pool)
+    .await?;
+    sqlx::query(
+        "INSERT INTO withdrawal_payloads (tenant_id, op_id, source_account, asset, network, \
+           destination, memo, amount, fee_cap, policy_version) \
+         VALUES ($1, $2, $3, $4, $5, $6, NULL, $7::numeric, $8::numeric, $9)",
+    )
+    .bind(p.tenant_id.as_uuid())
+    .bind(op.as_uuid())
+    .bind(p.source_account.as_str())
+    .bind(p.asset.as_str())
+    .bind(p.network.as_str())
+    .bind(p.destination.as_str())
+    .bind(p.amount.to_string())
+    .bind(p.fee_cap.to_string())
+    .bind(i64::from(p.policy_version))
+    .execute(pool)
+    .await?;
+    Ok(op)
+}
+
+struct Row<'a> {
+    tenant: TenantId,
+    op: OperationId,
+    hash: PayloadHash,
+    key_id: Option<String>,
+    version: Option<i64>,
+    signature: Option<&'a [u8]>,
+}
+
+async fn insert_approval(pool: &PgPool, row: Row<'_>) -> anyhow::Result<()> {
+    sqlx::query(
+        "INSERT INTO approvals (tenant_id, op_id, approver_id, payload_hash, approver_key_id, \
+           decision, policy_version, signature) VALUES ($1, $2, 'attacker', $3, $4, 'APPROVE', $5, $6)",
+    )
+    .bind(row.tenant.as_uuid())
+    .bind(row.op.as_uuid())
+    .bind(row.hash.as_bytes().as_slice())
+    .bind(row.key_id)
+    .bind(row.version)
+    .bind(row.signature)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// The stored decision of an honest approval: (key id, version, signature).
+async fn stored_approval(stack: &Stack, op: &str) -> anyhow::Result<(String, i64, Vec<u8>)> {
+    Ok(sqlx::query_as(
+        "SELECT approver_key_id, policy_version, signature FROM approvals WHERE op_id = $1",
+    )
+    .bind(op.parse::<uuid::Uuid>()?)
+    .fetch_one(stack.admin.pool())
+    .await?)
+}
+
+async fn app_pool(stack: &Stack) -> anyhow::Result<PgPool> {
+    Ok(PgPool::connect(&stack.db.app_url).await?)
+}
+
+/// Asks the signer to sign `op` (twice: a retry changes nothing) and checks what a refusal must
+/// leave behind.
+async fn attempt_signing(
+    stack: &Stack,
+    signer: &InProcessSigner,
+    tenant: TenantId,
+    op: OperationId,
+    want_event: &str,
+) -> anyhow::Result<Outcome> {
+    let want_reason = "APPROVALS_NOT_VERIFIED";
+    let mut c = client(signer.addr).await?;
+    let events_before = security_events(stack, tenant, want_event).await?;
+    for _ in 0..2 {
+        match c
+            .sign_withdrawal(sign_request(tenant, &op.to_string()))
+            .await
+        {
+            Ok(_) => return Ok(Outcome::Signed),
+            Err(e) => {
+                anyhow::ensure!(
+                    e.code() == tonic::Code::FailedPrecondition && reason(&e) == want_reason,
+                    "unexpected refusal {:?} {}",
+                    e.code(),
+                    reason(&e)
+                );
+                anyhow::ensure!(
+                    !e.message().contains(BOB) && !e.message().contains(ALICE),
+                    "an address leaked into the error"
+                );
+            }
+        }
+    }
+    anyhow::ensure!(
+        attempts(stack, &op.to_string()).await? == 0,
+        "an attempt exists"
+    );
+    let (nonces,): (i64,) = sqlx::query_as("SELECT count(*) FROM signer_nonces")
+        .fetch_one(stack.admin.pool())
+        .await?;
+    anyhow::ensure!(nonces == 0, "a nonce was taken");
+    anyhow::ensure!(
+        security_events(stack, tenant, want_event).await? == events_before + 2,
+        "each refusal is a {want_event} security event"
+    );
+    let (state,): (String,) = sqlx::query_as("SELECT state FROM withdrawal_ops WHERE op_id = $1")
+        .bind(op.as_uuid())
+        .fetch_one(stack.admin.pool())
+        .await?;
+    anyhow::ensure!(state == "APPROVED", "state moved to {state}");
+    Ok(Outcome::Refused)
+}
+
+async fn security_events(stack: &Stack, tenant: TenantId, kind: &str) -> anyhow::Result<i64> {
+    let (n,): (i64,) =
+        sqlx::query_as("SELECT count(*) FROM security_events WHERE tenant_id = $1 AND kind = $2")
+            .bind(tenant.as_uuid())
+            .bind(kind)
+            .fetch_one(stack.admin.pool())
+            .await?;
+    Ok(n)
+}
+
+/// Adversary: an attacker holding the shared application database login forges a consistent
+/// APPROVED operation, its payload (an address of their choice) and an approval row.
+async fn forged_row(approval: Approval) -> anyhow::Result<Outcome> {
+    let (stack, acme) = world("acme").await?;
+    let app = app_pool(&stack).await?;
+    let p = payload(acme.id, 5_000_000, BOB)?;
+    let op = insert_approved(&app, &p).await?;
+    let hash = p.hash();
+    match approval {
+        Approval::Unsigned => {
+            insert_approval(
+                &app,
+                Row {
+                    tenant: acme.id,
+                    op,
+                    hash,
+                    key_id: None,
+                    version: None,
+                    signature: None,
+                },
+            )
+            .await?
+        }
+        Approval::AttackerKey => {
+            let key = attacker_key();
+            let (_, sig) = trust::signed_decision(acme.id, op, hash, Decision::Approve, &key, 1);
+            insert_approval(
+                &app,
+                Row {
+                    tenant: acme.id,
+                    op,
+                    hash,
+                    key_id: Some(trust::key_id(&key).to_hex()),
+                    version: Some(1),
+                    signature: Some(&sig),
+                },
+            )
+            .await?
+        }
+        Approval::CopiedFromAnotherOperation | Approval::CopiedFromAnotherTenant => {
+            let source_tenant = match approval {
+                Approval::CopiedFromAnotherTenant => stack.tenant("globex").await?,
+                _ => acme.clone(),
+            };
+            if source_tenant.id != acme.id {
+                stack
+                    .fund(&source_tenant, "treasury", "ETH", "1000000")
+                    .await?;
+            }
+            let honest = stack.withdraw(&source_tenant, "1000", ALICE).await?;
+            approve(&stack, &source_tenant, &honest).await?;
+            let (key_id, version, sig) = stored_approval(&stack, &honest.withdrawal_id).await?;
+            insert_approval(
+                &app,
+                Row {
+                    tenant: acme.id,
+                    op,
+                    hash,
+                    key_id: Some(key_id),
+                    version: Some(version),
+                    signature: Some(&sig),
+                },
+            )
+            .await?
+        }
+    }
+    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    attempt_signing(&stack, &signer, acme.id, op, "SIGNER_APPROVAL_INVALID").await
+}
+
+/// Adversary: a database superuser rewrites an approved withdrawal's destination, payload hash
+/// and approval hash with triggers disabled: nothing an approver signed binds the new content.
+async fn superuser_changes_destination() -> anyhow::Result<Outcome> {
+    let (stack, acme) = world("acme").await?;
+    let w = stack.withdraw(&acme, "1000", ALICE).await?;
+    approve(&stack, &acme, &w).await?;
+    let forged = payload(acme.id, 1000, BOB)?.hash();
+    let admin = stack.db.admin_pool().await?;
+    let mut tx = admin.begin().await?;
+    sqlx::query("SET LOCAL session_replication_role = replica")
+        .execute(&mut *tx)
+        .await?;
+    let id: uuid::Uuid = w.withdrawal_id.parse()?;
+    for sql in [
+        "UPDATE withdrawal_payloads SET destination = $2 WHERE op_id = $1",
+        "UPDATE withdrawal_ops SET payload_hash = $3 WHERE op_id = $1",
+        "UPDATE approvals SET payload_hash = $3 WHERE op_id = $1",
+    ] {
+        sqlx::query(sql)
+            .bind(id)
+            .bind(BOB)
+            .bind(forged.as_bytes().as_slice())
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    attempt_signing(
+        &stack,
+        &signer,
+        acme.id,
+        OperationId::from_uuid(id),
+        "SIGNER_APPROVAL_INVALID",
+    )
+    .await
+}
+
+/// Inserts a trust statement row directly (the owner role is the only one with INSERT).
+async fn insert_trust(
+    stack: &Stack,
+    tenant: TenantId,
+    bytes: &[u8],
+    sig: &[u8],
+    version: i64,
+) -> anyhow::Result<()> {
+    sqlx::query(
+        "INSERT INTO trust_statements (tenant_id, version, statement, signature) VALUES ($1, $2, $3, $4)",
+    )
+    .bind(tenant.as_uuid())
+    .bind(version)
+    .bind(bytes)
+    .bind(sig)
+    .execute(stack.admin.pool())
+    .await?;
+    Ok(())
+}
+
+/// Adversary: a database superuser publishes a trust statement of their own (a lower quorum, or
+/// their key in the registry), signed by a key the signer does not pin.
+async fn superuser_trust_statement(forged: Forged) -> anyhow::Result<Outcome> {
+    let (stack, acme) = world("acme").await?;
+    let attacker = attacker_key();
+    let mut parts = trust::default_parts(acme.id);
+    let eth = AssetCode::parse("ETH")?;
+    // The honest v2 needs two approvers for everything.
+    parts.rules = vec![(
+        eth.clone(),
+        ApprovalRule {
+            min_amount: Amount::ZERO,
+            required_approvals: 2,
+        },
+    )];
+    trust::publish(&stack.admin, acme.id, 2, parts).await?;
+    let w = stack.withdraw(&acme, "1000", ALICE).await?;
+    let mut forged_parts = trust::default_parts(acme.id);
+    if matches!(forged, Forged::AttackerKeyAdded) {
+        forged_parts.keys.push(RegisteredKey::new(
+            attacker.verifying_key(),
+            KeyKind::Approver,
+        ));
+    }
+    let statement =
+        TrustStatement::new(acme.id, 3, forged_parts).map_err(|e| anyhow::anyhow!("{e}"))?;
+    insert_trust(
+        &stack,
+        acme.id,
+        &statement.canonical_bytes(),
+        &statement.sign(&attacker).to_bytes(),
+        3,
+    )
+    .await?;
+    // One approval (key 0, or the attacker's key), counted by the forged v3, and the operation
+    // forced to APPROVED by the superuser.
+    let approver = match forged {
+        Forged::LowerQuorum => trust::approver_key(acme.id, 0),
+        Forged::AttackerKeyAdded => attacker,
+    };
+    let op: OperationId = w.withdrawal_id.parse()?;
+    let hash = PayloadHash::from_hex(&w.payload_hash)?;
+    let (_, sig) = trust::signed_decision(acme.id, op, hash, Decision::Approve, &approver, 3);
+    insert_approval(
+        stack.admin.pool(),
+        Row {
+            tenant: acme.id,
+            op,
+            hash,
+            key_id: Some(trust::key_id(&approver).to_hex()),
+            version: Some(3),
+            signature: Some(&sig),
+        },
+    )
+    .await?;
+    sqlx::query(
+        "UPDATE withdrawal_ops SET state = 'APPROVED', version = version + 1 WHERE op_id = $1",
+    )
+    .bind(op.as_uuid())
+    .execute(stack.admin.pool())
+    .await?;
+    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    attempt_signing(
+        &stack,
+        &signer,
+        acme.id,
+        op,
+        "SIGNER_TRUST_STATEMENT_INVALID",
+    )
+    .await
+}
+
+/// Adversary: a database superuser deletes the newest trust statement (which revoked approver
+/// key 1), so that an approval by the revoked key counts under the older one.
+async fn rollback(restart: bool) -> anyhow::Result<Outcome> {
+    let (stack, acme) = world("acme").await?;
+    let revoked = trust::approver_key(acme.id, 1);
+    let mut v2 = trust::default_parts(acme.id);
+    v2.keys.retain(|k| k.key_id != trust::key_id(&revoked));
+    v2.revoked = vec![trust::key_id(&revoked)];
+    trust::publish(&stack.admin, acme.id, 2, v2).await?;
+    // An honest withdrawal signed under v2: the signer accepts (and records) version 2.
+    let honest = stack.withdraw(&acme, "1000", ALICE).await?;
+    stack
+        .approvals()
+        .await?
+        .approve_withdrawal(opledger_tests::authed(
+            &acme.approver,
+            opledger_tests::approval_under(acme.id, &honest, &trust::approver_key(acme.id, 0), 2),
+        ))
+        .await?;
+    let mut signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    client(signer.addr)
+        .await?
+        .sign_withdrawal(sign_request(acme.id, &honest.withdrawal_id))
+        .await?;
+    // The forgery: v2 deleted, an approval by the revoked key under v1.
+    let w = stack.withdraw(&acme, "1000", BOB).await?;
+    let op: OperationId = w.withdrawal_id.parse()?;
+    let hash = PayloadHash::from_hex(&w.payload_hash)?;
+    let admin = stack.db.admin_pool().await?;
+    let mut tx = admin.begin().await?;
+    sqlx::query("SET LOCAL session_replication_role = replica")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("DELETE FROM trust_statements WHERE tenant_id = $1 AND version = 2")
+        .bind(acme.id.as_uuid())
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    let (_, sig) = trust::signed_decision(acme.id, op, hash, Decision::Approve, &revoked, 1);
+    insert_approval(
+        stack.admin.pool(),
+        Row {
+            tenant: acme.id,
+            op,
+            hash,
+            key_id: Some(trust::key_id(&revoked).to_hex()),
+            version: Some(1),
+            signature: Some(&sig),
+        },
+    )
+    .await?;
+    sqlx::query(
+        "UPDATE withdrawal_ops SET state = 'APPROVED', version = version + 1 WHERE op_id = $1",
+    )
+    .bind(op.as_uuid())
+    .execute(stack.admin.pool())
+    .await?;
+    if restart {
+        drop(signer);
+        signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    }
+    // The honest withdrawal's attempt and nonce exist; the forgery must add neither.
+    let mut c = client(signer.addr).await?;
+    let err = c
+        .sign_withdrawal(sign_request(acme.id, &w.withdrawal_id))
+        .await
+        .err();
+    let Some(err) = err else {
+        return Ok(Outcome::Signed);
+    };
+    anyhow::ensure!(
+        reason(&err) == "APPROVALS_NOT_VERIFIED",
+        "reason {}",
+        reason(&err)
+    );
+    anyhow::ensure!(
+        attempts(&stack, &w.withdrawal_id).await? == 0,
+        "an attempt exists"
+    );
+    let (rollbacks,): (i64,) = sqlx::query_as(
+        "SELECT count(*) FROM security_events WHERE tenant_id = $1 \
+         AND kind = 'SIGNER_TRUST_STATEMENT_ROLLBACK'",
+    )
+    .bind(acme.id.as_uuid())
+    .fetch_one(stack.admin.pool())
+    .await?;
+    anyhow::ensure!(rollbacks >= 1, "the rollback is a security event");
+    Ok(Outcome::Refused)
+}
+
+/// Adversary: one approver (one key) tries to meet a two-approver policy alone, through two API
+/// keys and a second approval row written with the application login.
+async fn one_key_twice() -> anyhow::Result<Outcome> {
+    let (stack, acme) = world("acme").await?;
+    let mut parts = trust::default_parts(acme.id);
+    parts.rules = vec![(
+        AssetCode::parse("ETH")?,
+        ApprovalRule {
+            min_amount: Amount::ZERO,
+            required_approvals: 2,
+        },
+    )];
+    trust::publish(&stack.admin, acme.id, 2, parts).await?;
+    let w = stack.withdraw(&acme, "1000", BOB).await?;
+    let key = trust::approver_key(acme.id, 0);
+    let second_api_key = stack
+        .key(&acme, opledger_store::keys::Role::Approver)
+        .await?;
+    let mut approvals = stack.approvals().await?;
+    for api_key in [&acme.approver, &second_api_key] {
+        let _ = approvals
+            .approve_withdrawal(opledger_tests::authed(
+                api_key,
+                opledger_tests::approval_under(acme.id, &w, &key, 2),
+            ))
+            .await;
+    }
+    let op: OperationId = w.withdrawal_id.parse()?;
+    let (key_id, version, sig) = stored_approval(&stack, &w.withdrawal_id).await?;
+    let app = app_pool(&stack).await?;
+    // The unique index refuses a second row for the same key; a row under another API key id
+    // with the same key id is refused by it too, so the attacker writes the state instead.
+    let _ = insert_approval(
+        &app,
+        Row {
+            tenant: acme.id,
+            op,
+            hash: PayloadHash::from_hex(&w.payload_hash)?,
+            key_id: Some(key_id),
+            version: Some(version),
+            signature: Some(&sig),
+        },
+    )
+    .await;
+    sqlx::query(
+        "UPDATE withdrawal_ops SET state = 'APPROVED', version = version + 1 WHERE op_id = $1",
+    )
+    .bind(op.as_uuid())
+    .execute(&app)
+    .await?;
+    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    attempt_signing(
+        &stack,
+        &signer,
+        acme.id,
+        op,
+        "SIGNER_APPROVALS_INSUFFICIENT",
+    )
+    .await
+}
+
+/// The same set-up without a forgery is signed: the refusals above are not a broken signer.
+pub async fn honest_withdrawal_is_signed() -> anyhow::Result<()> {
+    let (stack, acme) = world("acme").await?;
+    let w = stack.withdraw(&acme, "1000", ALICE).await?;
+    approve(&stack, &acme, &w).await?;
+    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    let signed = client(signer.addr)
+        .await?
+        .sign_withdrawal(sign_request(acme.id, &w.withdrawal_id))
+        .await?
+        .into_inner();
+    assert!(signed.attempt.is_some());
+    assert_eq!(attempts(&stack, &w.withdrawal_id).await?, 1);
+    Ok(())
+}
