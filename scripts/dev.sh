@@ -13,7 +13,7 @@
 # its own mode-600 file under .data/dev, written once; the signer pins the administrator's public
 # key in [[trust_roots]]) with the demo tenant's trust statement v1 registering the approver key
 # (published once), a demo hot wallet keystore (anvil's first PUBLIC dev key, light KDF: development
-# only) and a signer caller token. Then it starts anvil (pinned npm package, 1 s blocks, state kept
+# only) and signer caller tokens. Then it starts anvil (pinned npm package, 1 s blocks, state kept
 # in .data/dev), the operations, approvals, signer, broadcaster, reconciler and inbox services, and
 # prints how to call them.
 #
@@ -47,6 +47,9 @@ chmod 700 "$state"
 if [[ -n "${OPLEDGER_DATABASE_URL:-}" ]]; then
     owner_url="$OPLEDGER_DATABASE_URL"
     app_url="${OPLEDGER_DEV_APP_URL:-$OPLEDGER_DATABASE_URL}"
+    for service in operations approvals broadcaster reconciler inbox; do
+        printf -v "${service}_url" '%s' "$app_url"
+    done
 else
     bash scripts/pg.sh ensure-installed >/dev/null
     cluster_url="$(bash scripts/pg.sh start "$OPLEDGER_REPO_ROOT/.data/dev-pg")"
@@ -61,7 +64,11 @@ else
         (umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$app_password_file")
     fi
     app_password="$(cat "$app_password_file")"
-    app_url="postgres://opledger_dev_app:${app_password}@${server#postgres://*@}/opledger"
+    # One login per service, each a member of its own service role only (least privilege).
+    for service in operations approvals broadcaster reconciler inbox; do
+        printf -v "${service}_url" '%s' \
+            "postgres://opledger_dev_${service}:${app_password}@${server#postgres://*@}/opledger"
+    done
     signer_url="postgres://opledger_dev_signer:${app_password}@${server#postgres://*@}/opledger"
 fi
 
@@ -71,10 +78,14 @@ log "applying migrations"
 if [[ -z "${OPLEDGER_DATABASE_URL:-}" ]]; then
     psql "$owner_url" -q >&2 <<SQL
 DO \$\$
+DECLARE service text;
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'opledger_dev_app') THEN
-        CREATE ROLE opledger_dev_app LOGIN PASSWORD '${app_password}' IN ROLE opledger_app;
-    END IF;
+    FOREACH service IN ARRAY ARRAY['operations', 'approvals', 'broadcaster', 'reconciler', 'inbox'] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'opledger_dev_' || service) THEN
+            EXECUTE format('CREATE ROLE %I LOGIN PASSWORD %L IN ROLE %I',
+                'opledger_dev_' || service, '${app_password}', 'opledger_' || service);
+        END IF;
+    END LOOP;
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'opledger_dev_signer') THEN
         CREATE ROLE opledger_dev_signer LOGIN PASSWORD '${app_password}' IN ROLE opledger_signer;
     END IF;
@@ -112,6 +123,10 @@ anvil_port="${OPLEDGER_DEV_ANVIL_PORT:-8545}"
 anvil_url="http://127.0.0.1:$anvil_port"
 if ! grep -q '^OPLEDGER_DEMO_SIGNER_TOKEN=' "$keys"; then
     echo "OPLEDGER_DEMO_SIGNER_TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$keys"
+fi
+# The reconciler's own signer caller token (cancels only); the one above is the broadcaster's.
+if ! grep -q '^OPLEDGER_DEMO_RECONCILER_SIGNER_TOKEN=' "$keys"; then
+    echo "OPLEDGER_DEMO_RECONCILER_SIGNER_TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$keys"
 fi
 if ! grep -q '^OPLEDGER_INBOX_BODY_KEYS=' "$keys"; then
     # The inbox's body-encryption key (id 1): seals raw webhook bodies and endpoint secrets.
@@ -181,13 +196,24 @@ if [[ "$published" == 0 ]]; then
         --approver "$OPLEDGER_DEMO_APPROVER_PUBLIC_KEY" >&2
 fi
 token_sha="$(printf %s "$OPLEDGER_DEMO_SIGNER_TOKEN" | sha256sum | cut -d' ' -f1)"
+reconciler_token_sha="$(printf %s "$OPLEDGER_DEMO_RECONCILER_SIGNER_TOKEN" | sha256sum | cut -d' ' -f1)"
 signer_config="$state/signer.toml"
 if [[ -n "${signer_url:-}" ]]; then
     cat >"$signer_config" <<TOML
 listen = "$signer_listen"
 database_url = "$signer_url"
 instance_id = "dev-signer"
-caller_token_sha256 = ["$token_sha"]
+
+# Each worker its own token and only its own moves.
+[[callers]]
+name = "broadcaster"
+token_sha256 = "$token_sha"
+capabilities = ["sign_withdrawal", "fee_bump"]
+
+[[callers]]
+name = "reconciler"
+token_sha256 = "$reconciler_token_sha"
+capabilities = ["cancel"]
 
 [networks.anvil]
 chain_id = 31337
@@ -215,14 +241,16 @@ TOML
     chmod 600 "$signer_config"
     for worker in broadcaster reconciler; do
         listen_var="${worker}_listen"
+        token_var=$([[ $worker == broadcaster ]] && echo OPLEDGER_DEMO_SIGNER_TOKEN || echo OPLEDGER_DEMO_RECONCILER_SIGNER_TOKEN)
+        db_var="${worker}_url"
         metrics_port=$([[ $worker == broadcaster ]] && echo 9104 || echo 9105)
         cat >"$state/$worker.toml" <<TOML
 listen = "${!listen_var}"
 metrics_listen = "127.0.0.1:$metrics_port"
-database_url = "$app_url"
+database_url = "${!db_var}"
 worker_id = "dev-$worker"
 signer_url = "http://$signer_listen"
-signer_token = "$OPLEDGER_DEMO_SIGNER_TOKEN"
+signer_token = "${!token_var}"
 
 [rpc]
 anvil = "$anvil_url"
@@ -235,7 +263,7 @@ cat >&2 <<EOF2
 opledger dev stack
   operations gRPC   $listen  (health and server reflection enabled)
   approvals gRPC    $approvals_listen
-  signer gRPC       $signer_listen  (caller token: \$OPLEDGER_DEMO_SIGNER_TOKEN)
+  signer gRPC       $signer_listen  (caller tokens: \$OPLEDGER_DEMO_SIGNER_TOKEN for the broadcaster, \$OPLEDGER_DEMO_RECONCILER_SIGNER_TOKEN for the reconciler)
   broadcaster       $broadcaster_listen (health), metrics http://127.0.0.1:9104/metrics
   reconciler        $reconciler_listen (operator API), metrics http://127.0.0.1:9105/metrics
   inbox (webhooks)  http://$inbox_http\$OPLEDGER_DEMO_WEBHOOK_PATH (Standard Webhooks, secret
@@ -293,7 +321,7 @@ if [[ -s "$signer_config" ]]; then
     done
     port_in_use "$anvil_port" || die "anvil did not start: see $state/anvil.log"
 fi
-OPLEDGER_APPROVALS_DATABASE_URL="$app_url" OPLEDGER_APPROVALS_LISTEN="$approvals_listen" \
+OPLEDGER_APPROVALS_DATABASE_URL="$approvals_url" OPLEDGER_APPROVALS_LISTEN="$approvals_listen" \
     "$bin/opledger-approvals" &
 pids+=("$!")
 if [[ -s "$signer_config" ]]; then
@@ -304,10 +332,10 @@ if [[ -s "$signer_config" ]]; then
     OPLEDGER_RECONCILER_CONFIG="$state/reconciler.toml" "$bin/opledger-reconciler" &
     pids+=("$!")
 fi
-OPLEDGER_OPERATIONS_DATABASE_URL="$app_url" OPLEDGER_OPERATIONS_LISTEN="$listen" \
+OPLEDGER_OPERATIONS_DATABASE_URL="$operations_url" OPLEDGER_OPERATIONS_LISTEN="$listen" \
     "$bin/opledger-operations" &
 pids+=("$!")
-OPLEDGER_INBOX_DATABASE_URL="$app_url" OPLEDGER_INBOX_LISTEN="$inbox_listen" \
+OPLEDGER_INBOX_DATABASE_URL="$inbox_url" OPLEDGER_INBOX_LISTEN="$inbox_listen" \
     OPLEDGER_INBOX_HTTP_LISTEN="$inbox_http" "$bin/opledger-inbox" &
 pids+=("$!")
 trap 'kill -TERM "${pids[@]}" 2>/dev/null || true' INT TERM

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Development provisioning, run by compose once `opledger-admin migrate` has created the schema and
-# the group roles opledger_app and opledger_signer. Idempotent: every `docker compose up` runs it.
+# the services' group roles (opledger_operations, opledger_approvals, opledger_broadcaster,
+# opledger_reconciler, opledger_inbox, opledger_signer). Idempotent: every `docker compose up` runs it.
 #
 # * One login role per service (production: deploy/postgres/roles.sql). User and password come from
 #   the database_url in that service's secret config, so each password is written in one file.
@@ -30,7 +31,8 @@ SQL
 }
 
 for service in operations approvals broadcaster reconciler inbox; do
-    login_role "/run/secrets/${service}_config" opledger_app
+    # Each service's login is a member of its own role only: grants are per service.
+    login_role "/run/secrets/${service}_config" "opledger_${service}"
 done
 # The signer's role is in opledger_signer only: its grants and trigger allow only signing moves.
 login_role /run/secrets/signer_config opledger_signer

@@ -63,9 +63,12 @@ async fn policies_default_to_one_approver_and_refuse_invalid_rules() -> anyhow::
 
     // The services' database role cannot publish (approvers cannot change their own policy):
     // only the owner role writes trust statements.
-    let app = Store::connect(&stack.db.app_url, StoreConfig::default())
-        .await
-        .map_err(|e| anyhow::anyhow!("app role cannot connect: {}", e.log_safe()))?;
+    let app = Store::connect(
+        &stack.url(opledger_testkit::ServiceRole::Approvals),
+        StoreConfig::default(),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("app role cannot connect: {}", e.log_safe()))?;
     let (statement, signature) = signed_trust(
         acme.id,
         2,

@@ -124,7 +124,10 @@ async fn control_12_logs_sampled_from_real_processes_hold_no_identifiers_in_clea
     let mut operations = spawn(
         "opledger-operations",
         vec![
-            ("OPLEDGER_OPERATIONS_DATABASE_URL", stack.db.app_url.clone()),
+            (
+                "OPLEDGER_OPERATIONS_DATABASE_URL",
+                stack.url(opledger_testkit::ServiceRole::Operations),
+            ),
             (
                 "OPLEDGER_OPERATIONS_LISTEN",
                 format!("127.0.0.1:{ops_port}"),
@@ -140,7 +143,10 @@ async fn control_12_logs_sampled_from_real_processes_hold_no_identifiers_in_clea
     let mut inbox = spawn(
         "opledger-inbox",
         vec![
-            ("OPLEDGER_INBOX_DATABASE_URL", stack.db.app_url.clone()),
+            (
+                "OPLEDGER_INBOX_DATABASE_URL",
+                stack.url(opledger_testkit::ServiceRole::Inbox),
+            ),
             ("OPLEDGER_INBOX_LISTEN", format!("127.0.0.1:{inbox_grpc}")),
             (
                 "OPLEDGER_INBOX_HTTP_LISTEN",

@@ -67,9 +67,12 @@ async fn control_13_two_writers_on_separate_pools_cannot_both_move_one_operation
     // Two "hosts": two independent pools on the same primary, 16 writers each.
     let mut tasks = Vec::new();
     for host in 0..2 {
-        let store = Store::connect(&stack.db.app_url, StoreConfig::default())
-            .await
-            .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
+        let store = Store::connect(
+            &stack.url(opledger_testkit::ServiceRole::Reconciler),
+            StoreConfig::default(),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
         for n in 0..16 {
             let store = store.clone();
             let tenant = acme.id;

@@ -6,6 +6,7 @@ use anyhow::Context;
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::approvals_service_client::ApprovalsServiceClient;
 use opledger_proto::v1::operations_service_client::OperationsServiceClient;
+use opledger_testkit::ServiceRole;
 use opledger_testkit::{Anvil, AnvilOptions, ChildService, FaultProxy, free_port, wait_for_tcp};
 use opledger_tests::inbox::{Endpoint, Sender, body_keys, endpoint};
 use opledger_tests::signer::{
@@ -105,13 +106,15 @@ impl Cluster {
         })
         .await?;
         let pg: SocketAddr = {
-            let at = stack.db.app_url.rfind('@').context("app url")?;
-            let rest = &stack.db.app_url[at + 1..];
+            let url = stack.url(ServiceRole::Operations);
+            let at = url.rfind('@').context("service url")?;
+            let rest = &url[at + 1..];
             rest[..rest.find('/').context("app url")?].parse()?
         };
         let db_proxy = FaultProxy::start(pg).await?;
         let node_proxy = FaultProxy::start(loopback(node.port())).await?;
-        let app_url = through(&stack.db.app_url, db_proxy.addr())?;
+        // Every service through the proxy, each as its own role.
+        let url_of = |role| through(&stack.url(role), db_proxy.addr());
         let signer_db = through(&signer_url(&stack.db).await?, db_proxy.addr())?;
         let dir =
             std::env::temp_dir().join(format!("opledger-faults-{}", uuid::Uuid::new_v4().simple()));
@@ -129,7 +132,7 @@ impl Cluster {
         let broadcaster = opledger_broadcaster::Config {
             listen: loopback(ports["broadcaster"]),
             metrics_listen: loopback(0),
-            database_url: opledger_grpc::config::DatabaseUrl(app_url.clone()),
+            database_url: opledger_grpc::config::DatabaseUrl(url_of(ServiceRole::Broadcaster)?),
             worker_id: "faults-broadcaster".into(),
             signer_url: format!("http://{}", loopback(ports["signer"])),
             signer_token: opledger_grpc::config::Secret(CALLER_TOKEN.to_owned()),
@@ -144,7 +147,7 @@ impl Cluster {
         let reconciler = opledger_reconciler::Config {
             listen: loopback(ports["reconciler"]),
             metrics_listen: loopback(0),
-            database_url: opledger_grpc::config::DatabaseUrl(app_url.clone()),
+            database_url: opledger_grpc::config::DatabaseUrl(url_of(ServiceRole::Reconciler)?),
             worker_id: "faults-reconciler".into(),
             signer_url: format!("http://{}", loopback(ports["signer"])),
             signer_token: opledger_grpc::config::Secret(CALLER_TOKEN.to_owned()),
@@ -165,7 +168,10 @@ impl Cluster {
             Service {
                 bin: "opledger-operations",
                 env: vec![
-                    ("OPLEDGER_OPERATIONS_DATABASE_URL", app_url.clone()),
+                    (
+                        "OPLEDGER_OPERATIONS_DATABASE_URL",
+                        url_of(ServiceRole::Operations)?,
+                    ),
                     ("OPLEDGER_OPERATIONS_LISTEN", listen("operations")),
                     ("OPLEDGER_OPERATIONS_METRICS_LISTEN", "127.0.0.1:0".into()),
                 ],
@@ -178,7 +184,10 @@ impl Cluster {
             Service {
                 bin: "opledger-approvals",
                 env: vec![
-                    ("OPLEDGER_APPROVALS_DATABASE_URL", app_url.clone()),
+                    (
+                        "OPLEDGER_APPROVALS_DATABASE_URL",
+                        url_of(ServiceRole::Approvals)?,
+                    ),
                     ("OPLEDGER_APPROVALS_LISTEN", listen("approvals")),
                     ("OPLEDGER_APPROVALS_METRICS_LISTEN", "127.0.0.1:0".into()),
                 ],
@@ -221,7 +230,7 @@ impl Cluster {
             Service {
                 bin: "opledger-inbox",
                 env: vec![
-                    ("OPLEDGER_INBOX_DATABASE_URL", app_url.clone()),
+                    ("OPLEDGER_INBOX_DATABASE_URL", url_of(ServiceRole::Inbox)?),
                     ("OPLEDGER_INBOX_LISTEN", listen("inbox")),
                     (
                         "OPLEDGER_INBOX_HTTP_LISTEN",

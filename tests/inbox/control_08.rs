@@ -27,7 +27,10 @@ async fn start_inbox(
     let child = ChildService::spawn(
         "opledger-inbox",
         &[
-            ("OPLEDGER_INBOX_DATABASE_URL", stack.db.app_url.clone()),
+            (
+                "OPLEDGER_INBOX_DATABASE_URL",
+                stack.url(opledger_testkit::ServiceRole::Inbox),
+            ),
             ("OPLEDGER_INBOX_LISTEN", format!("127.0.0.1:{}", ports.grpc)),
             (
                 "OPLEDGER_INBOX_HTTP_LISTEN",

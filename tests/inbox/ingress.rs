@@ -350,7 +350,7 @@ async fn a_failed_commit_is_503_and_the_retry_is_processed_once() -> anyhow::Res
     let world = World::start("chainwatch", &ALL_TYPES).await?;
     let (stack, ep, sender) = (&world.stack, &world.ep, &world.sender);
     // The database refuses the inbox write (as a failing disk or a lost primary would).
-    sqlx::query("REVOKE INSERT ON inbox_events FROM opledger_app")
+    sqlx::query("REVOKE INSERT ON inbox_events FROM opledger_inbox")
         .execute(stack.admin.pool())
         .await?;
     let id = event_id();
@@ -358,7 +358,7 @@ async fn a_failed_commit_is_503_and_the_retry_is_processed_once() -> anyhow::Res
     let (status, text) = sender.send(ep, &id, &body).await?;
     assert_eq!(status, 503, "{text}");
     assert_eq!(world.rows("inbox_events", "").await?, 0);
-    sqlx::query("GRANT INSERT ON inbox_events TO opledger_app")
+    sqlx::query("GRANT INSERT ON inbox_events TO opledger_inbox")
         .execute(stack.admin.pool())
         .await?;
     let (status, _) = sender.send(ep, &id, &body).await?;

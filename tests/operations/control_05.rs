@@ -13,7 +13,10 @@ async fn start_service(stack: &Stack, port: u16, failpoints: &str) -> anyhow::Re
     let child = ChildService::spawn(
         "opledger-operations",
         &[
-            ("OPLEDGER_OPERATIONS_DATABASE_URL", stack.db.app_url.clone()),
+            (
+                "OPLEDGER_OPERATIONS_DATABASE_URL",
+                stack.url(opledger_testkit::ServiceRole::Operations),
+            ),
             ("OPLEDGER_OPERATIONS_LISTEN", format!("127.0.0.1:{port}")),
             (
                 "OPLEDGER_OPERATIONS_METRICS_LISTEN",

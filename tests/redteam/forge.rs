@@ -7,7 +7,7 @@ use opledger_domain::payload::{
     AccountName, AssetCode, Destination, NetworkId, PayloadHash, WithdrawalPayload,
 };
 use opledger_domain::policy::ApprovalRule;
-use opledger_testkit::trust;
+use opledger_testkit::{ServiceRole, trust};
 use opledger_tests::signer::{InProcessSigner, approve, attempts, client, sign_request};
 use opledger_tests::{ALICE, BOB, Stack, Tenant, reason};
 use sha2::{Digest, Sha256};
@@ -30,19 +30,39 @@ type Scenario = Pin<Box<dyn Future<Output = anyhow::Result<Outcome>> + Send>>;
 pub fn scenarios() -> Vec<(&'static str, Scenario)> {
     vec![
         (
-            "forged_approved_row_with_app_role_and_no_signature_is_never_signed",
+            "forged_approved_row_with_operations_login_is_refused_by_the_database",
+            Box::pin(forged_operation(ServiceRole::Operations)),
+        ),
+        (
+            "forged_approved_row_with_approvals_login_is_refused_by_the_database",
+            Box::pin(forged_operation(ServiceRole::Approvals)),
+        ),
+        (
+            "forged_approved_row_with_broadcaster_login_is_refused_by_the_database",
+            Box::pin(forged_operation(ServiceRole::Broadcaster)),
+        ),
+        (
+            "forged_approved_row_with_reconciler_login_is_refused_by_the_database",
+            Box::pin(forged_operation(ServiceRole::Reconciler)),
+        ),
+        (
+            "forged_approved_row_with_inbox_login_is_refused_by_the_database",
+            Box::pin(forged_operation(ServiceRole::Inbox)),
+        ),
+        (
+            "unsigned_approval_row_with_approvals_login_is_never_signed",
             Box::pin(forged_row(Approval::Unsigned)),
         ),
         (
-            "forged_approved_row_with_app_role_signed_by_attacker_key_is_never_signed",
+            "approval_row_signed_by_attacker_key_with_approvals_login_is_never_signed",
             Box::pin(forged_row(Approval::AttackerKey)),
         ),
         (
-            "approval_copied_from_another_operation_with_app_role_is_never_signed",
+            "approval_copied_from_another_operation_with_approvals_login_is_never_signed",
             Box::pin(forged_row(Approval::CopiedFromAnotherOperation)),
         ),
         (
-            "approval_copied_from_another_tenant_with_app_role_is_never_signed",
+            "approval_copied_from_another_tenant_with_approvals_login_is_never_signed",
             Box::pin(forged_row(Approval::CopiedFromAnotherTenant)),
         ),
         (
@@ -178,10 +198,6 @@ async fn stored_approval(stack: &Stack, op: &str) -> anyhow::Result<(String, i64
     .await?)
 }
 
-async fn app_pool(stack: &Stack) -> anyhow::Result<PgPool> {
-    Ok(PgPool::connect(&stack.db.app_url).await?)
-}
-
 /// Asks the signer to sign `op` (twice: a retry changes nothing) and checks what a refusal must
 /// leave behind.
 async fn attempt_signing(
@@ -244,14 +260,15 @@ async fn security_events(stack: &Stack, tenant: TenantId, kind: &str) -> anyhow:
     Ok(n)
 }
 
-/// Adversary: an attacker holding the shared application database login forges a consistent
-/// APPROVED operation, its payload (an address of their choice) and an approval row.
+/// Adversary: an attacker holding the approvals service's database login (the only role that
+/// may write approval rows and approve) writes an approval row for a pending withdrawal and moves
+/// it to APPROVED itself.
 async fn forged_row(approval: Approval) -> anyhow::Result<Outcome> {
     let (stack, acme) = world("acme").await?;
-    let app = app_pool(&stack).await?;
-    let p = payload(acme.id, 5_000_000, BOB)?;
-    let op = insert_approved(&app, &p).await?;
-    let hash = p.hash();
+    let app = stack.db.pool_as(ServiceRole::Approvals).await?;
+    let w = stack.withdraw(&acme, "5000000", BOB).await?;
+    let op: OperationId = w.withdrawal_id.parse()?;
+    let hash = PayloadHash::from_hex(&w.payload_hash)?;
     match approval {
         Approval::Unsigned => {
             insert_approval(
@@ -310,8 +327,38 @@ async fn forged_row(approval: Approval) -> anyhow::Result<Outcome> {
             .await?
         }
     }
+    approve_directly(&app, op).await?;
     let signer = InProcessSigner::start(&stack.db, acme.id).await?;
     attempt_signing(&stack, &signer, acme.id, op, "SIGNER_APPROVAL_INVALID").await
+}
+
+/// REQUESTED -> APPROVED written directly, as the approvals role may (its own actor).
+async fn approve_directly(pool: &PgPool, op: OperationId) -> anyhow::Result<()> {
+    sqlx::query(
+        "UPDATE withdrawal_ops SET state = 'APPROVED', last_actor = 'approvals', \
+         version = version + 1 WHERE op_id = $1",
+    )
+    .bind(op.as_uuid())
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Adversary: any one service's database login inserts a consistent APPROVED operation and its
+/// payload (an address of their choice), needing no hold: the database refuses.
+async fn forged_operation(role: ServiceRole) -> anyhow::Result<Outcome> {
+    let (stack, acme) = world("acme").await?;
+    let pool = stack.db.pool_as(role).await?;
+    let p = payload(acme.id, 5_000_000, BOB)?;
+    if insert_approved(&pool, &p).await.is_ok() {
+        return Ok(Outcome::Signed);
+    }
+    let (n,): (i64,) = sqlx::query_as("SELECT count(*) FROM withdrawal_ops WHERE tenant_id = $1")
+        .bind(acme.id.as_uuid())
+        .fetch_one(stack.admin.pool())
+        .await?;
+    anyhow::ensure!(n == 0, "an operation was written");
+    Ok(Outcome::Refused)
 }
 
 /// Adversary: a database superuser rewrites an approved withdrawal's destination, payload hash
@@ -562,7 +609,7 @@ async fn one_key_twice() -> anyhow::Result<Outcome> {
     }
     let op: OperationId = w.withdrawal_id.parse()?;
     let (key_id, version, sig) = stored_approval(&stack, &w.withdrawal_id).await?;
-    let app = app_pool(&stack).await?;
+    let app = stack.db.pool_as(ServiceRole::Approvals).await?;
     // The unique index refuses a second row for the same key; a row under another API key id
     // with the same key id is refused by it too, so the attacker writes the state instead.
     let _ = insert_approval(
@@ -577,12 +624,7 @@ async fn one_key_twice() -> anyhow::Result<Outcome> {
         },
     )
     .await;
-    sqlx::query(
-        "UPDATE withdrawal_ops SET state = 'APPROVED', version = version + 1 WHERE op_id = $1",
-    )
-    .bind(op.as_uuid())
-    .execute(&app)
-    .await?;
+    approve_directly(&app, op).await?;
     let signer = InProcessSigner::start(&stack.db, acme.id).await?;
     attempt_signing(
         &stack,

@@ -52,7 +52,7 @@ async fn control_02_forged_and_copied_approvals_are_never_signed() -> anyhow::Re
     // signature by a registered approver key over this exact payload hash counts.
     for (name, run) in forge::scenarios()
         .into_iter()
-        .filter(|(name, _)| name.contains("forged_approved_row") || name.contains("copied"))
+        .filter(|(name, _)| name.contains("approval_row") || name.contains("copied"))
     {
         assert_eq!(run.await?, Outcome::Refused, "{name}");
     }

@@ -2,6 +2,7 @@
 //! real anvil node.
 
 mod batching;
+mod callers;
 mod control_02;
 mod control_04;
 mod control_06;

@@ -189,12 +189,28 @@ async fn replacements_keep_the_nonce_and_are_persisted_before_they_are_returned(
             },
         )
     };
-    // Nothing to replace before the original exists.
+    // Nothing to replace before the original exists: an APPROVED withdrawal is not bumpable.
     let err = client
         .sign_replacement(replace(AttemptKind::FeeBump))
         .await
         .expect_err("unsigned");
-    assert_eq!(err.code(), tonic::Code::Aborted);
+    assert_eq!(err.code(), tonic::Code::PermissionDenied);
+    assert_eq!(reason(&err), "CALLER_NOT_ALLOWED");
+    // Fee bumps are for BROADCAST withdrawals, cancels for UNKNOWN ones (admin SQL moves it).
+    let admin = stack.db.admin_pool().await?;
+    let op: uuid::Uuid = w.withdrawal_id.parse()?;
+    let set_state = |state: &'static str| {
+        let admin = admin.clone();
+        async move {
+            sqlx::query(
+                "UPDATE withdrawal_ops SET state = $2, version = version + 1 WHERE op_id = $1",
+            )
+            .bind(op)
+            .bind(state)
+            .execute(&admin)
+            .await
+        }
+    };
     let original = decode(
         &client
             .sign_withdrawal(sign_request(acme.id, &w.withdrawal_id))
@@ -204,6 +220,7 @@ async fn replacements_keep_the_nonce_and_are_persisted_before_they_are_returned(
             .expect("a")
             .raw_transaction,
     )?;
+    set_state("BROADCAST").await?;
     let bump = client
         .sign_replacement(replace(AttemptKind::FeeBump))
         .await?
@@ -217,6 +234,7 @@ async fn replacements_keep_the_nonce_and_are_persisted_before_they_are_returned(
         (original.nonce, original.to, original.value)
     );
     assert!(bumped.max_fee_per_gas >= original.max_fee_per_gas * 125 / 100);
+    set_state("UNKNOWN").await?;
     let cancel = client
         .sign_replacement(replace(AttemptKind::Cancel))
         .await?
@@ -239,6 +257,7 @@ async fn replacements_keep_the_nonce_and_are_persisted_before_they_are_returned(
     );
     assert_eq!(attempts(&stack, &w.withdrawal_id).await?, 3);
     // Bumps stop at the payload's fee cap (1e15 wei / 21000 gas).
+    set_state("BROADCAST").await?;
     let mut refused = false;
     for _ in 0..40 {
         if let Err(e) = client.sign_replacement(replace(AttemptKind::FeeBump)).await {

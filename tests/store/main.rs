@@ -2,4 +2,5 @@
 //! resolution, and immutability enforced by the database itself.
 
 mod immutability;
+mod roles;
 mod transitions;

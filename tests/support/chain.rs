@@ -3,6 +3,7 @@
 use crate::Stack;
 use crate::signer::{CALLER_TOKEN, InProcessSigner, NETWORK};
 use opledger_grpc::config::{DatabaseUrl, Secret};
+use opledger_testkit::ServiceRole;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
@@ -13,7 +14,7 @@ pub fn broadcaster_config(
     rpc_url: &str,
 ) -> opledger_broadcaster::Config {
     opledger_broadcaster::Config {
-        database_url: DatabaseUrl(stack.db.app_url.clone()),
+        database_url: DatabaseUrl(stack.url(ServiceRole::Broadcaster)),
         signer_url: format!("http://{}", signer.addr),
         signer_token: Secret(CALLER_TOKEN.to_owned()),
         rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
@@ -31,7 +32,7 @@ pub fn reconciler_config(
     rpc_url: &str,
 ) -> opledger_reconciler::Config {
     opledger_reconciler::Config {
-        database_url: DatabaseUrl(stack.db.app_url.clone()),
+        database_url: DatabaseUrl(stack.url(ServiceRole::Reconciler)),
         signer_url: format!("http://{}", signer.addr),
         signer_token: Secret(CALLER_TOKEN.to_owned()),
         rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),

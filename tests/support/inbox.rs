@@ -31,7 +31,9 @@ pub fn ring() -> anyhow::Result<KeyRing> {
 /// A test configuration: fast polling and retries, the test key.
 pub fn config(stack: &Stack) -> Config {
     Config {
-        database_url: opledger_grpc::config::DatabaseUrl(stack.db.app_url.clone()),
+        database_url: opledger_grpc::config::DatabaseUrl(
+            stack.url(opledger_testkit::ServiceRole::Inbox),
+        ),
         body_keys: opledger_grpc::config::Secret(body_keys()),
         poll_interval_ms: 20,
         retry_base_ms: 50,
@@ -69,9 +71,12 @@ impl Inbox {
     /// Starts the inbox with `config` (its listen addresses are ignored: loopback, free ports).
     pub async fn start_with(stack: &Stack, config: Config) -> anyhow::Result<Inbox> {
         config.validate()?;
-        let store = opledger_store::Store::connect(&stack.db.app_url, config.store_config())
-            .await
-            .map_err(|e| anyhow::anyhow!("app role cannot connect: {}", e.log_safe()))?;
+        let store = opledger_store::Store::connect(
+            &stack.url(opledger_testkit::ServiceRole::Inbox),
+            config.store_config(),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("app role cannot connect: {}", e.log_safe()))?;
         let (grpc, grpc_addr) = loopback().await?;
         let (http, http_addr) = loopback().await?;
         let (metrics, metrics_addr) = loopback().await?;

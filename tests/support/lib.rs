@@ -15,7 +15,7 @@ use opledger_proto::v1::approvals_service_client::ApprovalsServiceClient;
 use opledger_proto::v1::operations_service_client::OperationsServiceClient;
 use opledger_store::keys::Role;
 use opledger_store::{Store, StoreConfig};
-use opledger_testkit::TestDatabase;
+use opledger_testkit::{ServiceRole, TestDatabase};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -134,15 +134,22 @@ impl Stack {
     pub async fn start() -> anyhow::Result<Stack> {
         let db = TestDatabase::create().await?;
         let admin = Store::from_pool(db.admin_pool().await?, StoreConfig::default());
-        let app = Store::connect(
-            &db.app_url,
-            StoreConfig {
-                max_connections: 20,
-                ..StoreConfig::default()
-            },
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!("app role cannot connect: {}", e.log_safe()))?;
+        let connect = |role: ServiceRole| {
+            let url = db.url_as(role);
+            async move {
+                Store::connect(
+                    &url,
+                    StoreConfig {
+                        max_connections: 10,
+                        ..StoreConfig::default()
+                    },
+                )
+                .await
+                .map_err(|e| anyhow::anyhow!("{role:?} role cannot connect: {}", e.log_safe()))
+            }
+        };
+        let operations = connect(ServiceRole::Operations).await?;
+        let approvals = connect(ServiceRole::Approvals).await?;
         let (mut stop, mut servers) = (Vec::new(), Vec::new());
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -150,7 +157,7 @@ impl Stack {
         stop.push(tx);
         servers.push(tokio::spawn(serve_api(
             listener,
-            app.clone(),
+            operations,
             Duration::from_secs(30),
             opledger_operations::SERVICE_NAME,
             opledger_operations::routes,
@@ -164,7 +171,7 @@ impl Stack {
         stop.push(tx);
         servers.push(tokio::spawn(serve_api(
             listener,
-            app,
+            approvals,
             Duration::from_secs(30),
             opledger_approvals::SERVICE_NAME,
             opledger_approvals::routes,
@@ -242,6 +249,11 @@ impl Stack {
             .await?
             .into_inner();
         created.withdrawal.context("no withdrawal in the response")
+    }
+
+    /// The URL of the test database as `role`'s own login.
+    pub fn url(&self, role: ServiceRole) -> String {
+        self.db.url_as(role)
     }
 
     /// A client of the service.

@@ -6,7 +6,7 @@ use opledger_domain::ids::TenantId;
 use opledger_evm::signer::{KdfCost, LocalKey, encrypt_keystore};
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::signer_service_client::SignerServiceClient;
-use opledger_signer::config::{Config, NetworkConfig, WalletConfig};
+use opledger_signer::config::{CallerConfig, Capability, Config, NetworkConfig, WalletConfig};
 use opledger_signer::{Signer, Wallets};
 use opledger_store::{Store, StoreConfig};
 use opledger_testkit::{DEV_KEYS, TestDatabase};
@@ -20,8 +20,12 @@ use tonic::Request;
 use tonic::transport::Channel;
 use zeroize::Zeroizing;
 
-/// The token tests present to the signer.
+/// The token tests present to the signer: a caller holding every capability.
 pub const CALLER_TOKEN: &str = "test-broadcaster-token-5b0e2f7c9a41";
+/// A caller scoped like the broadcaster: `sign_withdrawal` and `fee_bump`.
+pub const BROADCASTER_TOKEN: &str = "test-scoped-broadcaster-token-8c1d3e";
+/// A caller scoped like the reconciler: `cancel` only.
+pub const RECONCILER_TOKEN: &str = "test-scoped-reconciler-token-27f4a9";
 /// The hot wallet's address (anvil dev account 0), lowercase.
 pub const HOT_WALLET: &str = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266";
 /// The network id and chain id the tests sign for.
@@ -31,29 +35,9 @@ pub const CHAIN_ID: u64 = 31337;
 /// A token the signer knows (any address: ERC-20 bytes are checked by decoding, not mined).
 pub const TOKEN: &str = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
 
-const SIGNER_LOGIN: &str = "opledger_signer_login";
-const SIGNER_PASSWORD: &str = "opledger-signer-test";
-
-/// The URL of `db` as the signer's login role (created once per cluster).
+/// The URL of `db` as the signer's login role (a member of `opledger_signer` only).
 pub async fn signer_url(db: &TestDatabase) -> anyhow::Result<String> {
-    let admin = db.admin_pool().await?;
-    // Roles are cluster-wide and tests run in parallel: tolerate a concurrent creation.
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DO $$ BEGIN \
-           IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{SIGNER_LOGIN}') THEN \
-             CREATE ROLE {SIGNER_LOGIN} LOGIN PASSWORD '{SIGNER_PASSWORD}' IN ROLE opledger_signer; \
-           END IF; \
-         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$"
-    )))
-    .execute(&admin)
-    .await?;
-    let url = db.app_url.replacen(
-        "opledger_app_login:opledger-app-test@",
-        &format!("{SIGNER_LOGIN}:{SIGNER_PASSWORD}@"),
-        1,
-    );
-    anyhow::ensure!(url != db.app_url, "unexpected app url shape");
-    Ok(url)
+    Ok(db.url_as(opledger_testkit::ServiceRole::Signer))
 }
 
 /// The anvil network as the signer sees it.
@@ -71,7 +55,41 @@ pub fn network() -> NetworkConfig {
     }
 }
 
-/// A signer configuration for one tenant's hot wallet.
+/// A caller entry for `token` named `name` with `capabilities`.
+pub fn caller(name: &str, token: &str, capabilities: &[Capability]) -> CallerConfig {
+    CallerConfig {
+        name: name.to_owned(),
+        token_sha256: hex::encode(Sha256::digest(token.as_bytes())),
+        capabilities: capabilities.to_vec(),
+        client_cert_sha256: None,
+    }
+}
+
+/// The test callers: `CALLER_TOKEN` (every capability, named "test-caller"),
+/// `BROADCASTER_TOKEN` ("broadcaster": sign_withdrawal, fee_bump) and `RECONCILER_TOKEN`
+/// ("reconciler": cancel).
+pub fn callers() -> Vec<CallerConfig> {
+    vec![
+        caller(
+            "test-caller",
+            CALLER_TOKEN,
+            &[
+                Capability::SignWithdrawal,
+                Capability::FeeBump,
+                Capability::Cancel,
+            ],
+        ),
+        caller(
+            "broadcaster",
+            BROADCASTER_TOKEN,
+            &[Capability::SignWithdrawal, Capability::FeeBump],
+        ),
+        caller("reconciler", RECONCILER_TOKEN, &[Capability::Cancel]),
+    ]
+}
+
+/// A signer configuration for one tenant's hot wallet. Its fee bump and cancel windows are 0 so
+/// that worker tests may bump and cancel at once; [`production_windows`] restores the defaults.
 pub fn config(
     database_url: &str,
     tenant: TenantId,
@@ -83,7 +101,9 @@ pub fn config(
         database_url: opledger_grpc::config::DatabaseUrl(database_url.to_owned()),
         lease_secs,
         instance_id: "signer-test".into(),
-        caller_token_sha256: vec![hex::encode(Sha256::digest(CALLER_TOKEN.as_bytes()))],
+        callers: callers(),
+        fee_bump_min_age_secs: 0,
+        cancel_min_age_secs: 0,
         networks: BTreeMap::from([(NETWORK.to_owned(), network())]),
         wallets: vec![WalletConfig {
             tenant_id: tenant.to_string(),
@@ -96,6 +116,13 @@ pub fn config(
         trust_roots: vec![trust_root(tenant)],
         ..Config::default()
     }
+}
+
+/// Sets the signer's fee bump and cancel windows back to the production defaults.
+pub fn production_windows(config: &mut Config) {
+    let defaults = Config::default();
+    config.fee_bump_min_age_secs = defaults.fee_bump_min_age_secs;
+    config.cancel_min_age_secs = defaults.cancel_min_age_secs;
 }
 
 /// The trust root a test signer pins for `tenant`: its `opledger_testkit::trust` admin key.
@@ -159,7 +186,16 @@ impl InProcessSigner {
         tenant: TenantId,
         initial_nonce: u64,
     ) -> anyhow::Result<InProcessSigner> {
-        Self::start_full(db, tenant, None, initial_nonce).await
+        Self::start_full(db, tenant, None, initial_nonce, |_| {}).await
+    }
+
+    /// Starts a signer with the production fee bump and cancel windows
+    /// (`fee_bump_min_age_secs` 30, `cancel_min_age_secs` 300) instead of the tests' zeros.
+    pub async fn start_with_production_windows(
+        db: &TestDatabase,
+        tenant: TenantId,
+    ) -> anyhow::Result<InProcessSigner> {
+        Self::start_configured(db, tenant, None, production_windows).await
     }
 
     async fn start_with(
@@ -167,7 +203,18 @@ impl InProcessSigner {
         tenant: TenantId,
         tls: Option<tonic::transport::ServerTlsConfig>,
     ) -> anyhow::Result<InProcessSigner> {
-        Self::start_full(db, tenant, tls, 0).await
+        Self::start_full(db, tenant, tls, 0, |_| {}).await
+    }
+
+    /// Starts a signer for `tenant` on `db` (TLS when `tls` is given) whose test configuration
+    /// `adjust` changes first (callers, windows, ...).
+    pub async fn start_configured(
+        db: &TestDatabase,
+        tenant: TenantId,
+        tls: Option<tonic::transport::ServerTlsConfig>,
+        adjust: impl FnOnce(&mut Config),
+    ) -> anyhow::Result<InProcessSigner> {
+        Self::start_full(db, tenant, tls, 0, adjust).await
     }
 
     async fn start_full(
@@ -175,6 +222,7 @@ impl InProcessSigner {
         tenant: TenantId,
         tls: Option<tonic::transport::ServerTlsConfig>,
         initial_nonce: u64,
+        adjust: impl FnOnce(&mut Config),
     ) -> anyhow::Result<InProcessSigner> {
         let url = signer_url(db).await?;
         let store = Store::connect(
@@ -186,7 +234,8 @@ impl InProcessSigner {
         )
         .await
         .map_err(|e| anyhow::anyhow!("signer role cannot connect: {}", e.log_safe()))?;
-        let config = config(&url, tenant, Path::new("unused"), Path::new("unused"), 30);
+        let mut config = config(&url, tenant, Path::new("unused"), Path::new("unused"), 30);
+        adjust(&mut config);
         let mut wallets = Wallets::default();
         wallets.insert(
             tenant,
@@ -194,7 +243,7 @@ impl InProcessSigner {
             Arc::new(LocalKey::from_secret_bytes(hot_secret()?)?),
             initial_nonce,
         );
-        let callers = vec![Sha256::digest(CALLER_TOKEN.as_bytes()).into()];
+        let callers = opledger_signer::callers(&config);
         let signer = Signer::new(store, Arc::new(config), Arc::new(wallets));
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;

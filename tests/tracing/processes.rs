@@ -16,6 +16,7 @@ use std::time::Duration;
 async fn start(
     stack: &Stack,
     name: &str,
+    role: opledger_testkit::ServiceRole,
     prefix: &str,
     endpoint: &str,
 ) -> anyhow::Result<(ChildService, u16)> {
@@ -23,7 +24,7 @@ async fn start(
     let child = ChildService::spawn(
         &format!("opledger-{name}"),
         &[
-            (&format!("{prefix}DATABASE_URL"), stack.db.app_url.clone()),
+            (&format!("{prefix}DATABASE_URL"), stack.url(role)),
             (&format!("{prefix}LISTEN"), format!("127.0.0.1:{port}")),
             (&format!("{prefix}METRICS_LISTEN"), "127.0.0.1:0".to_owned()),
             ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.to_owned()),
@@ -49,6 +50,7 @@ async fn service_processes_export_one_trace_configured_by_otel_variables() -> an
     let (mut operations, ops_port) = start(
         &stack,
         "operations",
+        opledger_testkit::ServiceRole::Operations,
         "OPLEDGER_OPERATIONS_",
         &harness.endpoint,
     )
@@ -56,6 +58,7 @@ async fn service_processes_export_one_trace_configured_by_otel_variables() -> an
     let (mut approvals, approvals_port) = start(
         &stack,
         "approvals",
+        opledger_testkit::ServiceRole::Approvals,
         "OPLEDGER_APPROVALS_",
         &harness.endpoint,
     )

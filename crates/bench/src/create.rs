@@ -1,6 +1,6 @@
 //! The create benchmark: gRPC `CreateWithdrawal` against the real service, versus pgbench.
 
-use crate::database::{self, BenchDatabase};
+use crate::database::{self, BenchDatabase, LoginRole};
 use crate::pgbench;
 use crate::report::{Summary, machine, ms, summarize};
 use opledger_proto::v1 as pb;
@@ -44,7 +44,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         },
         store,
         tenant,
-    ) = database::fresh_app_tenant(&admin, DB, APP_USER, APP_PASSWORD).await?;
+    ) = database::fresh_service_tenant(
+        &admin,
+        DB,
+        LoginRole {
+            user: APP_USER,
+            password: APP_PASSWORD,
+            group: "opledger_operations",
+        },
+    )
+    .await?;
     let client_key = store
         .create_api_key(tenant, Role::Client, "bench")
         .await

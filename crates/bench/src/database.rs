@@ -22,23 +22,17 @@ pub struct LoginRole<'a> {
     pub user: &'a str,
     /// Its password (benchmark-only).
     pub password: &'a str,
-    /// The group role it joins: `opledger_app` or `opledger_signer`.
+    /// The group role it joins: one service's (`opledger_operations`, `opledger_inbox`, ...).
     pub group: &'a str,
 }
 
-/// [`fresh`] with a login role `user` in `opledger_app`, and a tenant `bench` created by the
-/// owner: what the create and webhook benchmarks start from.
-pub async fn fresh_app_tenant(
+/// [`fresh`] with the login role `role`, and a tenant `bench` created by the owner: what the
+/// create and webhook benchmarks start from.
+pub async fn fresh_service_tenant(
     admin: &PgConnectOptions,
     db: &str,
-    user: &str,
-    password: &str,
+    role: LoginRole<'_>,
 ) -> anyhow::Result<(BenchDatabase, Store, TenantId)> {
-    let role = LoginRole {
-        user,
-        password,
-        group: "opledger_app",
-    };
     let database = fresh(admin, db, 10, role).await?;
     let store = Store::from_pool(database.owner.clone(), StoreConfig::default());
     let tenant = store
@@ -70,26 +64,37 @@ pub async fn fresh(
         .connect_with(admin.clone().database(db))
         .await?;
     MIGRATOR.run(&owner).await?;
+    let role_url = login_role(&owner, admin, db, role).await?;
+    Ok(BenchDatabase { owner, role_url })
+}
+
+/// Creates `role` if missing (the way a deployment creates a service's login) and returns its
+/// URL on `db`.
+pub async fn login_role(
+    owner: &PgPool,
+    admin: &PgConnectOptions,
+    db: &str,
+    role: LoginRole<'_>,
+) -> anyhow::Result<String> {
     let exists: Option<(i32,)> = sqlx::query_as("SELECT 1 FROM pg_roles WHERE rolname = $1")
         .bind(role.user)
-        .fetch_optional(&owner)
+        .fetch_optional(owner)
         .await?;
     if exists.is_none() {
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "CREATE ROLE {} LOGIN PASSWORD '{}' IN ROLE {}",
             role.user, role.password, role.group
         )))
-        .execute(&owner)
+        .execute(owner)
         .await?;
     }
     let (host, port) = (admin.get_host(), admin.get_port());
     let (user, password) = (role.user, role.password);
-    let role_url = if host.starts_with('/') {
+    Ok(if host.starts_with('/') {
         format!("postgres://{user}:{password}@localhost:{port}/{db}?host={host}")
     } else {
         format!("postgres://{user}:{password}@{host}:{port}/{db}")
-    };
-    Ok(BenchDatabase { owner, role_url })
+    })
 }
 
 /// The admin URL pointed at another database (keeps credentials and query parameters): what

@@ -86,10 +86,19 @@ pub struct Args {
 }
 
 const DB: &str = "opledger_bench_pipeline";
-const APP_USER: &str = "opledger_bench_pipeline_app";
-const APP_PASSWORD: &str = "opledger-bench-pipeline-app";
-const SIGNER_USER: &str = "opledger_bench_pipeline_signer";
-const SIGNER_PASSWORD: &str = "opledger-bench-pipeline-signer";
+/// The services' login roles, each a member of its own service's group role only.
+const fn login(user: &'static str, group: &'static str) -> LoginRole<'static> {
+    LoginRole {
+        user,
+        password: user,
+        group,
+    }
+}
+const OPERATIONS: LoginRole<'static> = login("opledger_bench_operations", "opledger_operations");
+const APPROVALS: LoginRole<'static> = login("opledger_bench_approvals", "opledger_approvals");
+const SIGNER: LoginRole<'static> = login("opledger_bench_signer", "opledger_signer");
+const BROADCASTER: LoginRole<'static> = login("opledger_bench_broadcaster", "opledger_broadcaster");
+const RECONCILER: LoginRole<'static> = login("opledger_bench_reconciler", "opledger_reconciler");
 /// The network id of the anvil node in payloads, the signer and the broadcaster.
 const NETWORK: &str = "anvil";
 /// Withdrawals of the unreported warm-up phase (own tenant and hot wallet).
@@ -182,24 +191,19 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     let started = Instant::now();
 
-    // The database: operations, approvals and the broadcaster as a login role in opledger_app,
-    // the signer as one in opledger_signer only.
+    // The database: every service as a login role in its own group role, as deployed.
     let admin = PgConnectOptions::from_str(&args.admin_url)?;
     let BenchDatabase {
         owner,
-        role_url: app_url,
-    } = database::fresh(
-        &admin,
-        DB,
-        8,
-        LoginRole {
-            user: APP_USER,
-            password: APP_PASSWORD,
-            group: "opledger_app",
-        },
-    )
-    .await?;
-    let signer_url = signer_role(&owner, &app_url).await?;
+        role_url: operations,
+    } = database::fresh(&admin, DB, 8, OPERATIONS).await?;
+    let urls = services::RoleUrls {
+        operations,
+        approvals: database::login_role(&owner, &admin, DB, APPROVALS).await?,
+        signer: database::login_role(&owner, &admin, DB, SIGNER).await?,
+        broadcaster: database::login_role(&owner, &admin, DB, BROADCASTER).await?,
+        reconciler: database::login_role(&owner, &admin, DB, RECONCILER).await?,
+    };
     let setup = Store::from_pool(owner.clone(), StoreConfig::default());
 
     let node = Node::start(&args.anvil_bin, args.block_time).await?;
@@ -251,15 +255,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .chain(phases.iter().flat_map(|(_, s)| s.iter()))
         .map(|s| s.trust.root())
         .collect();
-    let services = services::start(
-        &app_url,
-        &signer_url,
-        wallets,
-        trust_roots,
-        node.url(),
-        &settings,
-    )
-    .await?;
+    let services = services::start(&urls, wallets, trust_roots, node.url(), &settings).await?;
     let clients = Clients {
         operations: channels(&services.operations).await?,
         approvals: channels(&services.approvals).await?,
@@ -303,28 +299,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         failed.join("; ")
     );
     Ok(())
-}
-
-/// Creates the signer's login role (a member of `opledger_signer` only) and returns its URL.
-async fn signer_role(owner: &PgPool, app_url: &str) -> anyhow::Result<String> {
-    let exists: Option<(i32,)> = sqlx::query_as("SELECT 1 FROM pg_roles WHERE rolname = $1")
-        .bind(SIGNER_USER)
-        .fetch_optional(owner)
-        .await?;
-    if exists.is_none() {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "CREATE ROLE {SIGNER_USER} LOGIN PASSWORD '{SIGNER_PASSWORD}' IN ROLE opledger_signer"
-        )))
-        .execute(owner)
-        .await?;
-    }
-    let url = app_url.replacen(
-        &format!("{APP_USER}:{APP_PASSWORD}@"),
-        &format!("{SIGNER_USER}:{SIGNER_PASSWORD}@"),
-        1,
-    );
-    anyhow::ensure!(url != app_url, "unexpected shape of the role url");
-    Ok(url)
 }
 
 fn store_err(e: StoreError) -> anyhow::Error {

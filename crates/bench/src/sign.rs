@@ -95,7 +95,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     let started = Instant::now();
     let admin = PgConnectOptions::from_str(&args.admin_url)?;
-    // Like production: a login role in opledger_signer only (not opledger_app), so the column
+    // Like production: a login role in opledger_signer only (no other service role), so the column
     // grants and the trigger guarding the signer's moves apply to every call.
     let role = LoginRole {
         user: SIGNER_USER,

@@ -11,7 +11,7 @@
 //! own `source`, whose bodies nobody can open) are marked RESOLVED before the next phase so no
 //! processor ever claims them.
 
-use crate::database::{self, BenchDatabase};
+use crate::database::{self, BenchDatabase, LoginRole};
 use crate::pgbench;
 use crate::report::{Summary, machine, ms, summarize};
 use anyhow::Context;
@@ -80,7 +80,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         },
         store,
         tenant,
-    ) = database::fresh_app_tenant(&admin, DB, APP_USER, APP_PASSWORD).await?;
+    ) = database::fresh_service_tenant(
+        &admin,
+        DB,
+        LoginRole {
+            user: APP_USER,
+            password: APP_PASSWORD,
+            group: "opledger_inbox",
+        },
+    )
+    .await?;
 
     // One HMAC endpoint, its secret sealed with the bench's body key as the service will open it.
     let body_key = BodyKey::generate(1);

@@ -87,6 +87,38 @@ pub struct Attempt {
     pub created_at: DateTime<Utc>,
 }
 
+/// What must hold, under the operation's row lock, before a replacement is signed.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplacementGuard<'a> {
+    /// The states the operation may be in.
+    pub states: &'a [OperationState],
+    /// The least age of the latest attempt (from its `created_at`, by the database clock).
+    pub min_age: Duration,
+}
+
+/// Why a replacement guard refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuardRefusal {
+    /// The operation is in a state the guard does not allow.
+    State(OperationState),
+    /// The latest attempt is younger than the guard's minimum age.
+    TooRecent {
+        /// Its age.
+        age: Duration,
+        /// The minimum.
+        min_age: Duration,
+    },
+}
+
+/// Why no replacement was persisted (besides a store failure).
+#[derive(Debug)]
+pub enum ReplacementError<E> {
+    /// The guard refused: nothing was signed.
+    Refused(GuardRefusal),
+    /// Signing failed.
+    Sign(E),
+}
+
 /// A sending account: the tenant's hot wallet on one network.
 #[derive(Debug, Clone, Copy)]
 pub struct Sender<'a> {
@@ -447,34 +479,33 @@ impl Store {
     }
 
     /// Persists a replacement (fee bump or cancel) of the latest attempt as the next attempt;
-    /// `sign` receives the latest attempt. Only for SIGNED, BROADCAST or UNKNOWN operations.
+    /// `sign` receives the latest attempt. In the transaction that locks the operation's row, the
+    /// operation must be in one of `guard.states` and its latest attempt at least `guard.min_age`
+    /// old (measured by the database clock); otherwise nothing is signed or written and the
+    /// refusal says why.
     pub async fn persist_replacement<E>(
         &self,
         tenant_id: TenantId,
         op_id: OperationId,
+        guard: &ReplacementGuard<'_>,
         sign: impl FnOnce(&Attempt) -> std::result::Result<NewAttempt, E>,
-    ) -> Result<std::result::Result<Attempt, E>> {
+    ) -> Result<std::result::Result<Attempt, ReplacementError<E>>> {
         let mut tx = self.pool.begin().await?;
-        let state: Option<(String,)> = sqlx::query_as(
-            "SELECT state FROM withdrawal_ops WHERE tenant_id = $1 AND op_id = $2 FOR UPDATE",
+        let row: Option<(String, DateTime<Utc>)> = sqlx::query_as(
+            "SELECT state, now() FROM withdrawal_ops WHERE tenant_id = $1 AND op_id = $2 FOR UPDATE",
         )
         .bind(tenant_id.as_uuid())
         .bind(op_id.as_uuid())
         .fetch_optional(&mut *tx)
         .await?;
-        let Some((state,)) = state else {
+        let Some((state, now)) = row else {
             return Err(StoreError::NotFound { what: "withdrawal" });
         };
         let state: OperationState = state
             .parse()
             .map_err(|_| StoreError::Corrupt { what: "state" })?;
-        if !matches!(
-            state,
-            OperationState::Signed | OperationState::Broadcast | OperationState::Unknown
-        ) {
-            return Err(StoreError::Conflict {
-                current: Some(state),
-            });
+        if !guard.states.contains(&state) {
+            return Ok(Err(ReplacementError::Refused(GuardRefusal::State(state))));
         }
         let rows: Vec<AttemptRow> = sqlx::query_as(SELECT_ATTEMPTS)
             .bind(tenant_id.as_uuid())
@@ -489,9 +520,16 @@ impl Store {
             .ok_or(StoreError::Corrupt {
                 what: "signed operation without attempt",
             })?;
+        let age = (now - latest.created_at).to_std().unwrap_or(Duration::ZERO);
+        if age < guard.min_age {
+            return Ok(Err(ReplacementError::Refused(GuardRefusal::TooRecent {
+                age,
+                min_age: guard.min_age,
+            })));
+        }
         let signed = match sign(&latest) {
             Ok(signed) => signed,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Ok(Err(ReplacementError::Sign(e))),
         };
         if signed.nonce != latest.signed.nonce || signed.kind == AttemptKind::Original {
             return Err(StoreError::Corrupt {

@@ -122,6 +122,7 @@ pub async fn transition_in(
     let updated: Option<(i64,)> = sqlx::query_as(
         "WITH moved AS ( \
            UPDATE withdrawal_ops SET state = $4, version = version + 1, updated_at = now(), \
+             last_actor = $11, \
              lease_owner = CASE WHEN $8::float8 IS NULL THEN NULL ELSE $9 END, \
              lease_expires_at = CASE WHEN $8::float8 IS NULL THEN NULL \
                ELSE now() + $8::float8 * interval '1 second' END, \

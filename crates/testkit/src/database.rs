@@ -16,11 +16,56 @@ pub const TEST_DATABASE_URL_ENV: &str = "OPLEDGER_TEST_DATABASE_URL";
 /// Key of the session advisory lock that serialises template creation across test processes.
 const TEMPLATE_LOCK_KEY: i64 = 0x6f70_6c65_6467_0001; // "opledg" + 1
 
-/// The services' group role, created by the migrations.
-const APP_GROUP_ROLE: &str = "opledger_app";
-/// The login role the services use in tests, a member of [`APP_GROUP_ROLE`].
-const APP_LOGIN_ROLE: &str = "opledger_app_login";
-const APP_LOGIN_PASSWORD: &str = "opledger-app-test";
+/// A service's database role: the group role the migrations create for it and the login role
+/// tests connect as (a member of that group only), so every service runs with its own grants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServiceRole {
+    /// `opledger_operations`.
+    Operations,
+    /// `opledger_approvals`.
+    Approvals,
+    /// `opledger_broadcaster`.
+    Broadcaster,
+    /// `opledger_reconciler`.
+    Reconciler,
+    /// `opledger_inbox`.
+    Inbox,
+    /// `opledger_signer`.
+    Signer,
+}
+
+impl ServiceRole {
+    /// Every service role.
+    pub const ALL: [ServiceRole; 6] = [
+        ServiceRole::Operations,
+        ServiceRole::Approvals,
+        ServiceRole::Broadcaster,
+        ServiceRole::Reconciler,
+        ServiceRole::Inbox,
+        ServiceRole::Signer,
+    ];
+
+    /// The group role the migrations create.
+    pub fn group(self) -> &'static str {
+        match self {
+            ServiceRole::Operations => "opledger_operations",
+            ServiceRole::Approvals => "opledger_approvals",
+            ServiceRole::Broadcaster => "opledger_broadcaster",
+            ServiceRole::Reconciler => "opledger_reconciler",
+            ServiceRole::Inbox => "opledger_inbox",
+            ServiceRole::Signer => "opledger_signer",
+        }
+    }
+
+    /// The test login role, a member of [`ServiceRole::group`] only.
+    pub fn login(self) -> String {
+        format!("{}_test", self.group())
+    }
+
+    fn password(self) -> String {
+        format!("{}-test-password", self.group())
+    }
+}
 
 const POOL_MAX_CONNECTIONS: u32 = 8;
 const POOL_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -35,9 +80,7 @@ pub struct TestDatabase {
     pub name: String,
     /// URL of this database as the cluster's superuser (owner of every object).
     pub url: String,
-    /// URL of this database as `opledger_app_login`, a login member of the `opledger_app` group
-    /// role: what the services use, so that the database grants are really exercised.
-    pub app_url: String,
+    admin: String,
 }
 
 impl TestDatabase {
@@ -61,7 +104,7 @@ impl TestDatabase {
 
         Ok(TestDatabase {
             url: database_url(&admin_url, &name),
-            app_url: app_url(&admin_url, &name)?,
+            admin: admin_url.to_string(),
             name,
         })
     }
@@ -73,13 +116,22 @@ impl TestDatabase {
             .with_context(|| format!("connecting to test database {} as superuser", self.name))
     }
 
-    /// A small pool (at most 8 connections) on this database as `opledger_app_login`.
-    pub async fn app_pool(&self) -> anyhow::Result<PgPool> {
-        pool(&self.app_url).await.with_context(|| {
+    /// URL of this database as `role`'s test login (a member of that service's group role
+    /// only): what a service under test uses, so that its own grants are exercised.
+    pub fn url_as(&self, role: ServiceRole) -> String {
+        let admin = Url::parse(&self.admin).ok();
+        admin
+            .and_then(|admin| login_url(&admin, &self.name, &role.login(), &role.password()).ok())
+            .unwrap_or_default()
+    }
+
+    /// A small pool (at most 8 connections) on this database as `role`'s test login.
+    pub async fn pool_as(&self, role: ServiceRole) -> anyhow::Result<PgPool> {
+        pool(&self.url_as(role)).await.with_context(|| {
             format!(
-                "connecting to test database {} as {APP_LOGIN_ROLE} (does the migration that \
-                 creates the {APP_GROUP_ROLE} role exist?)",
-                self.name
+                "connecting to test database {} as {}",
+                self.name,
+                role.login()
             )
         })
     }
@@ -138,9 +190,8 @@ fn database_url(admin: &Url, name: &str) -> String {
     url.to_string()
 }
 
-/// `postgres://opledger_app_login:opledger-app-test@HOST:PORT/<name>`, host and port from the
-/// admin URL.
-fn app_url(admin: &Url, name: &str) -> anyhow::Result<String> {
+/// `postgres://LOGIN:PASSWORD@HOST:PORT/<name>`, host and port from the admin URL.
+fn login_url(admin: &Url, name: &str, login: &str, password: &str) -> anyhow::Result<String> {
     let options = PgConnectOptions::from_str(admin.as_str())
         .with_context(|| format!("parsing {TEST_DATABASE_URL_ENV} ({admin})"))?;
     let host = options.get_host();
@@ -148,14 +199,14 @@ fn app_url(admin: &Url, name: &str) -> anyhow::Result<String> {
     let url = if host.starts_with('/') {
         // A unix socket folder.
         let mut url = Url::parse(&format!(
-            "postgres://{APP_LOGIN_ROLE}:{APP_LOGIN_PASSWORD}@localhost:{port}/{name}"
+            "postgres://{login}:{password}@localhost:{port}/{name}"
         ))?;
         url.query_pairs_mut().append_pair("host", host);
         url.to_string()
     } else if host.contains(':') && !host.starts_with('[') {
-        format!("postgres://{APP_LOGIN_ROLE}:{APP_LOGIN_PASSWORD}@[{host}]:{port}/{name}")
+        format!("postgres://{login}:{password}@[{host}]:{port}/{name}")
     } else {
-        format!("postgres://{APP_LOGIN_ROLE}:{APP_LOGIN_PASSWORD}@{host}:{port}/{name}")
+        format!("postgres://{login}:{password}@{host}:{port}/{name}")
     };
     Ok(url)
 }
@@ -223,7 +274,7 @@ async fn ensure_template_and_roles(
         build_template(conn, admin_url, template).await?;
     }
 
-    ensure_app_login_role(conn).await
+    ensure_login_roles(conn).await
 }
 
 async fn build_template(
@@ -262,50 +313,36 @@ async fn build_template(
     Ok(())
 }
 
-/// Creates the login role the services use in tests, once the migrations made its group role.
-async fn ensure_app_login_role(conn: &mut PgConnection) -> anyhow::Result<()> {
-    let group_exists: bool =
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)")
-            .bind(APP_GROUP_ROLE)
-            .fetch_one(&mut *conn)
+/// Creates each service's test login role, once the migrations made its group role (the caller
+/// holds the template lock, so no other test process creates them concurrently).
+async fn ensure_login_roles(conn: &mut PgConnection) -> anyhow::Result<()> {
+    for role in ServiceRole::ALL {
+        let group_exists: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)")
+                .bind(role.group())
+                .fetch_one(&mut *conn)
+                .await
+                .with_context(|| format!("looking up the {} role", role.group()))?;
+        if !group_exists {
+            continue;
+        }
+        let login_exists: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)")
+                .bind(role.login())
+                .fetch_one(&mut *conn)
+                .await
+                .with_context(|| format!("looking up the {} role", role.login()))?;
+        if !login_exists {
+            sqlx::raw_sql(AssertSqlSafe(format!(
+                "CREATE ROLE {} LOGIN PASSWORD '{}' IN ROLE {}",
+                quote_ident(&role.login()),
+                role.password(),
+                quote_ident(role.group())
+            )))
+            .execute(&mut *conn)
             .await
-            .context("looking up the opledger_app role")?;
-    if !group_exists {
-        // No migration creates it yet.
-        return Ok(());
-    }
-    let login_exists: bool =
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)")
-            .bind(APP_LOGIN_ROLE)
-            .fetch_one(&mut *conn)
-            .await
-            .context("looking up the opledger_app_login role")?;
-    if !login_exists {
-        sqlx::raw_sql(AssertSqlSafe(format!(
-            "CREATE ROLE {} LOGIN PASSWORD '{APP_LOGIN_PASSWORD}' IN ROLE {}",
-            quote_ident(APP_LOGIN_ROLE),
-            quote_ident(APP_GROUP_ROLE)
-        )))
-        .execute(&mut *conn)
-        .await
-        .context("creating the opledger_app_login role")?;
-        return Ok(());
-    }
-    let member: bool = sqlx::query_scalar("SELECT pg_has_role($1, $2, 'MEMBER')")
-        .bind(APP_LOGIN_ROLE)
-        .bind(APP_GROUP_ROLE)
-        .fetch_one(&mut *conn)
-        .await
-        .context("checking the membership of opledger_app_login")?;
-    if !member {
-        sqlx::raw_sql(AssertSqlSafe(format!(
-            "GRANT {} TO {}",
-            quote_ident(APP_GROUP_ROLE),
-            quote_ident(APP_LOGIN_ROLE)
-        )))
-        .execute(&mut *conn)
-        .await
-        .context("granting opledger_app to opledger_app_login")?;
+            .with_context(|| format!("creating the {} role", role.login()))?;
+        }
     }
     Ok(())
 }
@@ -415,37 +452,29 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn app_pool_connects_as_the_app_login_role() -> anyhow::Result<()> {
+    async fn each_service_connects_as_its_own_login_role() -> anyhow::Result<()> {
         let db = TestDatabase::create().await?;
-        let admin = db.admin_pool().await?;
-        let group_exists: bool =
-            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)")
-                .bind(APP_GROUP_ROLE)
-                .fetch_one(&admin)
-                .await?;
-        admin.close().await;
-        if !group_exists {
-            // The migrations do not create opledger_app yet: no login role to check.
-            return Ok(());
+        for role in ServiceRole::ALL {
+            let pool = db.pool_as(role).await?;
+            let (user, in_group): (String, bool) = sqlx::query_as(
+                "SELECT current_user::text, pg_has_role(current_user, $1, 'MEMBER')",
+            )
+            .bind(role.group())
+            .fetch_one(&pool)
+            .await?;
+            assert_eq!(user, role.login());
+            assert!(in_group, "{} is in {}", role.login(), role.group());
+            pool.close().await;
         }
-        let app = db.app_pool().await?;
-        let (user, in_group): (String, bool) =
-            sqlx::query_as("SELECT current_user::text, pg_has_role(current_user, $1, 'MEMBER')")
-                .bind(APP_GROUP_ROLE)
-                .fetch_one(&app)
-                .await?;
-        assert_eq!(user, APP_LOGIN_ROLE);
-        assert!(in_group);
-        app.close().await;
         Ok(())
     }
 
     #[test]
-    fn app_url_uses_host_and_port_of_the_admin_url() -> anyhow::Result<()> {
+    fn login_urls_use_host_and_port_of_the_admin_url() -> anyhow::Result<()> {
         let admin = Url::parse("postgres://opledger_admin@127.0.0.1:54321/postgres")?;
         assert_eq!(
-            app_url(&admin, "opledger_t_x")?,
-            "postgres://opledger_app_login:opledger-app-test@127.0.0.1:54321/opledger_t_x"
+            login_url(&admin, "opledger_t_x", "opledger_inbox_test", "pw")?,
+            "postgres://opledger_inbox_test:pw@127.0.0.1:54321/opledger_t_x"
         );
         assert_eq!(
             database_url(&admin, "opledger_t_x"),

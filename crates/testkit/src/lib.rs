@@ -32,7 +32,7 @@ pub fn http_client() -> reqwest::ClientBuilder {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
 }
-pub use database::{TEST_DATABASE_URL_ENV, TestDatabase, template_name};
+pub use database::{ServiceRole, TEST_DATABASE_URL_ENV, TestDatabase, template_name};
 pub use proxy::{DROP_RESPONSE_GRACE, FaultMode, FaultProxy, ProxyStats};
 pub use token::{
     TEST_TOKEN_DECIMALS, TRANSFER_EVENT_TOPIC, deploy_test_token, token_balance, token_transfer,

@@ -17,7 +17,7 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Address of the Prometheus metrics endpoint (`GET /metrics`, HTTP/1.1): submission classes.
     pub metrics_listen: SocketAddr,
-    /// PostgreSQL URL of a login role in `opledger_app`.
+    /// PostgreSQL URL of a login role in `opledger_broadcaster` (that service's own role only).
     pub database_url: DatabaseUrl,
     /// Pooled database connections.
     pub db_max_connections: u32,

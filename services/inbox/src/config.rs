@@ -24,7 +24,7 @@ pub struct Config {
     pub http_listen: SocketAddr,
     /// Address of the Prometheus metrics endpoint (`GET /metrics`).
     pub metrics_listen: SocketAddr,
-    /// PostgreSQL URL of a login role in `opledger_app`.
+    /// PostgreSQL URL of a login role in `opledger_inbox` (that service's own role only).
     pub database_url: DatabaseUrl,
     /// Pooled database connections.
     pub db_max_connections: u32,

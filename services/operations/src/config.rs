@@ -16,7 +16,7 @@ pub struct Config {
     /// Address of the Prometheus metrics endpoint (`GET /metrics`, HTTP/1.1): gRPC request
     /// counts by method and code, latency histograms.
     pub metrics_listen: SocketAddr,
-    /// PostgreSQL URL of a login role in `opledger_app` (`OPLEDGER_OPERATIONS_DATABASE_URL`).
+    /// PostgreSQL URL of a login role in `opledger_operations` (that service's own role only) (`OPLEDGER_OPERATIONS_DATABASE_URL`).
     pub database_url: DatabaseUrl,
     /// Pooled database connections.
     pub db_max_connections: u32,

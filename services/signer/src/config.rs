@@ -28,8 +28,19 @@ pub struct Config {
     pub lease_secs: u64,
     /// Names this signer instance in leases and transition logs.
     pub instance_id: String,
-    /// SHA-256 (hex) of each caller token allowed to call the signer; tokens are never stored.
-    pub caller_token_sha256: Vec<String>,
+    /// The callers allowed to call the signer (`[[callers]]`): each a `name`, the SHA-256 (hex)
+    /// of its token (`token_sha256`; tokens are never stored), the `capabilities` it holds
+    /// (`sign_withdrawal`, `fee_bump`, `cancel`) and optionally `client_cert_sha256`, the SHA-256
+    /// (hex) of its DER client certificate: then it must call over mutual TLS with exactly that
+    /// certificate. Give each caller only its own moves (broadcaster: `sign_withdrawal` and
+    /// `fee_bump`; reconciler: `cancel`).
+    pub callers: Vec<CallerConfig>,
+    /// Seconds the latest attempt of a BROADCAST withdrawal must be old before the signer signs a
+    /// fee bump of it (the signer checks it itself, whoever asks).
+    pub fee_bump_min_age_secs: u64,
+    /// Seconds the latest attempt of an UNKNOWN withdrawal must be old before the signer signs a
+    /// cancel of it (the signer checks it itself, whoever asks).
+    pub cancel_min_age_secs: u64,
     /// Networks by id.
     pub networks: BTreeMap<String, NetworkConfig>,
     /// Hot wallets: one per tenant and network.
@@ -42,6 +53,53 @@ pub struct Config {
     /// database; every tenant with a wallet needs one.
     #[serde(default)]
     pub trust_roots: Vec<TrustRootConfig>,
+}
+
+/// What a caller may ask the signer for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Capability {
+    /// `SignWithdrawal`: sign an approved withdrawal's original transfer.
+    SignWithdrawal,
+    /// `SignReplacement` with `ATTEMPT_KIND_FEE_BUMP` (BROADCAST withdrawals only).
+    FeeBump,
+    /// `SignReplacement` with `ATTEMPT_KIND_CANCEL` (UNKNOWN withdrawals only).
+    Cancel,
+}
+
+impl Capability {
+    /// The configured name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capability::SignWithdrawal => "sign_withdrawal",
+            Capability::FeeBump => "fee_bump",
+            Capability::Cancel => "cancel",
+        }
+    }
+}
+
+/// One caller of the signer and what it may do.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallerConfig {
+    /// Names the caller in logs and security events (e.g. "broadcaster").
+    pub name: String,
+    /// SHA-256 (64 hex digits) of the caller's token.
+    pub token_sha256: String,
+    /// What it may ask for.
+    pub capabilities: Vec<Capability>,
+    /// SHA-256 (64 hex digits) of the caller's DER client certificate: when set, its calls must
+    /// come over mutual TLS with exactly this certificate.
+    #[serde(default)]
+    pub client_cert_sha256: Option<String>,
+}
+
+/// A 64-hex-digit SHA-256 digest, decoded.
+pub fn digest(hex_text: &str) -> Option<[u8; 32]> {
+    if hex_text.len() != 64 {
+        return None;
+    }
+    hex::decode(hex_text).ok()?.try_into().ok()
 }
 
 /// One tenant's pinned administrator keys.
@@ -133,7 +191,9 @@ impl Default for Config {
             db_acquire_timeout_secs: 5,
             lease_secs: 30,
             instance_id: "signer".to_owned(),
-            caller_token_sha256: Vec::new(),
+            callers: Vec::new(),
+            fee_bump_min_age_secs: 30,
+            cancel_min_age_secs: 300,
             networks: BTreeMap::new(),
             wallets: Vec::new(),
             tls: None,
@@ -154,15 +214,44 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |field, problem| Err(ConfigError::Invalid { field, problem });
         check_database(&self.database_url, self.db_max_connections)?;
-        if self.caller_token_sha256.is_empty() {
-            return invalid("caller_token_sha256", "must name at least one caller");
+        if self.callers.is_empty() {
+            return invalid("callers", "must name at least one caller");
         }
-        if self
-            .caller_token_sha256
-            .iter()
-            .any(|h| h.len() != 64 || hex::decode(h).is_err())
-        {
-            return invalid("caller_token_sha256", "entries must be 64 hex digits");
+        let (mut names, mut tokens) = (
+            std::collections::BTreeSet::new(),
+            std::collections::BTreeSet::new(),
+        );
+        for caller in &self.callers {
+            if caller.name.trim().is_empty() {
+                return invalid("callers.name", "must not be empty");
+            }
+            if !names.insert(caller.name.as_str()) {
+                return invalid("callers.name", "names a caller twice");
+            }
+            let Some(token) = digest(&caller.token_sha256) else {
+                return invalid("callers.token_sha256", "must be 64 hex digits");
+            };
+            if !tokens.insert(token) {
+                return invalid("callers.token_sha256", "is given to two callers");
+            }
+            if caller.capabilities.is_empty() {
+                return invalid("callers.capabilities", "must name at least one capability");
+            }
+            if caller
+                .client_cert_sha256
+                .as_deref()
+                .is_some_and(|h| digest(h).is_none())
+            {
+                return invalid("callers.client_cert_sha256", "must be 64 hex digits");
+            }
+            if caller.client_cert_sha256.is_some()
+                && self.tls.as_ref().is_none_or(|t| t.client_ca.is_none())
+            {
+                return invalid(
+                    "callers.client_cert_sha256",
+                    "needs mutual TLS: set [tls] with client_ca",
+                );
+            }
         }
         if self.lease_secs == 0 {
             return invalid("lease_secs", "must be at least 1");
@@ -237,5 +326,92 @@ impl Config {
             acquire_timeout: Duration::from_secs(self.db_acquire_timeout_secs),
             ..opledger_store::StoreConfig::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller(name: &str, token: char, capabilities: &[Capability]) -> CallerConfig {
+        CallerConfig {
+            name: name.to_owned(),
+            token_sha256: token.to_string().repeat(64),
+            capabilities: capabilities.to_vec(),
+            client_cert_sha256: None,
+        }
+    }
+
+    fn valid() -> Config {
+        Config {
+            database_url: DatabaseUrl("postgres://signer@db/opledger".into()),
+            callers: vec![
+                caller(
+                    "broadcaster",
+                    'a',
+                    &[Capability::SignWithdrawal, Capability::FeeBump],
+                ),
+                caller("reconciler", 'b', &[Capability::Cancel]),
+            ],
+            ..Config::default()
+        }
+    }
+
+    fn refused(config: &Config) -> &'static str {
+        match config.validate() {
+            Err(ConfigError::Invalid { field, .. }) => field,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn scoped_callers_validate_and_mistakes_are_refused_by_field() {
+        assert!(valid().validate().is_ok());
+        let mut c = valid();
+        c.callers.clear();
+        assert_eq!(refused(&c), "callers");
+        let mut c = valid();
+        c.callers[1].name = "broadcaster".into();
+        assert_eq!(refused(&c), "callers.name");
+        let mut c = valid();
+        c.callers[1].token_sha256 = c.callers[0].token_sha256.clone();
+        assert_eq!(refused(&c), "callers.token_sha256");
+        let mut c = valid();
+        c.callers[0].token_sha256 = "zz".repeat(32);
+        assert_eq!(refused(&c), "callers.token_sha256");
+        let mut c = valid();
+        c.callers[0].capabilities.clear();
+        assert_eq!(refused(&c), "callers.capabilities");
+        let mut c = valid();
+        c.callers[0].client_cert_sha256 = Some("0".repeat(63));
+        assert_eq!(refused(&c), "callers.client_cert_sha256");
+        // A well-formed certificate binding needs mutual TLS to mean anything.
+        let mut c = valid();
+        c.callers[0].client_cert_sha256 = Some("0".repeat(64));
+        assert_eq!(refused(&c), "callers.client_cert_sha256");
+        c.tls = Some(TlsConfig {
+            cert: "s.pem".into(),
+            key: "s.key".into(),
+            client_ca: Some("ca.pem".into()),
+        });
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn capabilities_are_named_in_snake_case_and_the_windows_default_to_30_and_300_seconds() {
+        let names: Vec<&str> = [
+            Capability::SignWithdrawal,
+            Capability::FeeBump,
+            Capability::Cancel,
+        ]
+        .iter()
+        .map(|c| c.as_str())
+        .collect();
+        assert_eq!(names, ["sign_withdrawal", "fee_bump", "cancel"]);
+        let defaults = Config::default();
+        assert_eq!(
+            (defaults.fee_bump_min_age_secs, defaults.cancel_min_age_secs),
+            (30, 300)
+        );
     }
 }

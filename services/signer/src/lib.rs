@@ -15,7 +15,7 @@ pub mod trust;
 pub mod wallets;
 
 pub use config::Config;
-pub use service::{SignerApi, signer_status};
+pub use service::{Caller, SignerApi, callers, signer_status};
 pub use signing::Signer;
 pub use wallets::Wallets;
 
@@ -26,8 +26,8 @@ use std::sync::Arc;
 use tonic::service::Routes;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
-/// The service's routes for a signer and the SHA-256 of each accepted caller token.
-pub fn routes(signer: Signer, callers: Vec<[u8; 32]>) -> Routes {
+/// The service's routes for a signer and its accepted callers.
+pub fn routes(signer: Signer, callers: Vec<Caller>) -> Routes {
     Routes::new(SignerServiceServer::new(SignerApi::new(signer, callers)))
 }
 
@@ -54,11 +54,16 @@ pub enum StartError {
 pub async fn run(config: Config) -> Result<(), StartError> {
     let wallets = Arc::new(Wallets::load(&config)?);
     tracing::info!(wallets = wallets.len(), "signer keys loaded");
-    let callers = config
-        .caller_token_sha256
-        .iter()
-        .filter_map(|h| hex::decode(h).ok()?.try_into().ok())
-        .collect();
+    let callers = callers(&config);
+    for caller in &callers {
+        let capabilities: Vec<&str> = caller.capabilities.iter().map(|c| c.as_str()).collect();
+        tracing::info!(
+            caller = %caller.name,
+            ?capabilities,
+            client_certificate_bound = caller.client_cert_sha256.is_some(),
+            "signer caller configured"
+        );
+    }
     let (store, listener) =
         server::connect_and_bind(&config.database_url.0, config.store_config(), config.listen)
             .await?;

@@ -1,6 +1,9 @@
-//! The `SignerService` gRPC edge: caller-token authentication, conversions, error statuses.
+//! The `SignerService` gRPC edge: caller authentication (token, and the bound client certificate
+//! when configured), each caller's capabilities, conversions, error statuses.
 
-use crate::signing::{Signed, Signer, SignerError};
+use crate::config::{Capability, Config, digest};
+use crate::signing::{Refusal, Signed, Signer, SignerError};
+use opledger_domain::ids::{OperationId, TenantId};
 use opledger_grpc::status::{ErrorReason, error_status, invalid_field};
 use opledger_grpc::store_status;
 use opledger_proto::v1 as pb;
@@ -10,20 +13,55 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tonic::{Code, Request, Response, Status};
 
-/// The handlers: a signer and the SHA-256 of each accepted caller token.
+/// One accepted caller as the service checks it: its name, token digest, capabilities and, when
+/// bound, its client certificate's digest.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// Names it in logs and security events.
+    pub name: String,
+    /// SHA-256 of its token.
+    pub token_sha256: [u8; 32],
+    /// What it may ask for.
+    pub capabilities: Vec<Capability>,
+    /// SHA-256 of the DER client certificate it must present, when bound.
+    pub client_cert_sha256: Option<[u8; 32]>,
+}
+
+/// The callers of a (validated) configuration.
+pub fn callers(config: &Config) -> Vec<Caller> {
+    config
+        .callers
+        .iter()
+        .filter_map(|c| {
+            Some(Caller {
+                name: c.name.clone(),
+                token_sha256: digest(&c.token_sha256)?,
+                capabilities: c.capabilities.clone(),
+                client_cert_sha256: match c.client_cert_sha256.as_deref() {
+                    Some(h) => Some(digest(h)?),
+                    None => None,
+                },
+            })
+        })
+        .collect()
+}
+
+/// The handlers: a signer and its accepted callers.
 #[derive(Debug, Clone)]
 pub struct SignerApi {
     signer: Signer,
-    callers: Vec<[u8; 32]>,
+    callers: Vec<Caller>,
 }
 
 impl SignerApi {
-    /// Handlers accepting callers whose token hashes to one of `callers`.
-    pub fn new(signer: Signer, callers: Vec<[u8; 32]>) -> SignerApi {
+    /// Handlers accepting `callers`, each for its own capabilities.
+    pub fn new(signer: Signer, callers: Vec<Caller>) -> SignerApi {
         SignerApi { signer, callers }
     }
 
-    fn authorize<T>(&self, request: &Request<T>) -> Result<(), Status> {
+    /// The caller whose token the request carries; an unknown or missing token is
+    /// UNAUTHENTICATED. The token itself is never logged.
+    fn authenticate<T>(&self, request: &Request<T>) -> Result<&Caller, Status> {
         let token = request
             .metadata()
             .get("authorization")
@@ -39,33 +77,57 @@ impl SignerApi {
             })?;
         let presented: [u8; 32] = Sha256::digest(token.trim().as_bytes()).into();
         // Compare against every configured hash without stopping early.
-        let known = self
-            .callers
-            .iter()
-            .fold(0_u8, |acc, h| acc | h.ct_eq(&presented).unwrap_u8());
-        if known == 1 {
-            Ok(())
-        } else {
-            Err(error_status(
+        let mut found = None;
+        for (i, caller) in self.callers.iter().enumerate() {
+            if bool::from(caller.token_sha256.ct_eq(&presented)) {
+                found = Some(i);
+            }
+        }
+        found.map(|i| &self.callers[i]).ok_or_else(|| {
+            error_status(
                 Code::Unauthenticated,
                 ErrorReason::CredentialsInvalid,
                 "invalid caller token",
                 &[],
-            ))
+            )
+        })
+    }
+
+    /// Admits `caller` to ask for `capability` on the operation: its bound client certificate
+    /// (when configured) must be the one the TLS session presented, and it must hold the
+    /// capability. A refusal is a security event and PERMISSION_DENIED.
+    async fn permit<T>(
+        &self,
+        request: &Request<T>,
+        caller: &Caller,
+        capability: Capability,
+        tenant: TenantId,
+        op: OperationId,
+    ) -> Result<(), Status> {
+        let refusal = if let Some(bound) = &caller.client_cert_sha256 {
+            let presented = request
+                .peer_certs()
+                .and_then(|certs| certs.first().map(|c| Sha256::digest(c.as_ref())));
+            match presented {
+                Some(d) if bool::from(d.as_slice().ct_eq(bound.as_slice())) => None,
+                _ => Some(Refusal::ClientCertificate),
+            }
+        } else {
+            None
+        };
+        let refusal = refusal.or_else(|| {
+            (!caller.capabilities.contains(&capability)).then_some(Refusal::Capability(capability))
+        });
+        match refusal {
+            None => Ok(()),
+            Some(refusal) => Err(signer_status(
+                self.signer.refuse(tenant, op, &caller.name, refusal).await,
+            )),
         }
     }
 }
 
-fn ids(
-    tenant: &str,
-    withdrawal: &str,
-) -> Result<
-    (
-        opledger_domain::ids::TenantId,
-        opledger_domain::ids::OperationId,
-    ),
-    Status,
-> {
+fn ids(tenant: &str, withdrawal: &str) -> Result<(TenantId, OperationId), Status> {
     let tenant = tenant
         .parse()
         .map_err(|_| invalid_field("tenant_id", "is not a tenant id"))?;
@@ -162,6 +224,26 @@ pub fn signer_status(error: SignerError) -> Status {
             )
         }
         SignerError::Store(e) => store_status(e),
+        SignerError::NotAllowed(refusal) => {
+            let detail = match refusal {
+                Refusal::Capability(c) => c.as_str().to_owned(),
+                Refusal::ClientCertificate => "client_certificate".to_owned(),
+                Refusal::State(state) => state.as_str().to_owned(),
+                Refusal::Age { min_age_secs, .. } => format!("{min_age_secs}s"),
+            };
+            let key = match refusal {
+                Refusal::Capability(_) => "capability",
+                Refusal::ClientCertificate => "credential",
+                Refusal::State(_) => "state",
+                Refusal::Age { .. } => "min_age",
+            };
+            error_status(
+                Code::PermissionDenied,
+                ErrorReason::CallerNotAllowed,
+                error.to_string(),
+                &[("missing", refusal.missing()), (key, detail.as_str())],
+            )
+        }
         SignerError::Interrupted => error_status(
             Code::Unavailable,
             ErrorReason::StoreUnavailable,
@@ -177,9 +259,12 @@ impl SignerService for SignerApi {
         &self,
         request: Request<pb::SignWithdrawalRequest>,
     ) -> Result<Response<pb::SignResponse>, Status> {
-        self.authorize(&request)?;
+        let caller = self.authenticate(&request)?;
         let body = request.get_ref();
         let (tenant, op) = ids(&body.tenant_id, &body.withdrawal_id)?;
+        tracing::info!(%op, caller = %caller.name, "sign withdrawal requested");
+        self.permit(&request, caller, Capability::SignWithdrawal, tenant, op)
+            .await?;
         let signed = self
             .signer
             .sign_withdrawal(tenant, op)
@@ -192,7 +277,7 @@ impl SignerService for SignerApi {
         &self,
         request: Request<pb::SignReplacementRequest>,
     ) -> Result<Response<pb::SignResponse>, Status> {
-        self.authorize(&request)?;
+        let caller = self.authenticate(&request)?;
         let body = request.get_ref();
         let (tenant, op) = ids(&body.tenant_id, &body.withdrawal_id)?;
         let kind = match pb::AttemptKind::try_from(body.kind) {
@@ -205,9 +290,16 @@ impl SignerService for SignerApi {
                 ));
             }
         };
+        tracing::info!(%op, caller = %caller.name, kind = kind.as_str(), "replacement requested");
+        let capability = match kind {
+            AttemptKind::FeeBump => Capability::FeeBump,
+            AttemptKind::Cancel | AttemptKind::Original => Capability::Cancel,
+        };
+        self.permit(&request, caller, capability, tenant, op)
+            .await?;
         let signed = self
             .signer
-            .sign_replacement(tenant, op, kind)
+            .sign_replacement(tenant, op, kind, &caller.name)
             .await
             .map_err(signer_status)?;
         Ok(Response::new(response(signed)))

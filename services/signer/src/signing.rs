@@ -2,7 +2,7 @@
 //! recompute from the stored fields.
 
 use crate::batch::{Job, Lanes};
-use crate::config::{Config, NetworkConfig};
+use crate::config::{Capability, Config, NetworkConfig};
 use crate::trust::TrustRoots;
 use crate::wallets::{Wallet, Wallets};
 use alloy_primitives::{Address, U256};
@@ -11,7 +11,10 @@ use opledger_domain::payload::WithdrawalPayload;
 use opledger_domain::state::{Actor, OperationState};
 use opledger_evm::signer::{self as evm, SignError};
 use opledger_evm::tx::{self, TransferKind, TransferRequest, TxError};
-use opledger_store::signing::{Attempt, AttemptKind, NewAttempt, SigningInput};
+use opledger_store::signing::{
+    Attempt, AttemptKind, GuardRefusal, NewAttempt, ReplacementError, ReplacementGuard,
+    SigningInput,
+};
 use opledger_store::{Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,10 +56,75 @@ pub enum SignerError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The caller may not ask for this, or not now: nothing was signed. Recorded as a security
+    /// event.
+    #[error("caller not allowed: {0}")]
+    NotAllowed(Refusal),
     /// The signing lane ended before answering (the claim stays; its lease expires and the
     /// operation is signed once on a later call).
     #[error("signing interrupted before an answer; retry")]
     Interrupted,
+}
+
+/// What a caller lacked for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The caller's configuration does not grant this capability.
+    Capability(Capability),
+    /// The caller is bound to a client certificate and did not present exactly that one.
+    ClientCertificate,
+    /// The operation is not in the state this request needs (it is in this one).
+    State(OperationState),
+    /// The latest attempt is younger than the signer's window for this request.
+    Age {
+        /// Its age, whole seconds.
+        age_secs: u64,
+        /// The window, seconds.
+        min_age_secs: u64,
+    },
+}
+
+impl Refusal {
+    /// What was missing: `capability`, `client_certificate`, `state` or `age`.
+    pub fn missing(&self) -> &'static str {
+        match self {
+            Refusal::Capability(_) => "capability",
+            Refusal::ClientCertificate => "client_certificate",
+            Refusal::State(_) => "state",
+            Refusal::Age { .. } => "age",
+        }
+    }
+}
+
+impl Refusal {
+    /// The security event's fixed description.
+    fn detail(&self) -> &'static str {
+        match self {
+            Refusal::Capability(_) => "caller lacks the capability for this request",
+            Refusal::ClientCertificate => "caller did not present its bound client certificate",
+            Refusal::State(_) => "operation is not in the state this request needs",
+            Refusal::Age { .. } => "latest attempt is inside the signer's window for this request",
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Capability(c) => write!(f, "missing capability {}", c.as_str()),
+            Refusal::ClientCertificate => {
+                f.write_str("the caller's bound client certificate was not presented")
+            }
+            Refusal::State(state) => write!(f, "not allowed in state {}", state.as_str()),
+            Refusal::Age {
+                age_secs,
+                min_age_secs,
+            } => write!(
+                f,
+                "latest attempt is {age_secs} s old, the window is {min_age_secs} s"
+            ),
+        }
+    }
 }
 
 /// The signer's state: store, configuration and keys.
@@ -197,12 +265,43 @@ impl Signer {
             }))
     }
 
-    /// Persists and returns a fee bump or cancel replacing the latest attempt (same nonce).
+    /// Records that `caller` was refused `refusal` on the operation (a security event naming the
+    /// caller) and returns the error to answer with.
+    pub async fn refuse(
+        &self,
+        tenant: TenantId,
+        op: OperationId,
+        caller: &str,
+        refusal: Refusal,
+    ) -> SignerError {
+        let recorded = self
+            .store
+            .record_security_event(
+                tenant,
+                op,
+                "SIGNER_CALLER_NOT_ALLOWED",
+                Actor::Signer,
+                caller,
+                refusal.detail(),
+            )
+            .await;
+        tracing::warn!(%op, caller, missing = refusal.missing(), reason = %refusal, "caller not allowed");
+        match recorded {
+            Ok(()) => SignerError::NotAllowed(refusal),
+            Err(e) => e.into(),
+        }
+    }
+
+    /// Persists and returns a fee bump or cancel replacing the latest attempt (same nonce). A fee
+    /// bump needs a BROADCAST operation whose latest attempt is older than
+    /// `fee_bump_min_age_secs`, a cancel an UNKNOWN one older than `cancel_min_age_secs`; both are
+    /// checked under the operation's row lock, and a refusal is recorded against `caller`.
     pub async fn sign_replacement(
         &self,
         tenant: TenantId,
         op: OperationId,
         kind: AttemptKind,
+        caller: &str,
     ) -> Result<Signed, SignerError> {
         let input = self
             .store
@@ -214,9 +313,22 @@ impl Signer {
         let (wallet, network) = self.wallet(tenant, payload)?;
         let fee_cap = payload.fee_cap.get();
         let key = wallet.key.clone();
+        let (states, min_age_secs): (&[OperationState], u64) = match kind {
+            AttemptKind::FeeBump => (
+                &[OperationState::Broadcast],
+                self.config.fee_bump_min_age_secs,
+            ),
+            AttemptKind::Cancel | AttemptKind::Original => {
+                (&[OperationState::Unknown], self.config.cancel_min_age_secs)
+            }
+        };
+        let guard = ReplacementGuard {
+            states,
+            min_age: Duration::from_secs(min_age_secs),
+        };
         let persisted = self
             .store
-            .persist_replacement(tenant, op, |latest| {
+            .persist_replacement(tenant, op, &guard, |latest| {
                 let previous = evm::decode(&latest.signed.raw_tx)?
                     .transfer_request()
                     .ok_or(SignError::Unsupported("stored attempt is not a transfer"))?;
@@ -231,11 +343,24 @@ impl Signer {
                 Ok::<_, SignError>(new_attempt(kind, request.chain_id, &signed))
             })
             .await?;
-        let attempt = persisted.map_err(|e| match e {
-            SignError::Request(refused) => SignerError::Replacement(refused),
-            other => SignerError::Sign(other),
-        })?;
-        tracing::info!(%op, attempt = attempt.attempt, kind = kind.as_str(), "replacement signed and persisted");
+        let attempt = match persisted {
+            Ok(attempt) => attempt,
+            Err(ReplacementError::Refused(refused)) => {
+                let refusal = match refused {
+                    GuardRefusal::State(state) => Refusal::State(state),
+                    GuardRefusal::TooRecent { age, min_age } => Refusal::Age {
+                        age_secs: age.as_secs(),
+                        min_age_secs: min_age.as_secs(),
+                    },
+                };
+                return Err(self.refuse(tenant, op, caller, refusal).await);
+            }
+            Err(ReplacementError::Sign(SignError::Request(refused))) => {
+                return Err(SignerError::Replacement(refused));
+            }
+            Err(ReplacementError::Sign(other)) => return Err(SignerError::Sign(other)),
+        };
+        tracing::info!(%op, caller, attempt = attempt.attempt, kind = kind.as_str(), "replacement signed and persisted");
         Ok(Signed {
             attempt,
             already_signed: false,

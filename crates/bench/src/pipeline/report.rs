@@ -38,8 +38,8 @@ pub(super) fn print(
     };
     println!(
         "setup: operations, approvals, signer, broadcaster worker and chain watcher, reconciler \
-         in-process (gRPC over loopback; operations, approvals, broadcaster, reconciler as a login \
-         role in opledger_app, signer in opledger_signer; pools 32/16/8/8/8 of which the signer's \
+         in-process (gRPC over loopback; each service as a login in its own \
+         service role; pools 32/16/8/8/8 of which the signer's \
          {}); reconciler with its defaults (polls every 1 s); broadcaster \
          batch_size {}, watch_batch_size {}, concurrency {}, polls 20 ms, 1 confirmation; anvil --block-time {}; \
          PostgreSQL (fsync on) on this machine; {} clients each creating then approving \

@@ -1,7 +1,8 @@
 //! The services of the pipeline, in-process, each on its own pool and database role the way a
-//! deployment runs them: operations and approvals (gRPC, `opledger_app`), the signer (gRPC with a
-//! caller token, `opledger_signer`), the broadcaster's worker and chain watcher and the reconciler
-//! (`opledger_app`).
+//! deployment runs them: operations and approvals (gRPC), the signer (gRPC with a caller token),
+//! the broadcaster's worker and chain watcher and the reconciler, each as a login in its own
+//! service role (`opledger_operations`, `opledger_approvals`, `opledger_signer`,
+//! `opledger_broadcaster`, `opledger_reconciler`).
 
 use opledger_grpc::config::Secret;
 use opledger_grpc::server::{serve, serve_api};
@@ -141,11 +142,25 @@ fn report<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(Result<(), E>
     }
 }
 
-/// Starts every service; `app_url` and `signer_url` are login roles in `opledger_app` and
-/// `opledger_signer`.
+/// The database URL of each service: a login role in that service's own group role, as a
+/// deployment runs them.
+#[derive(Debug, Clone)]
+pub struct RoleUrls {
+    /// `opledger_operations`.
+    pub operations: String,
+    /// `opledger_approvals`.
+    pub approvals: String,
+    /// `opledger_signer`.
+    pub signer: String,
+    /// `opledger_broadcaster`.
+    pub broadcaster: String,
+    /// `opledger_reconciler`.
+    pub reconciler: String,
+}
+
+/// Starts every service, each connected as its own role.
 pub async fn start(
-    app_url: &str,
-    signer_url: &str,
+    urls: &RoleUrls,
     wallets: Wallets,
     trust_roots: Vec<opledger_signer::config::TrustRootConfig>,
     rpc_url: &str,
@@ -173,28 +188,38 @@ pub async fn start(
         anyhow::Ok(format!("http://{addr}"))
     };
     let operations = api(
-        connect(app_url, OPERATIONS_CONNECTIONS, "operations").await?,
+        connect(&urls.operations, OPERATIONS_CONNECTIONS, "operations").await?,
         opledger_operations::SERVICE_NAME,
         opledger_operations::routes,
     )?;
     let approvals = api(
-        connect(app_url, APPROVALS_CONNECTIONS, "approvals").await?,
+        connect(&urls.approvals, APPROVALS_CONNECTIONS, "approvals").await?,
         opledger_approvals::SERVICE_NAME,
         opledger_approvals::routes,
     )?;
 
-    // The signer, reached by the broadcaster over gRPC with a caller token.
+    // The signer, reached by the broadcaster over gRPC with a caller token scoped like the
+    // broadcaster's (signatures and fee bumps).
     let token = format!("bench-caller-{}", uuid::Uuid::new_v4().simple());
     let config = opledger_signer::Config {
         instance_id: "bench-signer".into(),
+        callers: vec![opledger_signer::config::CallerConfig {
+            name: "broadcaster".into(),
+            token_sha256: hex::encode(Sha256::digest(token.as_bytes())),
+            capabilities: vec![
+                opledger_signer::config::Capability::SignWithdrawal,
+                opledger_signer::config::Capability::FeeBump,
+            ],
+            client_cert_sha256: None,
+        }],
         db_max_connections: settings.signer_connections,
         networks: BTreeMap::from([(NETWORK.to_owned(), network())]),
         trust_roots,
         ..opledger_signer::Config::default()
     };
-    let store = connect(signer_url, settings.signer_connections, "signer").await?;
+    let store = connect(&urls.signer, settings.signer_connections, "signer").await?;
+    let callers = opledger_signer::callers(&config);
     let signer = Signer::new(store, Arc::new(config), Arc::new(wallets));
-    let callers = vec![Sha256::digest(token.as_bytes()).into()];
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let signer_addr = listener.local_addr()?;
     tasks.push(tokio::spawn(async move {
@@ -223,7 +248,7 @@ pub async fn start(
         concurrency: settings.concurrency,
         ..opledger_broadcaster::Config::default()
     };
-    let store = connect(app_url, BROADCASTER_CONNECTIONS, "broadcaster").await?;
+    let store = connect(&urls.broadcaster, BROADCASTER_CONNECTIONS, "broadcaster").await?;
     let worker = opledger_broadcaster::broadcaster(&config, store.clone())?;
     let bumper = worker.clone();
     let watcher = opledger_broadcaster::watcher(&config, store)?;
@@ -269,7 +294,7 @@ pub async fn start(
         confirmations: BTreeMap::from([(NETWORK.to_owned(), 1)]),
         ..opledger_reconciler::Config::default()
     };
-    let store = connect(app_url, RECONCILER_CONNECTIONS, "reconciler").await?;
+    let store = connect(&urls.reconciler, RECONCILER_CONNECTIONS, "reconciler").await?;
     let reconciler = opledger_reconciler::reconciler(&config, store)?;
     let (stale, batch, poll) = (
         config.stale_broadcast_secs,

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Development provisioning, run by the opledger-dev-provision Job once `opledger-admin migrate`
-# has created the group roles opledger_app and opledger_signer (until then it fails and the Job
+# has created the services' group roles (opledger_operations ... opledger_signer) (until then it fails and the Job
 # retries). Idempotent.
 #
 # * One login role per service (production: deploy/postgres/roles.sql), with the user and password
@@ -24,11 +24,11 @@ SQL
     echo "login role $user in $2"
 }
 
-login_role "$OPERATIONS_DATABASE_URL" opledger_app
-login_role "$APPROVALS_DATABASE_URL" opledger_app
-login_role "$BROADCASTER_DATABASE_URL" opledger_app
-login_role "$RECONCILER_DATABASE_URL" opledger_app
-login_role "$INBOX_DATABASE_URL" opledger_app
+login_role "$OPERATIONS_DATABASE_URL" opledger_operations
+login_role "$APPROVALS_DATABASE_URL" opledger_approvals
+login_role "$BROADCASTER_DATABASE_URL" opledger_broadcaster
+login_role "$RECONCILER_DATABASE_URL" opledger_reconciler
+login_role "$INBOX_DATABASE_URL" opledger_inbox
 # The signer's role is in opledger_signer only: its grants and trigger allow only signing moves.
 login_role "$SIGNER_DATABASE_URL" opledger_signer
 
