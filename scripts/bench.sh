@@ -15,6 +15,10 @@
 #                                       eth_sendRawTransaction rate (installs the pinned anvil;
 #                                       ARGS go to `opledger-bench pipeline`, e.g.
 #                                       --withdrawals 200)
+#   scripts/bench.sh verify [ARGS...]   the signer's approval verification per withdrawal (the
+#                                       trust statement's signature, the quorum of 1, 2 and 3
+#                                       signed approvals) vs recomputing the payload hash, in the
+#                                       same run (no database; ARGS go to `opledger-bench verify`)
 #   scripts/bench.sh webhook [ARGS...]  verified webhooks ingested per second: signed
 #                                       deposit.confirmed deliveries over HTTP/1.1 keep-alive to
 #                                       the real opledger-inbox (signature check, inbox row + work
@@ -35,8 +39,14 @@ cd "$OPLEDGER_REPO_ROOT"
 
 what="${1:-create}"
 shift || true
-[[ "$what" == "create" || "$what" == "sign" || "$what" == "pipeline" || "$what" == "webhook" ]] ||
-    die "unknown benchmark '$what' (known: create, sign, pipeline, webhook)"
+[[ "$what" == "create" || "$what" == "sign" || "$what" == "pipeline" || "$what" == "webhook" ||
+    "$what" == "verify" ]] ||
+    die "unknown benchmark '$what' (known: create, sign, pipeline, webhook, verify)"
+if [[ "$what" == "verify" ]]; then
+    log "cargo build --release -p opledger-bench"
+    cargo build --release -p opledger-bench >&2
+    exec "$OPLEDGER_REPO_ROOT/target/release/opledger-bench" verify "$@"
+fi
 
 bash scripts/pg.sh ensure-installed >/dev/null
 if [[ "$what" == "pipeline" ]]; then

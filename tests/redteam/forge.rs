@@ -8,7 +8,10 @@ use opledger_domain::payload::{
 };
 use opledger_domain::policy::ApprovalRule;
 use opledger_testkit::{ServiceRole, trust};
-use opledger_tests::signer::{InProcessSigner, approve, attempts, client, sign_request};
+use opledger_tests::signer::{
+    BROADCASTER_TOKEN, HOT_WALLET, InProcessSigner, RECONCILER_TOKEN, approve, attempts, client,
+    sign_request,
+};
 use opledger_tests::{ALICE, BOB, Stack, Tenant, reason};
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
@@ -88,6 +91,46 @@ pub fn scenarios() -> Vec<(&'static str, Scenario)> {
         (
             "one_approver_key_twice_against_a_two_approver_policy_is_never_signed",
             Box::pin(one_key_twice()),
+        ),
+        (
+            "approvals_login_forgery_reaches_no_transfer_on_a_real_node",
+            Box::pin(forgery_on_a_real_node()),
+        ),
+        (
+            "broadcaster_token_asking_a_cancel_of_a_healthy_withdrawal_is_never_signed",
+            Box::pin(scoped_caller(Caller::BroadcasterCancels)),
+        ),
+        (
+            "reconciler_token_asking_a_fee_bump_is_never_signed",
+            Box::pin(scoped_caller(Caller::ReconcilerBumps)),
+        ),
+        (
+            "reconciler_token_asking_a_signature_is_never_signed",
+            Box::pin(scoped_caller(Caller::ReconcilerSigns)),
+        ),
+        (
+            "broadcaster_token_fee_bump_above_the_fee_cap_is_never_signed",
+            Box::pin(bump_above_fee_cap()),
+        ),
+        (
+            "direct_balance_raise_with_operations_login_is_refused_by_the_database",
+            Box::pin(balance_raise(ServiceRole::Operations)),
+        ),
+        (
+            "direct_balance_raise_with_approvals_login_is_refused_by_the_database",
+            Box::pin(balance_raise(ServiceRole::Approvals)),
+        ),
+        (
+            "direct_balance_raise_with_broadcaster_login_is_refused_by_the_database",
+            Box::pin(balance_raise(ServiceRole::Broadcaster)),
+        ),
+        (
+            "direct_balance_raise_with_reconciler_login_is_refused_by_the_database",
+            Box::pin(balance_raise(ServiceRole::Reconciler)),
+        ),
+        (
+            "direct_balance_raise_with_inbox_login_is_refused_by_the_database",
+            Box::pin(balance_raise(ServiceRole::Inbox)),
         ),
     ]
 }
@@ -650,4 +693,246 @@ pub async fn honest_withdrawal_is_signed() -> anyhow::Result<()> {
     assert!(signed.attempt.is_some());
     assert_eq!(attempts(&stack, &w.withdrawal_id).await?, 1);
     Ok(())
+}
+
+enum Caller {
+    BroadcasterCancels,
+    ReconcilerBumps,
+    ReconcilerSigns,
+}
+
+/// A withdrawal signed honestly and moved to BROADCAST (its first attempt made old enough for
+/// any window), as the adversary finds it.
+async fn healthy_broadcast(
+    stack: &Stack,
+    acme: &Tenant,
+    signer: &InProcessSigner,
+    fee_cap: Option<&str>,
+) -> anyhow::Result<OperationId> {
+    let w = match fee_cap {
+        None => stack.withdraw(acme, "1000", ALICE).await?,
+        Some(cap) => {
+            let mut p = opledger_tests::payload("1000", ALICE);
+            p.fee_cap = cap.to_owned();
+            stack
+                .client()
+                .await?
+                .create_withdrawal(opledger_tests::authed(
+                    &acme.client,
+                    opledger_proto::v1::CreateWithdrawalRequest {
+                        idempotency_key: opledger_tests::new_key(),
+                        payload: Some(p),
+                    },
+                ))
+                .await?
+                .into_inner()
+                .withdrawal
+                .ok_or_else(|| anyhow::anyhow!("no withdrawal"))?
+        }
+    };
+    approve(stack, acme, &w).await?;
+    client(signer.addr)
+        .await?
+        .sign_withdrawal(sign_request(acme.id, &w.withdrawal_id))
+        .await?;
+    let op: OperationId = w.withdrawal_id.parse()?;
+    let admin = stack.db.admin_pool().await?;
+    let mut tx = admin.begin().await?;
+    sqlx::query("SET LOCAL session_replication_role = replica")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("UPDATE tx_attempts SET created_at = now() - interval '1 hour' WHERE op_id = $1")
+        .bind(op.as_uuid())
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(
+        "UPDATE withdrawal_ops SET state = 'BROADCAST', version = version + 1 WHERE op_id = $1",
+    )
+    .bind(op.as_uuid())
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(op)
+}
+
+/// Adversary: one worker host's signer token (the broadcaster's or the reconciler's) used for
+/// what that caller may not do.
+async fn scoped_caller(which: Caller) -> anyhow::Result<Outcome> {
+    use opledger_proto::v1 as pb;
+    let (stack, acme) = world("acme").await?;
+    let signer = InProcessSigner::start_with_production_windows(&stack.db, acme.id).await?;
+    let mut c = client(signer.addr).await?;
+    let events = security_events(&stack, acme.id, "SIGNER_CALLER_NOT_ALLOWED").await?;
+    let (op, before, answer) = match which {
+        Caller::ReconcilerSigns => {
+            let w = stack.withdraw(&acme, "1000", BOB).await?;
+            approve(&stack, &acme, &w).await?;
+            let answer = c
+                .sign_withdrawal(opledger_tests::authed(
+                    RECONCILER_TOKEN,
+                    pb::SignWithdrawalRequest {
+                        tenant_id: acme.id.to_string(),
+                        withdrawal_id: w.withdrawal_id.clone(),
+                    },
+                ))
+                .await
+                .map(drop);
+            (w.withdrawal_id.parse()?, 0, answer)
+        }
+        Caller::BroadcasterCancels | Caller::ReconcilerBumps => {
+            let op = healthy_broadcast(&stack, &acme, &signer, None).await?;
+            let (token, kind) = match which {
+                Caller::BroadcasterCancels => (BROADCASTER_TOKEN, pb::AttemptKind::Cancel),
+                _ => (RECONCILER_TOKEN, pb::AttemptKind::FeeBump),
+            };
+            let answer = c
+                .sign_replacement(opledger_tests::authed(
+                    token,
+                    pb::SignReplacementRequest {
+                        tenant_id: acme.id.to_string(),
+                        withdrawal_id: op.to_string(),
+                        kind: kind as i32,
+                    },
+                ))
+                .await
+                .map(drop);
+            (op, 1, answer)
+        }
+    };
+    let Err(err) = answer else {
+        return Ok(Outcome::Signed);
+    };
+    anyhow::ensure!(
+        err.code() == tonic::Code::PermissionDenied && reason(&err) == "CALLER_NOT_ALLOWED",
+        "unexpected refusal {:?} {}",
+        err.code(),
+        reason(&err)
+    );
+    anyhow::ensure!(
+        attempts(&stack, &op.to_string()).await? == before,
+        "an attempt was added"
+    );
+    anyhow::ensure!(
+        security_events(&stack, acme.id, "SIGNER_CALLER_NOT_ALLOWED").await? == events + 1,
+        "the refusal is a security event"
+    );
+    Ok(Outcome::Refused)
+}
+
+/// Adversary: the broadcaster's token asks for a fee bump the payload's fee cap does not allow
+/// (the cap covers exactly the original's maximum fee).
+async fn bump_above_fee_cap() -> anyhow::Result<Outcome> {
+    use opledger_proto::v1 as pb;
+    let (stack, acme) = world("acme").await?;
+    let signer = InProcessSigner::start_with_production_windows(&stack.db, acme.id).await?;
+    // 21000 gas at the test network's 2 gwei: the original fits, any bump does not.
+    let op = healthy_broadcast(&stack, &acme, &signer, Some("42000000000000")).await?;
+    let answer = client(signer.addr)
+        .await?
+        .sign_replacement(opledger_tests::authed(
+            BROADCASTER_TOKEN,
+            pb::SignReplacementRequest {
+                tenant_id: acme.id.to_string(),
+                withdrawal_id: op.to_string(),
+                kind: pb::AttemptKind::FeeBump as i32,
+            },
+        ))
+        .await;
+    let Err(err) = answer else {
+        return Ok(Outcome::Signed);
+    };
+    anyhow::ensure!(
+        reason(&err) == "FEE_CAP_EXCEEDED",
+        "reason {}",
+        reason(&err)
+    );
+    anyhow::ensure!(
+        attempts(&stack, &op.to_string()).await? == 1,
+        "an attempt was added"
+    );
+    Ok(Outcome::Refused)
+}
+
+/// Adversary: one service's database login raises an account's available balance directly, or
+/// credits it outside the credit function.
+async fn balance_raise(role: ServiceRole) -> anyhow::Result<Outcome> {
+    let (stack, acme) = world("acme").await?;
+    let pool = stack.db.pool_as(role).await?;
+    let before: (String,) =
+        sqlx::query_as("SELECT available::text FROM ledger_accounts WHERE tenant_id = $1")
+            .bind(acme.id.as_uuid())
+            .fetch_one(stack.admin.pool())
+            .await?;
+    for sql in [
+        "UPDATE ledger_accounts SET available = available + 1000000000 WHERE tenant_id = $1",
+        "INSERT INTO ledger_accounts (tenant_id, account, asset, available) \
+         VALUES ($1, 'attacker', 'ETH', 1000000000)",
+    ] {
+        if sqlx::query(sql)
+            .bind(acme.id.as_uuid())
+            .execute(&pool)
+            .await
+            .is_ok()
+        {
+            return Ok(Outcome::Signed);
+        }
+    }
+    let after: (String,) =
+        sqlx::query_as("SELECT available::text FROM ledger_accounts WHERE tenant_id = $1")
+            .bind(acme.id.as_uuid())
+            .fetch_one(stack.admin.pool())
+            .await?;
+    anyhow::ensure!(before == after, "the balance moved");
+    Ok(Outcome::Refused)
+}
+
+/// Adversary: the approvals service's database login forges an approval and approves, while a
+/// real broadcaster runs against a real anvil node: the node sees no transaction at all.
+async fn forgery_on_a_real_node() -> anyhow::Result<Outcome> {
+    let (stack, acme) = world("acme").await?;
+    let app = stack.db.pool_as(ServiceRole::Approvals).await?;
+    let w = stack.withdraw(&acme, "5000000", BOB).await?;
+    let op: OperationId = w.withdrawal_id.parse()?;
+    let hash = PayloadHash::from_hex(&w.payload_hash)?;
+    let key = attacker_key();
+    let (_, sig) = trust::signed_decision(acme.id, op, hash, Decision::Approve, &key, 1);
+    insert_approval(
+        &app,
+        Row {
+            tenant: acme.id,
+            op,
+            hash,
+            key_id: Some(trust::key_id(&key).to_hex()),
+            version: Some(1),
+            signature: Some(&sig),
+        },
+    )
+    .await?;
+    approve_directly(&app, op).await?;
+    let node = opledger_testkit::Anvil::start().await?;
+    let bob_before = node.balance(BOB).await?;
+    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    let cfg = opledger_tests::chain::broadcaster_config(&stack, &signer, &node.rpc_url());
+    let broadcaster = opledger_broadcaster::broadcaster(
+        &cfg,
+        opledger_store::Store::connect(&cfg.database_url.0, opledger_store::StoreConfig::default())
+            .await
+            .map_err(|e| anyhow::anyhow!(e.log_safe()))?,
+    )?;
+    for _ in 0..5 {
+        broadcaster.tick(64, 8).await;
+        node.mine(1).await?;
+    }
+    if node.nonce(HOT_WALLET, "latest").await? != 0 || node.balance(BOB).await? != bob_before {
+        return Ok(Outcome::Signed);
+    }
+    anyhow::ensure!(
+        attempts(&stack, &w.withdrawal_id).await? == 0,
+        "an attempt exists"
+    );
+    anyhow::ensure!(
+        security_events(&stack, acme.id, "SIGNER_APPROVAL_INVALID").await? >= 1,
+        "the refusal is a security event"
+    );
+    Ok(Outcome::Refused)
 }

@@ -35,6 +35,7 @@ mod pipeline;
 mod report;
 mod sign;
 mod trust;
+mod verify;
 mod webhook;
 
 use clap::{Parser, Subcommand};
@@ -56,6 +57,8 @@ enum Command {
     Pipeline(pipeline::Args),
     /// Verified webhooks ingested per second over HTTP/1.1 versus the same SQL through pgbench.
     Webhook(webhook::Args),
+    /// The signer's approval verification per withdrawal versus recomputing the payload hash.
+    Verify(verify::Args),
 }
 
 #[tokio::main]
@@ -68,5 +71,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Sign(args) => sign::run(args).await,
         Command::Pipeline(args) => pipeline::run(args).await,
         Command::Webhook(args) => webhook::run(args).await,
+        Command::Verify(args) => verify::run(args).await,
     }
 }
