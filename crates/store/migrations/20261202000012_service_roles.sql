@@ -76,8 +76,7 @@ CREATE TRIGGER opledger_transition_rules_immutable BEFORE UPDATE OR DELETE ON op
 -- operator API; the approvals service rejects as `approvals`).
 CREATE TABLE opledger_role_actors (
     role_name text NOT NULL,
-    actor     text NOT NULL,
-    PRIMARY KEY (role_name, actor)
+    actor     text PRIMARY KEY
 );
 INSERT INTO opledger_role_actors (role_name, actor) VALUES
     ('opledger_approvals', 'approvals'),
@@ -90,16 +89,26 @@ INSERT INTO opledger_role_actors (role_name, actor) VALUES
 CREATE TRIGGER opledger_role_actors_immutable BEFORE UPDATE OR DELETE ON opledger_role_actors
     FOR EACH ROW EXECUTE FUNCTION opledger_refuse_change();
 
+-- Every service role (the signer's and the former shared one included) is a member of
+-- opledger_services, so one membership check tells a service from the owner.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'opledger_services') THEN
+        CREATE ROLE opledger_services NOLOGIN;
+    END IF;
+END
+$$;
+GRANT opledger_services TO opledger_operations, opledger_approvals, opledger_broadcaster,
+    opledger_reconciler, opledger_inbox, opledger_signer, opledger_app;
+
 -- True when the current role is one of the services' (the owner and superusers are not).
-CREATE FUNCTION opledger_is_service() RETURNS boolean LANGUAGE sql STABLE AS $$
-    SELECT NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
-       AND (pg_has_role(current_user, 'opledger_operations', 'MEMBER')
-         OR pg_has_role(current_user, 'opledger_approvals', 'MEMBER')
-         OR pg_has_role(current_user, 'opledger_broadcaster', 'MEMBER')
-         OR pg_has_role(current_user, 'opledger_reconciler', 'MEMBER')
-         OR pg_has_role(current_user, 'opledger_inbox', 'MEMBER')
-         OR pg_has_role(current_user, 'opledger_signer', 'MEMBER')
-         OR pg_has_role(current_user, 'opledger_app', 'MEMBER'))
+-- PL/pgSQL, not SQL: a non-inlined SQL function is planned again at every call, and this runs in
+-- the triggers of every create and every state change.
+CREATE FUNCTION opledger_is_service() RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN current_setting('is_superuser') = 'off'
+       AND pg_has_role(current_user, 'opledger_services', 'MEMBER');
+END
 $$;
 
 -- The actor of the latest state change, written by the transition function.
@@ -111,12 +120,14 @@ DROP TRIGGER withdrawal_ops_signer_moves ON withdrawal_ops;
 DROP FUNCTION opledger_guard_signer_moves();
 CREATE FUNCTION opledger_guard_moves() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF NEW.state IS DISTINCT FROM OLD.state AND opledger_is_service()
-       AND NOT EXISTS (
-           SELECT 1 FROM opledger_transition_rules r
-           JOIN opledger_role_actors a ON a.actor = r.actor
-           WHERE r.from_state = OLD.state AND r.to_state = NEW.state AND r.actor = NEW.last_actor
-             AND pg_has_role(current_user, a.role_name, 'MEMBER')) THEN
+    IF opledger_is_service()
+       AND NOT (EXISTS (SELECT 1 FROM opledger_transition_rules r
+                        WHERE r.from_state = OLD.state AND r.to_state = NEW.state
+                          AND r.actor = NEW.last_actor)
+                AND coalesce(pg_has_role(current_user,
+                                         (SELECT a.role_name FROM opledger_role_actors a
+                                          WHERE a.actor = NEW.last_actor), 'MEMBER'),
+                             false)) THEN
         RAISE EXCEPTION 'opledger: this role may not move an operation from % to % as %',
             OLD.state, NEW.state, coalesce(NEW.last_actor, 'nobody')
             USING ERRCODE = 'insufficient_privilege';
@@ -125,7 +136,8 @@ BEGIN
 END
 $$;
 CREATE TRIGGER withdrawal_ops_guard_moves BEFORE UPDATE ON withdrawal_ops
-    FOR EACH ROW EXECUTE FUNCTION opledger_guard_moves();
+    FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state)
+    EXECUTE FUNCTION opledger_guard_moves();
 
 -- A service inserts an operation only in REQUESTED...
 CREATE FUNCTION opledger_guard_new_operation() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -167,18 +179,17 @@ CREATE FUNCTION opledger_place_hold(p_tenant uuid, p_op uuid, p_account text, p_
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 DECLARE moved integer;
 BEGIN
-    IF NOT EXISTS (
+    -- One statement: the balance moves only for a REQUESTED operation whose payload is this
+    -- account, asset and amount (nothing happens otherwise, and the caller's create fails).
+    WITH op AS (
            SELECT 1 FROM withdrawal_ops o JOIN withdrawal_payloads p USING (tenant_id, op_id)
            WHERE o.tenant_id = p_tenant AND o.op_id = p_op AND o.state = 'REQUESTED'
-             AND p.source_account = p_account AND p.asset = p_asset AND p.amount = p_amount) THEN
-        RAISE EXCEPTION 'opledger: a hold is placed only for a REQUESTED operation with that payload'
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    WITH acct AS (
+             AND p.source_account = p_account AND p.asset = p_asset AND p.amount = p_amount),
+         acct AS (
            UPDATE ledger_accounts SET available = available - p_amount, held = held + p_amount,
              version = version + 1
            WHERE tenant_id = p_tenant AND account = p_account AND asset = p_asset
-             AND available >= p_amount
+             AND available >= p_amount AND EXISTS (SELECT 1 FROM op)
            RETURNING tenant_id),
          hold AS (
            INSERT INTO ledger_holds (tenant_id, op_id, account, asset, amount, status)
@@ -201,54 +212,42 @@ $$;
 -- the status the effect starts from.
 CREATE FUNCTION opledger_resolve_hold(p_tenant uuid, p_op uuid, p_effect text)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
-DECLARE
-    state_now text;
-    from_status text;
-    to_status text;
-    held_sign numeric;
-    available_sign numeric;
-    first_bucket text;
-    second_bucket text;
-    moved integer;
+DECLARE moved integer;
 BEGIN
-    SELECT state INTO state_now FROM withdrawal_ops WHERE tenant_id = p_tenant AND op_id = p_op;
-    CASE p_effect
-        WHEN 'RELEASE' THEN
-            IF state_now NOT IN ('REJECTED', 'VERIFIED_NOT_SENT') THEN state_now := NULL; END IF;
-            from_status := 'OPEN'; to_status := 'RELEASED'; held_sign := -1; available_sign := 1;
-            first_bucket := 'held'; second_bucket := 'available';
-        WHEN 'SETTLE' THEN
-            IF state_now <> 'CONFIRMED' THEN state_now := NULL; END IF;
-            from_status := 'OPEN'; to_status := 'SETTLED'; held_sign := -1; available_sign := 0;
-            first_bucket := 'held'; second_bucket := 'external';
-        WHEN 'REOPEN' THEN
-            IF state_now <> 'BROADCAST' THEN state_now := NULL; END IF;
-            from_status := 'SETTLED'; to_status := 'OPEN'; held_sign := 1; available_sign := 0;
-            first_bucket := 'external'; second_bucket := 'held';
-        ELSE
-            state_now := NULL;
-    END CASE;
-    IF state_now IS NULL THEN
-        RAISE EXCEPTION 'opledger: hold effect % does not follow the operation''s state', p_effect
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    WITH h AS (
-           UPDATE ledger_holds SET status = to_status,
-             resolved_at = CASE WHEN to_status = 'OPEN' THEN NULL ELSE now() END
-           WHERE tenant_id = p_tenant AND op_id = p_op AND status = from_status
-           RETURNING account, asset, amount),
+    -- One statement: the hold moves only when the operation's state calls for the effect
+    -- (RELEASE: REJECTED or VERIFIED_NOT_SENT; SETTLE: CONFIRMED; REOPEN: BROADCAST); otherwise
+    -- nothing changes and false is returned (the caller's transition fails).
+    WITH e (from_status, to_status, held_sign, available_sign, first_bucket, second_bucket, states) AS (
+           VALUES ('OPEN', 'RELEASED', -1::numeric, 1::numeric, 'held', 'available',
+                   ARRAY['REJECTED', 'VERIFIED_NOT_SENT']),
+                  ('OPEN', 'SETTLED', -1::numeric, 0::numeric, 'held', 'external', ARRAY['CONFIRMED']),
+                  ('SETTLED', 'OPEN', 1::numeric, 0::numeric, 'external', 'held', ARRAY['BROADCAST'])),
+         effect AS (
+           SELECT e.* FROM e
+           WHERE e.to_status = CASE p_effect WHEN 'RELEASE' THEN 'RELEASED'
+                                             WHEN 'SETTLE' THEN 'SETTLED'
+                                             WHEN 'REOPEN' THEN 'OPEN' END
+             AND EXISTS (SELECT 1 FROM withdrawal_ops o WHERE o.tenant_id = p_tenant
+                           AND o.op_id = p_op AND o.state = ANY (e.states))),
+         h AS (
+           UPDATE ledger_holds SET status = effect.to_status,
+             resolved_at = CASE WHEN effect.to_status = 'OPEN' THEN NULL ELSE now() END
+           FROM effect
+           WHERE tenant_id = p_tenant AND op_id = p_op AND status = effect.from_status
+           RETURNING account, asset, amount, effect.held_sign, effect.available_sign,
+             effect.first_bucket, effect.second_bucket),
          acct AS (
-           UPDATE ledger_accounts a SET held = a.held + held_sign * h.amount,
-             available = a.available + available_sign * h.amount, version = a.version + 1
+           UPDATE ledger_accounts a SET held = a.held + h.held_sign * h.amount,
+             available = a.available + h.available_sign * h.amount, version = a.version + 1
            FROM h WHERE a.tenant_id = p_tenant AND a.account = h.account AND a.asset = h.asset
-           RETURNING h.account, h.asset, h.amount),
+           RETURNING h.account, h.asset, h.amount, h.first_bucket, h.second_bucket),
          entry AS (
            INSERT INTO ledger_entries (tenant_id, kind, op_id) SELECT p_tenant, p_effect, p_op FROM acct
            RETURNING entry_id)
     INSERT INTO ledger_postings (entry_id, line, tenant_id, account, asset, bucket, amount)
-    SELECT entry.entry_id, l.line, p_tenant, acct.account, acct.asset, l.bucket, l.sign * acct.amount
-    FROM entry, acct, (VALUES (1::smallint, first_bucket, -1::numeric),
-                              (2::smallint, second_bucket, 1::numeric)) AS l(line, bucket, sign);
+    SELECT entry.entry_id, l.line, p_tenant, acct.account, acct.asset,
+      CASE l.line WHEN 1 THEN acct.first_bucket ELSE acct.second_bucket END, l.sign * acct.amount
+    FROM entry, acct, (VALUES (1::smallint, -1::numeric), (2::smallint, 1::numeric)) AS l(line, sign);
     GET DIAGNOSTICS moved = ROW_COUNT;
     RETURN moved = 2;
 END

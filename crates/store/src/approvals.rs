@@ -8,7 +8,7 @@
 
 use crate::operations::{Operation, RiskFlag};
 use crate::transition::{TransitionRequest, transition_in};
-use crate::trust::{StoredDecision, decisions, newest_trust};
+use crate::trust::{StoredDecision, decisions, newest_trust, trust_from_row};
 use crate::{Result, Store, StoreError};
 use chrono::{DateTime, Utc};
 use opledger_domain::amount::Amount;
@@ -79,6 +79,9 @@ struct Decidable {
     flags: Vec<String>,
     asset: String,
     amount: String,
+    trust_version: Option<i64>,
+    trust_statement: Option<Vec<u8>>,
+    trust_signature: Option<Vec<u8>>,
 }
 
 impl Store {
@@ -304,8 +307,11 @@ async fn lock(tx: &mut PgConnection, request: &Approve<'_>) -> Result<Locked> {
     let s = &request.statement;
     let row: Option<Decidable> = sqlx::query_as(
         "SELECT o.state, o.payload_hash AS stored_hash, o.risk_flags AS flags, p.asset, \
-           p.amount::text AS amount \
+           p.amount::text AS amount, t.version AS trust_version, \
+           t.statement AS trust_statement, t.signature AS trust_signature \
          FROM withdrawal_ops o JOIN withdrawal_payloads p USING (tenant_id, op_id) \
+         LEFT JOIN LATERAL (SELECT version, statement, signature FROM trust_statements ts \
+           WHERE ts.tenant_id = o.tenant_id ORDER BY version DESC LIMIT 1) t ON true \
          WHERE o.tenant_id = $1 AND o.op_id = $2 FOR UPDATE OF o",
     )
     .bind(s.tenant_id.as_uuid())
@@ -332,10 +338,12 @@ async fn lock(tx: &mut PgConnection, request: &Approve<'_>) -> Result<Locked> {
         .await?;
         return Err(StoreError::HashMismatch);
     }
-    let trust = newest_trust(tx, s.tenant_id)
-        .await?
-        .ok_or(StoreError::TrustMissing)?
-        .decode()?;
+    let trust = match (row.trust_version, row.trust_statement, row.trust_signature) {
+        (Some(version), Some(statement), Some(signature)) => {
+            trust_from_row((version, statement, signature))?.decode()?
+        }
+        _ => return Err(StoreError::TrustMissing),
+    };
     Ok(Locked {
         state: row
             .state
@@ -415,22 +423,24 @@ async fn insert_decision(tx: &mut PgConnection, request: &Approve<'_>) -> Result
     Ok(at)
 }
 
-/// Distinct approver keys whose stored, signed approvals verify and count (rows that do not
-/// verify are left out here; the signer refuses them).
+/// Distinct approver keys whose stored approvals count under the trust statement. Signatures are
+/// verified when this service records a decision (`verified`), not again here: this count only
+/// decides REQUESTED -> APPROVED, and the signer verifies every stored signature itself before it
+/// signs. Rows that cannot count (no statement, revoked or unknown key) are left out.
 async fn count(
     conn: &mut PgConnection,
     trust: &TrustStatement,
     op: &OperationFacts<'_>,
 ) -> Result<u32> {
     let rows: Vec<StoredDecision> = decisions(conn, op.tenant_id, op.operation_id).await?;
-    let verified: Vec<_> = rows
+    let counted: Vec<Counted> = rows
         .iter()
-        .filter_map(|r| r.facts(op.tenant_id, op.operation_id))
-        .filter(|f| quorum::check(trust, op, f).is_ok())
+        .filter_map(|r| r.statement(op.tenant_id, op.operation_id))
+        .filter_map(|s| quorum::classify(trust, op, &s).ok())
         .collect();
-    Ok(match quorum::evaluate(trust, op, &verified) {
-        Ok(Verdict::Met { approvers, .. } | Verdict::Short { approvers, .. }) => approvers,
-        Ok(Verdict::Rejected { .. }) | Err(_) => 0,
+    Ok(match quorum::tally(trust, op, &counted) {
+        Verdict::Met { approvers, .. } | Verdict::Short { approvers, .. } => approvers,
+        Verdict::Rejected { .. } => 0,
     })
 }
 

@@ -174,17 +174,25 @@ impl Store {
         let mut order: Vec<usize> = (0..items.len()).collect();
         order.sort_by_key(|&i| (items[i].0.tenant_id.as_uuid(), items[i].0.op_id.as_uuid()));
         let mut moved = vec![false; items.len()];
+        let mut effects = Vec::with_capacity(items.len());
         let mut tx = self.pool.begin().await?;
-        for i in order {
+        for &i in &order {
             let (request, inclusion) = &items[i];
-            match crate::transition::transition_in(&mut tx, request).await {
-                Ok(_) => {}
+            match crate::transition::move_in(&mut tx, request).await {
+                Ok((_, effect)) => effects.push((i, effect)),
                 // Moved by someone else first: nothing of this item is written.
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(e),
             }
             insert_inclusion(&mut tx, inclusion).await?;
             moved[i] = true;
+        }
+        // The settlements last: the balance rows they share (which every create of the same
+        // source account also needs) are locked for the settlements and the commit only.
+        for (i, effect) in effects {
+            let request = &items[i].0;
+            crate::ledger::apply_hold_effect(&mut tx, request.tenant_id, request.op_id, effect)
+                .await?;
         }
         tx.commit().await?;
         Ok(moved)

@@ -110,6 +110,18 @@ pub async fn transition_in(
     conn: &mut PgConnection,
     request: &TransitionRequest<'_>,
 ) -> Result<Transitioned> {
+    let (done, effect) = move_in(conn, request).await?;
+    ledger::apply_hold_effect(conn, request.tenant_id, request.op_id, effect).await?;
+    Ok(done)
+}
+
+/// [`transition_in`] without its ledger effect, which is returned for the caller to apply in the
+/// same transaction (a batch moves its operations first and touches the shared balance rows
+/// last, so it holds their locks for less time).
+pub(crate) async fn move_in(
+    conn: &mut PgConnection,
+    request: &TransitionRequest<'_>,
+) -> Result<(Transitioned, HoldEffect)> {
     let effect = check_transition(request.from, request.to, request.actor)?;
     let (lease_mode, lease_owner) = match request.lease_guard {
         LeaseGuard::Any => (0_i16, None),
@@ -171,6 +183,5 @@ pub async fn transition_in(
             }),
         };
     };
-    ledger::apply_hold_effect(conn, request.tenant_id, request.op_id, effect).await?;
-    Ok(Transitioned { version })
+    Ok((Transitioned { version }, effect))
 }

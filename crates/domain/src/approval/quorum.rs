@@ -108,13 +108,31 @@ pub enum Verdict {
     },
 }
 
-/// Verifies one decision against the trust statement and the withdrawal.
+/// Verifies one decision against the trust statement and the withdrawal: [`classify`], then the
+/// signature with the registered key.
 pub fn check(
     trust: &TrustStatement,
     op: &OperationFacts<'_>,
     approval: &ApprovalFacts<'_>,
 ) -> Result<Counted, Refusal> {
+    let counted = classify(trust, op, &approval.statement)?;
     let s = &approval.statement;
+    let key_id = s.approver_key_id;
+    let key = trust.key(&key_id).ok_or(Refusal::UnknownKey { key_id })?;
+    let sig = signature(approval.signature).map_err(|_| Refusal::BadSignature { key_id })?;
+    verify(&key.public_key, &s.canonical_bytes(), &sig)
+        .map_err(|_| Refusal::BadSignature { key_id })?;
+    Ok(counted)
+}
+
+/// What a decision would contribute if its signature verifies: every rule of [`check`] but the
+/// signature itself. For decisions whose signatures were verified when they were recorded by the
+/// same process; the signer always uses [`evaluate`].
+pub fn classify(
+    trust: &TrustStatement,
+    op: &OperationFacts<'_>,
+    s: &ApprovalStatement,
+) -> Result<Counted, Refusal> {
     let key_id = s.approver_key_id;
     if s.tenant_id != op.tenant_id
         || s.operation_id != op.operation_id
@@ -133,9 +151,6 @@ pub fn check(
         return Err(Refusal::RevokedKey { key_id });
     }
     let key = trust.key(&key_id).ok_or(Refusal::UnknownKey { key_id })?;
-    let sig = signature(approval.signature).map_err(|_| Refusal::BadSignature { key_id })?;
-    verify(&key.public_key, &s.canonical_bytes(), &sig)
-        .map_err(|_| Refusal::BadSignature { key_id })?;
     Ok(match (s.decision, key.kind) {
         (Decision::Reject, _) => Counted::Rejection(key_id),
         (Decision::Approve, KeyKind::Approver) => Counted::Approval(key_id),
@@ -148,18 +163,14 @@ pub fn check(
     })
 }
 
-/// The verdict on every stored decision of a withdrawal. Any decision that does not verify
-/// refuses the whole withdrawal: a forged or copied row is never ignored silently.
-pub fn evaluate(
-    trust: &TrustStatement,
-    op: &OperationFacts<'_>,
-    approvals: &[ApprovalFacts<'_>],
-) -> Result<Verdict, Refusal> {
+/// The verdict on decisions already checked: distinct counted approvers against the policy's
+/// requirement for the withdrawal's asset and amount; a rejection wins.
+pub fn tally(trust: &TrustStatement, op: &OperationFacts<'_>, counted: &[Counted]) -> Verdict {
     let required = trust.policy(op.asset).required_for(op.amount);
     let mut approvers = BTreeSet::new();
     let mut rejected = None;
-    for approval in approvals {
-        match check(trust, op, approval)? {
+    for c in counted {
+        match *c {
             Counted::Approval(key_id) => {
                 approvers.insert(key_id);
             }
@@ -168,10 +179,10 @@ pub fn evaluate(
         }
     }
     if let Some(key_id) = rejected {
-        return Ok(Verdict::Rejected { key_id });
+        return Verdict::Rejected { key_id };
     }
     let approvers = u32::try_from(approvers.len()).unwrap_or(u32::MAX);
-    Ok(if approvers >= required {
+    if approvers >= required {
         Verdict::Met {
             approvers,
             required,
@@ -181,5 +192,19 @@ pub fn evaluate(
             approvers,
             required,
         }
-    })
+    }
+}
+
+/// The verdict on every stored decision of a withdrawal. Any decision that does not verify
+/// refuses the whole withdrawal: a forged or copied row is never ignored silently.
+pub fn evaluate(
+    trust: &TrustStatement,
+    op: &OperationFacts<'_>,
+    approvals: &[ApprovalFacts<'_>],
+) -> Result<Verdict, Refusal> {
+    let counted = approvals
+        .iter()
+        .map(|a| check(trust, op, a))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(tally(trust, op, &counted))
 }
