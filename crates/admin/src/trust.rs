@@ -13,10 +13,9 @@ use opledger_domain::approval::{
 use opledger_domain::ids::TenantId;
 use opledger_domain::payload::AssetCode;
 use opledger_domain::policy::ApprovalRule;
+use opledger_keyfile::public_hex;
 use opledger_store::Store;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use zeroize::Zeroizing;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum TrustCommand {
@@ -73,57 +72,14 @@ pub struct PublishArgs {
     kyt_required: Vec<String>,
 }
 
-/// A new key from the operating system's random source, written to `path` (mode 0600, never
-/// overwriting).
+/// A new administrator key written to `path` (mode 0600, never overwriting).
 pub fn generate_key(path: &Path) -> anyhow::Result<SigningKey> {
-    use rand::RngCore;
-    let mut seed = Zeroizing::new([0_u8; 32]);
-    rand::rng().fill_bytes(seed.as_mut());
-    let key = SigningKey::from_bytes(&seed);
-    let text = Zeroizing::new(format!("{}\n", hex::encode(seed.as_ref())));
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options.open(path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::AlreadyExists {
-            anyhow::anyhow!(
-                "{} exists: refusing to overwrite a key file",
-                path.display()
-            )
-        } else {
-            anyhow::anyhow!("cannot create {}: {e}", path.display())
-        }
-    })?;
-    file.write_all(text.as_bytes())
-        .and_then(|()| file.sync_all())
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(key)
+    Ok(opledger_keyfile::generate(path)?)
 }
 
-/// Reads a key file (64 hex digits; the error never quotes the content).
+/// Reads a key file (the error never quotes the content).
 pub fn read_key(path: &Path) -> anyhow::Result<SigningKey> {
-    let text = Zeroizing::new(
-        std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the key file {}", path.display()))?,
-    );
-    let digits = text.trim();
-    let digits = digits.strip_prefix("0x").unwrap_or(digits);
-    let mut seed = Zeroizing::new([0_u8; 32]);
-    hex::decode_to_slice(digits, seed.as_mut()).map_err(|_| {
-        anyhow::anyhow!(
-            "{}: a key file holds 64 hex digits (the Ed25519 seed)",
-            path.display()
-        )
-    })?;
-    Ok(SigningKey::from_bytes(&seed))
-}
-
-fn public_hex(key: &SigningKey) -> String {
-    hex::encode(key.verifying_key().as_bytes())
+    opledger_keyfile::read(path).with_context(|| format!("key file {}", path.display()))
 }
 
 fn public_key(flag: &str, text: &str) -> anyhow::Result<RegisteredKey> {
