@@ -14,6 +14,8 @@
 -- Replace the passwords (or use your platform's secret store / IAM auth) before running.
 
 CREATE ROLE opledger_owner LOGIN PASSWORD 'change-me-owner';
+-- No service needs temporary tables; without them none can shadow a table in a session of its own.
+REVOKE TEMPORARY ON DATABASE opledger FROM PUBLIC;
 GRANT CREATE ON DATABASE opledger TO opledger_owner;
 
 CREATE ROLE opledger_operations_svc LOGIN PASSWORD 'change-me-operations' IN ROLE opledger_operations;

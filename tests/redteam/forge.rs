@@ -113,6 +113,14 @@ pub fn scenarios() -> Vec<(&'static str, Scenario)> {
             Box::pin(bump_above_fee_cap()),
         ),
         (
+            "temporary_transition_rules_with_approvals_login_release_no_hold",
+            Box::pin(shadowed_transition_rules()),
+        ),
+        (
+            "temporary_holds_table_with_operations_login_creates_no_unheld_withdrawal",
+            Box::pin(shadowed_holds()),
+        ),
+        (
             "direct_balance_raise_with_operations_login_is_refused_by_the_database",
             Box::pin(balance_raise(ServiceRole::Operations)),
         ),
@@ -934,5 +942,99 @@ async fn forgery_on_a_real_node() -> anyhow::Result<Outcome> {
         security_events(&stack, acme.id, "SIGNER_APPROVAL_INVALID").await? >= 1,
         "the refusal is a security event"
     );
+    Ok(Outcome::Refused)
+}
+
+/// Adversary: the approvals login shadows the transition table with a temporary table of the
+/// same name (temporary tables come first in a session's search path) that allows BROADCAST ->
+/// REJECTED, then releases the hold of a withdrawal whose transfer is out.
+async fn shadowed_transition_rules() -> anyhow::Result<Outcome> {
+    let (stack, acme) = world("acme").await?;
+    let w = stack.withdraw(&acme, "1000", BOB).await?;
+    let op: OperationId = w.withdrawal_id.parse()?;
+    sqlx::query(
+        "UPDATE withdrawal_ops SET state = 'BROADCAST', version = version + 1 WHERE op_id = $1",
+    )
+    .bind(op.as_uuid())
+    .execute(stack.admin.pool())
+    .await?;
+    let pool = stack.db.pool_as(ServiceRole::Approvals).await?;
+    let mut conn = pool.acquire().await?;
+    let _ = sqlx::query(
+        "CREATE TEMP TABLE opledger_transition_rules \
+         (from_state text, to_state text, actor text, hold_effect text)",
+    )
+    .execute(&mut *conn)
+    .await;
+    let _ = sqlx::query(
+        "INSERT INTO opledger_transition_rules VALUES ('BROADCAST', 'REJECTED', 'approvals', 'RELEASE')",
+    )
+    .execute(&mut *conn)
+    .await;
+    let moved = sqlx::query(
+        "UPDATE withdrawal_ops SET state = 'REJECTED', last_actor = 'approvals', \
+         version = version + 1 WHERE op_id = $1",
+    )
+    .bind(op.as_uuid())
+    .execute(&mut *conn)
+    .await;
+    let released: Result<(Option<bool>,), _> =
+        sqlx::query_as("SELECT opledger_resolve_hold($1, $2, 'RELEASE')")
+            .bind(acme.id.as_uuid())
+            .bind(op.as_uuid())
+            .fetch_one(&mut *conn)
+            .await;
+    let (status,): (String,) = sqlx::query_as("SELECT status FROM ledger_holds WHERE op_id = $1")
+        .bind(op.as_uuid())
+        .fetch_one(stack.admin.pool())
+        .await?;
+    if moved.is_ok() || matches!(released, Ok((Some(true),))) || status != "OPEN" {
+        return Ok(Outcome::Signed);
+    }
+    Ok(Outcome::Refused)
+}
+
+/// Adversary: the operations login shadows `ledger_holds` with a temporary table holding a fake
+/// hold, so that the commit-time check sees one, and creates a withdrawal without a real hold.
+async fn shadowed_holds() -> anyhow::Result<Outcome> {
+    let (stack, acme) = world("acme").await?;
+    let pool = stack.db.pool_as(ServiceRole::Operations).await?;
+    let p = payload(acme.id, 5_000_000_000, BOB)?;
+    let op = OperationId::new();
+    let mut tx = pool.begin().await?;
+    let _ = sqlx::query(
+        "CREATE TEMP TABLE ledger_holds (tenant_id uuid, op_id uuid, account text, asset text, \
+         amount numeric) ON COMMIT DROP",
+    )
+    .execute(&mut *tx)
+    .await;
+    let _ = sqlx::query("INSERT INTO ledger_holds VALUES ($1, $2, 'treasury', 'ETH', 5000000000)")
+        .bind(acme.id.as_uuid())
+        .bind(op.as_uuid())
+        .execute(&mut *tx)
+        .await;
+    let key_hash: [u8; 32] = Sha256::digest(op.to_string()).into();
+    let inserted = sqlx::query(
+        "WITH o AS (INSERT INTO public.withdrawal_ops (tenant_id, op_id, idempotency_key_hash, \
+           payload_hash, state) VALUES ($1, $2, $3, $4, 'REQUESTED') RETURNING tenant_id, op_id) \
+         INSERT INTO public.withdrawal_payloads (tenant_id, op_id, source_account, asset, network, \
+           destination, amount, fee_cap, policy_version) \
+         SELECT tenant_id, op_id, 'treasury', 'ETH', 'anvil', $5, 5000000000, 1, 1 FROM o",
+    )
+    .bind(acme.id.as_uuid())
+    .bind(op.as_uuid())
+    .bind(key_hash.as_slice())
+    .bind(p.hash().as_bytes().as_slice())
+    .bind(BOB)
+    .execute(&mut *tx)
+    .await;
+    let committed = inserted.is_ok() && tx.commit().await.is_ok();
+    let (n,): (i64,) = sqlx::query_as("SELECT count(*) FROM withdrawal_ops WHERE op_id = $1")
+        .bind(op.as_uuid())
+        .fetch_one(stack.admin.pool())
+        .await?;
+    if committed || n != 0 {
+        return Ok(Outcome::Signed);
+    }
     Ok(Outcome::Refused)
 }

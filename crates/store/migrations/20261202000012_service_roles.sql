@@ -114,6 +114,11 @@ $$;
 -- The actor of the latest state change, written by the transition function.
 ALTER TABLE withdrawal_ops ADD COLUMN last_actor text;
 
+-- Trigger functions run with the caller's search_path, in which the session's temporary schema
+-- comes first for relations: every table they read is named with its schema, so a temporary table
+-- of the same name cannot stand in for it (tests/redteam plays that). Functions and operators are
+-- never looked up in pg_temp.
+--
 -- Every state change by a service role must be a move of the transition table, by an actor that
 -- role may act as. This replaces the signer-only trigger of the signing migration.
 DROP TRIGGER withdrawal_ops_signer_moves ON withdrawal_ops;
@@ -121,11 +126,11 @@ DROP FUNCTION opledger_guard_signer_moves();
 CREATE FUNCTION opledger_guard_moves() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF opledger_is_service()
-       AND NOT (EXISTS (SELECT 1 FROM opledger_transition_rules r
+       AND NOT (EXISTS (SELECT 1 FROM public.opledger_transition_rules r
                         WHERE r.from_state = OLD.state AND r.to_state = NEW.state
                           AND r.actor = NEW.last_actor)
                 AND coalesce(pg_has_role(current_user,
-                                         (SELECT a.role_name FROM opledger_role_actors a
+                                         (SELECT a.role_name FROM public.opledger_role_actors a
                                           WHERE a.actor = NEW.last_actor), 'MEMBER'),
                              false)) THEN
         RAISE EXCEPTION 'opledger: this role may not move an operation from % to % as %',
@@ -157,7 +162,8 @@ CREATE TRIGGER withdrawal_ops_created_requested BEFORE INSERT ON withdrawal_ops
 CREATE FUNCTION opledger_check_new_operation_hold() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF opledger_is_service() AND NOT EXISTS (
-           SELECT 1 FROM ledger_holds h JOIN withdrawal_payloads p USING (tenant_id, op_id)
+           SELECT 1 FROM public.ledger_holds h
+           JOIN public.withdrawal_payloads p USING (tenant_id, op_id)
            WHERE h.tenant_id = NEW.tenant_id AND h.op_id = NEW.op_id
              AND h.account = p.source_account AND h.asset = p.asset AND h.amount = p.amount) THEN
         RAISE EXCEPTION 'opledger: an operation must be created with its hold'
