@@ -239,6 +239,43 @@ async fn insert_approval(pool: &PgPool, row: Row<'_>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Inserts an approval row carrying `key`'s real signature of the statement for `op` and `hash`
+/// under `version`, as `pool`'s role.
+async fn insert_signed_approval(
+    pool: &PgPool,
+    tenant: TenantId,
+    op: OperationId,
+    hash: PayloadHash,
+    key: &SigningKey,
+    version: i64,
+) -> anyhow::Result<()> {
+    let policy_version = u64::try_from(version)?;
+    let (_, sig) = trust::signed_decision(tenant, op, hash, Decision::Approve, key, policy_version);
+    insert_approval(
+        pool,
+        Row {
+            tenant,
+            op,
+            hash,
+            key_id: Some(trust::key_id(key).to_hex()),
+            version: Some(version),
+            signature: Some(&sig),
+        },
+    )
+    .await
+}
+
+/// The operation moved to APPROVED by the superuser (whom no database check stops).
+async fn force_approved(stack: &Stack, op: OperationId) -> anyhow::Result<()> {
+    sqlx::query(
+        "UPDATE withdrawal_ops SET state = 'APPROVED', version = version + 1 WHERE op_id = $1",
+    )
+    .bind(op.as_uuid())
+    .execute(stack.admin.pool())
+    .await?;
+    Ok(())
+}
+
 /// The stored decision of an honest approval: (key id, version, signature).
 async fn stored_approval(stack: &Stack, op: &str) -> anyhow::Result<(String, i64, Vec<u8>)> {
     Ok(sqlx::query_as(
@@ -337,19 +374,7 @@ async fn forged_row(approval: Approval) -> anyhow::Result<Outcome> {
         }
         Approval::AttackerKey => {
             let key = attacker_key();
-            let (_, sig) = trust::signed_decision(acme.id, op, hash, Decision::Approve, &key, 1);
-            insert_approval(
-                &app,
-                Row {
-                    tenant: acme.id,
-                    op,
-                    hash,
-                    key_id: Some(trust::key_id(&key).to_hex()),
-                    version: Some(1),
-                    signature: Some(&sig),
-                },
-            )
-            .await?
+            insert_signed_approval(&app, acme.id, op, hash, &key, 1).await?
         }
         Approval::CopiedFromAnotherOperation | Approval::CopiedFromAnotherTenant => {
             let source_tenant = match approval {
@@ -511,25 +536,8 @@ async fn superuser_trust_statement(forged: Forged) -> anyhow::Result<Outcome> {
     };
     let op: OperationId = w.withdrawal_id.parse()?;
     let hash = PayloadHash::from_hex(&w.payload_hash)?;
-    let (_, sig) = trust::signed_decision(acme.id, op, hash, Decision::Approve, &approver, 3);
-    insert_approval(
-        stack.admin.pool(),
-        Row {
-            tenant: acme.id,
-            op,
-            hash,
-            key_id: Some(trust::key_id(&approver).to_hex()),
-            version: Some(3),
-            signature: Some(&sig),
-        },
-    )
-    .await?;
-    sqlx::query(
-        "UPDATE withdrawal_ops SET state = 'APPROVED', version = version + 1 WHERE op_id = $1",
-    )
-    .bind(op.as_uuid())
-    .execute(stack.admin.pool())
-    .await?;
+    insert_signed_approval(stack.admin.pool(), acme.id, op, hash, &approver, 3).await?;
+    force_approved(&stack, op).await?;
     let signer = InProcessSigner::start(&stack.db, acme.id).await?;
     attempt_signing(
         &stack,
@@ -579,25 +587,8 @@ async fn rollback(restart: bool) -> anyhow::Result<Outcome> {
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
-    let (_, sig) = trust::signed_decision(acme.id, op, hash, Decision::Approve, &revoked, 1);
-    insert_approval(
-        stack.admin.pool(),
-        Row {
-            tenant: acme.id,
-            op,
-            hash,
-            key_id: Some(trust::key_id(&revoked).to_hex()),
-            version: Some(1),
-            signature: Some(&sig),
-        },
-    )
-    .await?;
-    sqlx::query(
-        "UPDATE withdrawal_ops SET state = 'APPROVED', version = version + 1 WHERE op_id = $1",
-    )
-    .bind(op.as_uuid())
-    .execute(stack.admin.pool())
-    .await?;
+    insert_signed_approval(stack.admin.pool(), acme.id, op, hash, &revoked, 1).await?;
+    force_approved(&stack, op).await?;
     if restart {
         drop(signer);
         signer = InProcessSigner::start(&stack.db, acme.id).await?;
@@ -903,19 +894,7 @@ async fn forgery_on_a_real_node() -> anyhow::Result<Outcome> {
     let op: OperationId = w.withdrawal_id.parse()?;
     let hash = PayloadHash::from_hex(&w.payload_hash)?;
     let key = attacker_key();
-    let (_, sig) = trust::signed_decision(acme.id, op, hash, Decision::Approve, &key, 1);
-    insert_approval(
-        &app,
-        Row {
-            tenant: acme.id,
-            op,
-            hash,
-            key_id: Some(trust::key_id(&key).to_hex()),
-            version: Some(1),
-            signature: Some(&sig),
-        },
-    )
-    .await?;
+    insert_signed_approval(&app, acme.id, op, hash, &key, 1).await?;
     approve_directly(&app, op).await?;
     let node = opledger_testkit::Anvil::start().await?;
     let bob_before = node.balance(BOB).await?;
