@@ -5,7 +5,8 @@
 //! ([`amount`]), client idempotency keys ([`idempotency`]), the withdrawal
 //! payload and its canonical hash ([`payload`]), and the single table of legal
 //! operation state transitions ([`state`]), approval policies ([`policy`]), and signed
-//! approvals with the tenant trust statement that the signer checks them against ([`approval`]).
+//! approvals with the tenant trust statement that the signer checks them against ([`approval`]),
+//! and the decisions taken from chain evidence ([`evidence`]).
 //!
 //! This crate must never do I/O, know about protobuf, a database, a clock-driven
 //! scheduler or async runtimes, use floating point for money, or put a sensitive
@@ -16,6 +17,7 @@
 
 pub mod amount;
 pub mod approval;
+pub mod evidence;
 pub mod idempotency;
 pub mod ids;
 pub mod payload;
