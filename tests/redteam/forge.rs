@@ -287,7 +287,8 @@ async fn stored_approval(stack: &Stack, op: &str) -> anyhow::Result<(String, i64
 }
 
 /// Asks the signer to sign `op` (twice: a retry changes nothing) and checks what a refusal must
-/// leave behind.
+/// leave behind: the first answer is the refusal, which ends the operation (FAILED_TERMINAL owned
+/// by security, hold kept); the retry finds it no longer signable.
 async fn attempt_signing(
     stack: &Stack,
     signer: &InProcessSigner,
@@ -298,7 +299,12 @@ async fn attempt_signing(
     let want_reason = "APPROVALS_NOT_VERIFIED";
     let mut c = client(signer.addr).await?;
     let events_before = security_events(stack, tenant, want_event).await?;
-    for _ in 0..2 {
+    for call in 0..2 {
+        let want_reason = if call == 0 {
+            want_reason
+        } else {
+            "NOT_SIGNABLE"
+        };
         match c
             .sign_withdrawal(sign_request(tenant, &op.to_string()))
             .await
@@ -327,14 +333,26 @@ async fn attempt_signing(
         .await?;
     anyhow::ensure!(nonces == 0, "a nonce was taken");
     anyhow::ensure!(
-        security_events(stack, tenant, want_event).await? == events_before + 2,
-        "each refusal is a {want_event} security event"
+        security_events(stack, tenant, want_event).await? == events_before + 1,
+        "the refusal is a {want_event} security event"
     );
-    let (state,): (String,) = sqlx::query_as("SELECT state FROM withdrawal_ops WHERE op_id = $1")
+    let (state, hold, owner, code): (String, String, Option<String>, Option<String>) =
+        sqlx::query_as(
+            "SELECT o.state, h.status, e.owner, e.reason_code FROM withdrawal_ops o \
+             JOIN ledger_holds h USING (tenant_id, op_id) \
+             LEFT JOIN escalations e USING (tenant_id, op_id) WHERE o.op_id = $1",
+        )
         .bind(op.as_uuid())
         .fetch_one(stack.admin.pool())
         .await?;
-    anyhow::ensure!(state == "APPROVED", "state moved to {state}");
+    anyhow::ensure!(
+        state == "FAILED_TERMINAL" && hold == "OPEN",
+        "state {state}, hold {hold}: a refused withdrawal ends FAILED_TERMINAL with its hold"
+    );
+    anyhow::ensure!(
+        owner.as_deref() == Some("security") && code.as_deref() == Some("APPROVALS_NOT_VERIFIED"),
+        "the refused withdrawal is owned by security ({owner:?}, {code:?})"
+    );
     Ok(Outcome::Refused)
 }
 

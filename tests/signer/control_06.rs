@@ -28,6 +28,11 @@ impl Drop for TempDir {
 }
 
 async fn harness() -> anyhow::Result<Harness> {
+    harness_with_lease(1).await
+}
+
+/// A harness whose signer leases its claims for `lease_secs`.
+async fn harness_with_lease(lease_secs: u64) -> anyhow::Result<Harness> {
     let stack = Stack::start().await?;
     let tenant = stack.tenant("acme").await?;
     stack.fund(&tenant, "treasury", "ETH", "1000000").await?;
@@ -43,7 +48,7 @@ async fn harness() -> anyhow::Result<Harness> {
         tenant.id,
         &keystore,
         &passphrase,
-        1,
+        lease_secs,
     );
     config.listen = SocketAddr::from(([127, 0, 0, 1], port));
     let config_path = dir.join("signer.toml");
@@ -180,7 +185,9 @@ async fn control_06_killed_after_commit_before_reply_returns_the_stored_bytes() 
 
 #[tokio::test]
 async fn control_06_killed_after_claim_is_reclaimed_only_after_the_lease() -> anyhow::Result<()> {
-    let h = harness().await?;
+    // A lease long enough to outlast the restart on a loaded machine.
+    const LEASE_SECS: u64 = 5;
+    let h = harness_with_lease(LEASE_SECS).await?;
     let mut child = start(&h, "sign.after_claim=abort").await?;
     killed(&h, &mut child, "sign.after_claim").await?;
     assert_eq!(state(&h).await?, "SIGNING");
@@ -192,7 +199,7 @@ async fn control_06_killed_after_claim_is_reclaimed_only_after_the_lease() -> an
         .await
         .expect_err("leased");
     assert_eq!(err.code(), tonic::Code::Aborted);
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    tokio::time::sleep(Duration::from_millis(LEASE_SECS * 1000 + 200)).await;
     let signed = sign(&h).await?;
     assert_eq!(signed.attempt.map(|a| a.nonce), Some(0));
     assert_eq!(attempts(&h.stack, &h.withdrawal_id).await?, 1);

@@ -7,5 +7,6 @@ mod control_02;
 mod control_04;
 mod control_06;
 mod isolation;
+mod rotation;
 mod signing;
 mod tls;

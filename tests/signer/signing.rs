@@ -133,7 +133,8 @@ async fn operations_get_consecutive_nonces_and_tokens_are_erc20_transfers() -> a
 }
 
 #[tokio::test]
-async fn a_fee_cap_below_the_network_fee_is_refused_and_nothing_changes() -> anyhow::Result<()> {
+async fn a_fee_cap_below_the_network_fee_is_refused_nothing_signed_and_it_ends_with_an_owner()
+-> anyhow::Result<()> {
     let stack = Stack::start().await?;
     let acme = stack.tenant("acme").await?;
     stack.fund(&acme, "treasury", "ETH", "1000000").await?;
@@ -160,11 +161,23 @@ async fn a_fee_cap_below_the_network_fee_is_refused_and_nothing_changes() -> any
         .await
         .expect_err("cap");
     assert_eq!(reason(&err), "FEE_CAP_EXCEEDED");
-    let (state,): (String,) = sqlx::query_as("SELECT state FROM withdrawal_ops WHERE op_id = $1")
-        .bind(w.withdrawal_id.parse::<uuid::Uuid>()?)
-        .fetch_one(stack.admin.pool())
-        .await?;
-    assert_eq!(state, "APPROVED");
+    // Nothing here can execute it within its cap: it ends for the payments team, hold kept.
+    let (state, owner, code): (String, String, String) = sqlx::query_as(
+        "SELECT o.state, e.owner, e.reason_code FROM withdrawal_ops o \
+         JOIN escalations e USING (tenant_id, op_id) WHERE o.op_id = $1",
+    )
+    .bind(w.withdrawal_id.parse::<uuid::Uuid>()?)
+    .fetch_one(stack.admin.pool())
+    .await?;
+    assert_eq!(
+        (state.as_str(), owner.as_str(), code.as_str()),
+        ("FAILED_TERMINAL", "payments-operations", "FEE_CAP_EXCEEDED")
+    );
+    let err = client
+        .sign_withdrawal(sign_request(acme.id, &w.withdrawal_id))
+        .await
+        .expect_err("ended");
+    assert_eq!(reason(&err), "NOT_SIGNABLE");
     assert_eq!(attempts(&stack, &w.withdrawal_id).await?, 0);
     Ok(())
 }

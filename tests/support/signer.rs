@@ -112,6 +112,7 @@ pub fn config(
             passphrase_file: Some(passphrase.to_owned()),
             passphrase_env: None,
             initial_nonce: 0,
+            retiring: false,
         }],
         trust_roots: vec![trust_root(tenant)],
         ..Config::default()
@@ -135,7 +136,24 @@ pub fn trust_root(tenant: TenantId) -> opledger_signer::config::TrustRootConfig 
 }
 
 fn hot_secret() -> anyhow::Result<Zeroizing<[u8; 32]>> {
-    let bytes = hex::decode(DEV_KEYS[0].1.trim_start_matches("0x"))?;
+    dev_secret(0)
+}
+
+/// The address of the wallet a rotation puts in service (anvil's second dev account).
+pub const ROTATED_WALLET: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+
+/// Which hot wallets an in-process signer holds for its tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestWallets {
+    /// [`HOT_WALLET`], active, whose first transaction has this nonce.
+    Hot(u64),
+    /// After a rotation: [`ROTATED_WALLET`] active, and [`HOT_WALLET`] retiring when `true`
+    /// (finishing its in-flight nonces) or gone when `false`.
+    Rotated(bool),
+}
+
+fn dev_secret(index: usize) -> anyhow::Result<Zeroizing<[u8; 32]>> {
+    let bytes = hex::decode(DEV_KEYS[index].1.trim_start_matches("0x"))?;
     let mut secret = Zeroizing::new([0_u8; 32]);
     secret.copy_from_slice(&bytes);
     Ok(secret)
@@ -186,7 +204,16 @@ impl InProcessSigner {
         tenant: TenantId,
         initial_nonce: u64,
     ) -> anyhow::Result<InProcessSigner> {
-        Self::start_full(db, tenant, None, initial_nonce, |_| {}).await
+        Self::start_full(db, tenant, None, TestWallets::Hot(initial_nonce), |_| {}).await
+    }
+
+    /// Starts a signer holding `wallets` (a rotation, say).
+    pub async fn start_with_wallets(
+        db: &TestDatabase,
+        tenant: TenantId,
+        wallets: TestWallets,
+    ) -> anyhow::Result<InProcessSigner> {
+        Self::start_full(db, tenant, None, wallets, |_| {}).await
     }
 
     /// Starts a signer with the production fee bump and cancel windows
@@ -203,7 +230,7 @@ impl InProcessSigner {
         tenant: TenantId,
         tls: Option<tonic::transport::ServerTlsConfig>,
     ) -> anyhow::Result<InProcessSigner> {
-        Self::start_full(db, tenant, tls, 0, |_| {}).await
+        Self::start_full(db, tenant, tls, TestWallets::Hot(0), |_| {}).await
     }
 
     /// Starts a signer for `tenant` on `db` (TLS when `tls` is given) whose test configuration
@@ -214,14 +241,14 @@ impl InProcessSigner {
         tls: Option<tonic::transport::ServerTlsConfig>,
         adjust: impl FnOnce(&mut Config),
     ) -> anyhow::Result<InProcessSigner> {
-        Self::start_full(db, tenant, tls, 0, adjust).await
+        Self::start_full(db, tenant, tls, TestWallets::Hot(0), adjust).await
     }
 
     async fn start_full(
         db: &TestDatabase,
         tenant: TenantId,
         tls: Option<tonic::transport::ServerTlsConfig>,
-        initial_nonce: u64,
+        held: TestWallets,
         adjust: impl FnOnce(&mut Config),
     ) -> anyhow::Result<InProcessSigner> {
         let url = signer_url(db).await?;
@@ -237,14 +264,25 @@ impl InProcessSigner {
         let mut config = config(&url, tenant, Path::new("unused"), Path::new("unused"), 30);
         adjust(&mut config);
         let mut wallets = Wallets::default();
-        wallets.insert(
-            tenant,
-            NETWORK,
-            Arc::new(LocalKey::from_secret_bytes(hot_secret()?)?),
-            initial_nonce,
-        );
+        let hot = Arc::new(LocalKey::from_secret_bytes(hot_secret()?)?);
+        match held {
+            TestWallets::Hot(initial_nonce) => {
+                wallets.insert(tenant, NETWORK, hot, initial_nonce);
+            }
+            TestWallets::Rotated(keep_old) => {
+                let rotated = Arc::new(LocalKey::from_secret_bytes(dev_secret(1)?)?);
+                wallets.insert(tenant, NETWORK, rotated, 0);
+                if keep_old {
+                    wallets.insert_retiring(tenant, NETWORK, hot);
+                }
+            }
+        }
         let callers = opledger_signer::callers(&config);
         let signer = Signer::new(store, Arc::new(config), Arc::new(wallets));
+        signer
+            .register_wallets()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot register the wallets: {e}"))?;
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let server = tokio::spawn(opledger_grpc::server::serve_tls(

@@ -167,6 +167,30 @@ pub struct DecodedTransaction {
 }
 
 impl DecodedTransaction {
+    /// What the transaction does, in the domain's terms (for deciding an attempt's role from its
+    /// content: `opledger_domain::evidence::role_of`).
+    pub fn content(&self) -> opledger_domain::evidence::TxContent {
+        use opledger_domain::evidence::{Call, TxContent};
+        let call = if self.input.is_empty() {
+            Call::Empty
+        } else if let Some((recipient, amount)) = tx::parse_erc20_transfer(&self.input) {
+            Call::Erc20Transfer {
+                recipient: recipient.into_array(),
+                amount: u128::try_from(amount).ok(),
+            }
+        } else {
+            Call::Other
+        };
+        TxContent {
+            chain_id: self.chain_id,
+            sender: self.from.into_array(),
+            nonce: self.nonce,
+            to: self.to.into_array(),
+            value: u128::try_from(self.value).ok(),
+            call,
+        }
+    }
+
     /// The transfer request this transaction expresses: a native transfer
     /// for empty calldata, an ERC-20 transfer for 0-value `transfer` calldata,
     /// `None` for anything else.

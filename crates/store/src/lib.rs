@@ -13,9 +13,11 @@ pub mod keys;
 pub mod ledger;
 pub mod metrics;
 pub mod operations;
+pub mod queue;
 pub mod signing;
 pub mod transition;
 pub mod trust;
+pub mod wallets;
 
 pub use error::{Result, StoreError};
 

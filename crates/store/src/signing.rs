@@ -479,7 +479,8 @@ impl Store {
     }
 
     /// Persists a replacement (fee bump or cancel) of the latest attempt as the next attempt;
-    /// `sign` receives the latest attempt. In the transaction that locks the operation's row, the
+    /// `sign` receives every attempt, oldest first (the original, whose sender and nonce every
+    /// replacement must keep, and the latest, which it replaces). In the transaction that locks the operation's row, the
     /// operation must be in one of `guard.states` and its latest attempt at least `guard.min_age`
     /// old (measured by the database clock); otherwise nothing is signed or written and the
     /// refusal says why.
@@ -488,7 +489,7 @@ impl Store {
         tenant_id: TenantId,
         op_id: OperationId,
         guard: &ReplacementGuard<'_>,
-        sign: impl FnOnce(&Attempt) -> std::result::Result<NewAttempt, E>,
+        sign: impl FnOnce(&[Attempt]) -> std::result::Result<NewAttempt, E>,
     ) -> Result<std::result::Result<Attempt, ReplacementError<E>>> {
         let mut tx = self.pool.begin().await?;
         let row: Option<(String, DateTime<Utc>)> = sqlx::query_as(
@@ -512,14 +513,15 @@ impl Store {
             .bind(op_id.as_uuid())
             .fetch_all(&mut *tx)
             .await?;
-        let latest = rows
+        let attempts = rows
             .into_iter()
             .map(AttemptRow::into_attempt)
-            .collect::<Result<Vec<_>>>()?
-            .pop()
-            .ok_or(StoreError::Corrupt {
+            .collect::<Result<Vec<_>>>()?;
+        let (Some(original), Some(latest)) = (attempts.first(), attempts.last()) else {
+            return Err(StoreError::Corrupt {
                 what: "signed operation without attempt",
-            })?;
+            });
+        };
         let age = (now - latest.created_at).to_std().unwrap_or(Duration::ZERO);
         if age < guard.min_age {
             return Ok(Err(ReplacementError::Refused(GuardRefusal::TooRecent {
@@ -527,11 +529,18 @@ impl Store {
                 min_age: guard.min_age,
             })));
         }
-        let signed = match sign(&latest) {
+        let signed = match sign(&attempts) {
             Ok(signed) => signed,
             Err(e) => return Ok(Err(ReplacementError::Sign(e))),
         };
-        if signed.nonce != latest.signed.nonce || signed.kind == AttemptKind::Original {
+        // A replacement keeps the original's sender, nonce and chain: a transaction of another
+        // account at that nonce could not replace the original, and could be mined beside it.
+        // (The database refuses such a row too.)
+        if signed.nonce != original.signed.nonce
+            || signed.sender != original.signed.sender
+            || signed.chain_id != original.signed.chain_id
+            || signed.kind == AttemptKind::Original
+        {
             return Err(StoreError::Corrupt {
                 what: "replacement attempt",
             });

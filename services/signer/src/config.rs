@@ -53,6 +53,23 @@ pub struct Config {
     /// database; every tenant with a wallet needs one.
     #[serde(default)]
     pub trust_roots: Vec<TrustRootConfig>,
+    /// The team that owns a withdrawal the signer ended because it is evidence of tampering (the
+    /// recomputed hash or the approvals do not verify): FAILED_TERMINAL, hold kept.
+    #[serde(default = "default_security_owner")]
+    pub security_owner: String,
+    /// The team that owns a withdrawal the signer ended because nothing here can execute it (no
+    /// wallet, network or asset configured, a fee above its cap, a memo): FAILED_TERMINAL, hold
+    /// kept.
+    #[serde(default = "default_operations_owner")]
+    pub operations_owner: String,
+}
+
+fn default_security_owner() -> String {
+    "security".to_owned()
+}
+
+fn default_operations_owner() -> String {
+    "payments-operations".to_owned()
 }
 
 /// What a caller may ask the signer for.
@@ -179,6 +196,11 @@ pub struct WalletConfig {
     /// The account's nonce when the wallet was put in service (its first transaction's nonce).
     #[serde(default)]
     pub initial_nonce: u64,
+    /// True for a wallet rotated out: it signs no new withdrawal, only fee bumps and cancels of
+    /// its own in-flight nonces (a replacement must come from the original's sender). Remove it
+    /// once the signer logs that it has no operation in flight.
+    #[serde(default)]
+    pub retiring: bool,
 }
 
 impl Default for Config {
@@ -198,6 +220,8 @@ impl Default for Config {
             wallets: Vec::new(),
             tls: None,
             trust_roots: Vec::new(),
+            security_owner: default_security_owner(),
+            operations_owner: default_operations_owner(),
         }
     }
 }
@@ -214,6 +238,25 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |field, problem| Err(ConfigError::Invalid { field, problem });
         check_database(&self.database_url, self.db_max_connections)?;
+        let owner_ok = |owner: &str| {
+            !owner.is_empty()
+                && owner.len() <= 63
+                && owner
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        };
+        if !owner_ok(&self.security_owner) {
+            return invalid(
+                "security_owner",
+                "must be 1 to 63 lowercase letters, digits, '-' or '_'",
+            );
+        }
+        if !owner_ok(&self.operations_owner) {
+            return invalid(
+                "operations_owner",
+                "must be 1 to 63 lowercase letters, digits, '-' or '_'",
+            );
+        }
         if self.callers.is_empty() {
             return invalid("callers", "must name at least one caller");
         }

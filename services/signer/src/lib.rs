@@ -45,6 +45,9 @@ pub enum StartError {
         /// Why.
         source: std::io::Error,
     },
+    /// The wallets could not be registered in the database.
+    #[error("cannot register the wallets: {0}")]
+    Register(signing::SignerError),
     /// The server could not start or failed.
     #[error(transparent)]
     Serve(#[from] ServeError),
@@ -70,6 +73,10 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     let tls = config.tls.as_ref().map(tls_config).transpose()?;
     let _metrics = server::spawn_metrics(config.metrics_listen).await?;
     let signer = Signer::new(store, Arc::new(config), wallets);
+    signer
+        .register_wallets()
+        .await
+        .map_err(StartError::Register)?;
     let routes = routes(signer, callers);
     Ok(server::serve_tls(
         listener,

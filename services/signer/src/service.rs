@@ -250,6 +250,24 @@ pub fn signer_status(error: SignerError) -> Status {
             error.to_string(),
             &[],
         ),
+        SignerError::MemoNotExecutable => error_status(
+            Code::FailedPrecondition,
+            ErrorReason::MemoNotExecutable,
+            error.to_string(),
+            &[("field", "payload.memo")],
+        ),
+        SignerError::AttemptMismatch(_) => error_status(
+            Code::FailedPrecondition,
+            ErrorReason::AttemptMismatch,
+            error.to_string(),
+            &[],
+        ),
+        SignerError::NoKeyForSender => error_status(
+            Code::FailedPrecondition,
+            ErrorReason::NoKeyForSender,
+            error.to_string(),
+            &[],
+        ),
     }
 }
 

@@ -6,6 +6,9 @@ use crate::config::{Capability, Config, NetworkConfig};
 use crate::trust::TrustRoots;
 use crate::wallets::{Wallet, Wallets};
 use alloy_primitives::{Address, U256};
+use opledger_domain::evidence::{
+    self, AttemptDefect, ExpectedTransfer, ReplacementRequest, StoredKind,
+};
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::payload::WithdrawalPayload;
 use opledger_domain::state::{Actor, OperationState};
@@ -64,6 +67,56 @@ pub enum SignerError {
     /// operation is signed once on a later call).
     #[error("signing interrupted before an answer; retry")]
     Interrupted,
+    /// The payload carries a memo, which a transfer on this network cannot carry: what would be
+    /// executed is not what was approved.
+    #[error("the payload's memo cannot be carried by a transfer on this network")]
+    MemoNotExecutable,
+    /// A stored attempt is not what it is stored as (its content is neither the approved transfer
+    /// nor a cancel of it, or contradicts its stored kind). Recorded as a security event; nothing
+    /// was signed.
+    #[error("stored attempt does not match its content: {0}")]
+    AttemptMismatch(#[from] AttemptDefect),
+    /// No key of the original attempt's sender is loaded (a wallet rotated out and removed too
+    /// early): a replacement from another account could not replace the original.
+    #[error("no wallet of the original attempt's sender is loaded")]
+    NoKeyForSender,
+}
+
+/// Why the signer ended an operation it refused (APPROVED -> FAILED_TERMINAL), and who owns it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ending {
+    /// True when the owner is security (evidence of tampering), else operations.
+    pub security: bool,
+    /// The reason code recorded on the escalation.
+    pub reason_code: &'static str,
+}
+
+impl SignerError {
+    /// The ending of an operation refused with this error, if the refusal is final: tampering
+    /// evidence (security) or a configuration fault nothing can fix for this payload (operations).
+    /// Transient failures (store, interrupted, busy) end nothing: the caller retries with back-off.
+    pub fn ending(&self) -> Option<Ending> {
+        let (security, reason_code) = match self {
+            SignerError::HashMismatch => (true, "SIGNER_HASH_MISMATCH"),
+            SignerError::ApprovalsNotVerified(_) => (true, "APPROVALS_NOT_VERIFIED"),
+            SignerError::NotConfigured(_) => (false, "SIGNER_NOT_CONFIGURED"),
+            SignerError::FeeCapExceeded => (false, "FEE_CAP_EXCEEDED"),
+            SignerError::MemoNotExecutable => (false, "MEMO_NOT_EXECUTABLE"),
+            SignerError::NotFound
+            | SignerError::NotSignable { .. }
+            | SignerError::Sign(_)
+            | SignerError::Replacement(_)
+            | SignerError::Store(_)
+            | SignerError::NotAllowed(_)
+            | SignerError::Interrupted
+            | SignerError::AttemptMismatch(_)
+            | SignerError::NoKeyForSender => return None,
+        };
+        Some(Ending {
+            security,
+            reason_code,
+        })
+    }
 }
 
 /// What a caller lacked for a request.
@@ -158,8 +211,94 @@ impl Signer {
         }
     }
 
-    /// Signs an APPROVED withdrawal once; any later call returns the persisted attempt.
+    /// Registers this signer's wallets (active and retiring) where the operations service reads
+    /// them, and logs, for each retiring wallet, how many of its operations are still in flight:
+    /// it may be removed from the configuration once that is zero.
+    pub async fn register_wallets(&self) -> Result<(), SignerError> {
+        let registrations = self.wallets.registrations();
+        self.store.register_wallets(&registrations).await?;
+        for wallet in registrations
+            .iter()
+            .filter(|w| w.status == opledger_store::wallets::WalletStatus::Retiring)
+        {
+            let in_flight = self
+                .store
+                .in_flight_of_sender(&wallet.network, &wallet.sender)
+                .await?;
+            tracing::info!(
+                tenant_id = %wallet.tenant_id,
+                network = %wallet.network,
+                in_flight,
+                "retiring wallet: signs only replacements of its own nonces; remove it when none is in flight"
+            );
+        }
+        Ok(())
+    }
+
+    /// Signs an APPROVED withdrawal once; any later call returns the persisted attempt. A refusal
+    /// that is final (see [`SignerError::ending`]) also ends the operation: APPROVED ->
+    /// FAILED_TERMINAL with an escalation naming its owner and reason, hold kept, so it is
+    /// neither retried nor left at the head of anyone's queue.
     pub async fn sign_withdrawal(
+        &self,
+        tenant: TenantId,
+        op: OperationId,
+    ) -> Result<Signed, SignerError> {
+        let result = self.try_sign_withdrawal(tenant, op).await;
+        if let Err(e) = &result
+            && let Some(ending) = e.ending()
+        {
+            self.end(tenant, op, ending).await?;
+        }
+        result
+    }
+
+    /// APPROVED -> FAILED_TERMINAL with an escalation (a lease left expired by a dead claimant is
+    /// given back first). An operation another call moved first is left alone.
+    async fn end(
+        &self,
+        tenant: TenantId,
+        op: OperationId,
+        ending: Ending,
+    ) -> Result<(), SignerError> {
+        let actor_id = self.config.instance_id.as_str();
+        match self
+            .store
+            .release_claim(tenant, op, None, actor_id, "expired lease reclaimed")
+            .await
+        {
+            Ok(()) | Err(StoreError::Conflict { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let request = opledger_store::transition::TransitionRequest::new(
+            tenant,
+            op,
+            OperationState::Approved,
+            OperationState::FailedTerminal,
+            Actor::Signer,
+            actor_id,
+            "refused by the signer: ended with an owner, hold kept",
+        );
+        let owner = if ending.security {
+            &self.config.security_owner
+        } else {
+            &self.config.operations_owner
+        };
+        match self
+            .store
+            .escalate(&request, owner, ending.reason_code)
+            .await
+        {
+            Ok(()) => {
+                tracing::error!(%op, owner = %owner, reason = ending.reason_code, "refused withdrawal ended: FAILED_TERMINAL, hold kept");
+                Ok(())
+            }
+            Err(StoreError::Conflict { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn try_sign_withdrawal(
         &self,
         tenant: TenantId,
         op: OperationId,
@@ -301,6 +440,11 @@ impl Signer {
     /// bump needs a BROADCAST operation whose latest attempt is older than
     /// `fee_bump_min_age_secs`, a cancel an UNKNOWN one older than `cancel_min_age_secs`; both are
     /// checked under the operation's row lock, and a refusal is recorded against `caller`.
+    ///
+    /// What is signed comes from the stored attempts, checked by content: the original must be the
+    /// approved transfer, the latest must be what its stored kind says, the replacement is signed
+    /// by the original's sender (a retiring wallet included) and a fee bump of a cancel is a
+    /// cancel.
     pub async fn sign_replacement(
         &self,
         tenant: TenantId,
@@ -315,15 +459,22 @@ impl Signer {
             .ok_or(SignerError::NotFound)?;
         self.verify(tenant, op, &input).await?;
         let payload = &input.operation.payload;
-        let (wallet, network) = self.wallet(tenant, payload)?;
+        let network = self
+            .config
+            .networks
+            .get(payload.network.as_str())
+            .ok_or(SignerError::NotConfigured("network"))?;
         let fee_cap = payload.fee_cap.get();
-        let key = wallet.key.clone();
-        let (states, min_age_secs): (&[OperationState], u64) = match kind {
-            AttemptKind::FeeBump => (
+        let requested = match kind {
+            AttemptKind::FeeBump => ReplacementRequest::FeeBump,
+            AttemptKind::Cancel | AttemptKind::Original => ReplacementRequest::Cancel,
+        };
+        let (states, min_age_secs): (&[OperationState], u64) = match requested {
+            ReplacementRequest::FeeBump => (
                 &[OperationState::Broadcast],
                 self.config.fee_bump_min_age_secs,
             ),
-            AttemptKind::Cancel | AttemptKind::Original => {
+            ReplacementRequest::Cancel => {
                 (&[OperationState::Unknown], self.config.cancel_min_age_secs)
             }
         };
@@ -333,19 +484,8 @@ impl Signer {
         };
         let persisted = self
             .store
-            .persist_replacement(tenant, op, &guard, |latest| {
-                let previous = evm::decode(&latest.signed.raw_tx)?
-                    .transfer_request()
-                    .ok_or(SignError::Unsupported("stored attempt is not a transfer"))?;
-                let request = match kind {
-                    AttemptKind::FeeBump => tx::bump(&previous, network.fee_bump_percent, fee_cap)
-                        .map_err(SignError::from)?,
-                    AttemptKind::Cancel | AttemptKind::Original => {
-                        cancel_request(&previous, network, key.address())?
-                    }
-                };
-                let signed = evm::sign(&request, key.as_ref())?;
-                Ok::<_, SignError>(new_attempt(kind, request.chain_id, &signed))
+            .persist_replacement(tenant, op, &guard, |attempts| {
+                self.replacement(tenant, payload, network, fee_cap, requested, attempts)
             })
             .await?;
         let attempt = match persisted {
@@ -360,15 +500,115 @@ impl Signer {
                 };
                 return Err(self.refuse(tenant, op, caller, refusal).await);
             }
-            Err(ReplacementError::Sign(SignError::Request(refused))) => {
-                return Err(SignerError::Replacement(refused));
+            Err(ReplacementError::Sign(SignerError::AttemptMismatch(defect))) => {
+                self.store
+                    .record_security_event(
+                        tenant,
+                        op,
+                        "SIGNER_ATTEMPT_MISMATCH",
+                        Actor::Signer,
+                        &self.config.instance_id,
+                        "a stored attempt does not match its content or the approved payload",
+                    )
+                    .await?;
+                tracing::error!(%op, "refused to sign a replacement: a stored attempt does not match its content");
+                return Err(SignerError::AttemptMismatch(defect));
             }
-            Err(ReplacementError::Sign(other)) => return Err(SignerError::Sign(other)),
+            Err(ReplacementError::Sign(e)) => return Err(e),
         };
-        tracing::info!(%op, caller, attempt = attempt.attempt, kind = kind.as_str(), "replacement signed and persisted");
+        tracing::info!(%op, caller, attempt = attempt.attempt, kind = attempt.signed.kind.as_str(), "replacement signed and persisted");
         Ok(Signed {
             attempt,
             already_signed: false,
+        })
+    }
+
+    /// The replacement of the latest of `attempts` (oldest first), signed: see
+    /// [`Signer::sign_replacement`].
+    fn replacement(
+        &self,
+        tenant: TenantId,
+        payload: &WithdrawalPayload,
+        network: &NetworkConfig,
+        fee_cap: u128,
+        requested: ReplacementRequest,
+        attempts: &[Attempt],
+    ) -> Result<NewAttempt, SignerError> {
+        let (Some(original), Some(latest)) = (attempts.first(), attempts.last()) else {
+            return Err(SignerError::Sign(SignError::Unsupported(
+                "no attempt to replace",
+            )));
+        };
+        let decoded_original = evm::decode(&original.signed.raw_tx)?;
+        let expected = self.expected_transfer(payload, network, &decoded_original.content())?;
+        let decoded_latest = evm::decode(&latest.signed.raw_tx)?;
+        let role = evidence::role_of(&decoded_latest.content(), &expected)
+            .map_err(AttemptDefect::from)
+            .and_then(|role| {
+                stored_kind(latest.signed.kind)
+                    .check(role)
+                    .map_err(AttemptDefect::from)
+            })?;
+        // The original's sender signs, whichever wallet is the tenant's current one.
+        let wallet = self
+            .wallets
+            .by_sender(tenant, payload.network.as_str(), &original.signed.sender)
+            .ok_or(SignerError::NoKeyForSender)?;
+        let previous = decoded_latest
+            .transfer_request()
+            .ok_or(SignError::Unsupported("stored attempt is not a transfer"))?;
+        let kind = evidence::replacement_kind(requested, role);
+        let request = match (kind, role) {
+            (StoredKind::FeeBump, _) => tx::bump(&previous, network.fee_bump_percent, fee_cap)
+                .map_err(SignerError::Replacement)?,
+            // A cancel of a transfer, or a fee bump of a cancel: a self-transfer of 0 with higher
+            // fees, within the cancel budget.
+            (StoredKind::Cancel | StoredKind::Original, _) => {
+                cancel_request(&previous, network, wallet.key.address()).map_err(|e| match e {
+                    SignError::Request(refused) => SignerError::Replacement(refused),
+                    other => SignerError::Sign(other),
+                })?
+            }
+        };
+        let signed = evm::sign(&request, wallet.key.as_ref())?;
+        // What was signed must be what it will be stored as.
+        let signed_role = evidence::role_of(&evm::decode(&signed.raw)?.content(), &expected)
+            .map_err(AttemptDefect::from)?;
+        kind.check(signed_role).map_err(AttemptDefect::from)?;
+        let kind = match kind {
+            StoredKind::FeeBump => AttemptKind::FeeBump,
+            StoredKind::Cancel | StoredKind::Original => AttemptKind::Cancel,
+        };
+        Ok(new_attempt(kind, request.chain_id, &signed))
+    }
+
+    /// The transfer the approved payload must be executed as, by this signer's network
+    /// configuration, from the original attempt's sender at its nonce.
+    fn expected_transfer(
+        &self,
+        payload: &WithdrawalPayload,
+        network: &NetworkConfig,
+        original: &evidence::TxContent,
+    ) -> Result<ExpectedTransfer, SignerError> {
+        let recipient = evidence::parse_address(payload.destination.as_str())
+            .ok_or(SignerError::NotConfigured("destination format"))?;
+        let asset = if payload.asset.as_str() == network.native_asset {
+            evidence::Asset::Native
+        } else {
+            let token = network
+                .tokens
+                .get(payload.asset.as_str())
+                .and_then(|t| evidence::parse_address(t))
+                .ok_or(SignerError::NotConfigured("asset"))?;
+            evidence::Asset::Token(token)
+        };
+        Ok(ExpectedTransfer {
+            chain_id: network.chain_id,
+            sender: original.sender,
+            nonce: original.nonce,
+            recipient,
+            asset,
+            amount: payload.amount.get(),
         })
     }
 
@@ -506,6 +746,11 @@ impl Signer {
         payload: &WithdrawalPayload,
     ) -> Result<(Wallet, TransferRequest), SignerError> {
         let (wallet, network) = self.wallet(tenant, payload)?;
+        // EVM transfers here carry no memo (a native transfer has no calldata, an ERC-20 transfer
+        // exactly its `transfer` call): an approved memo could not be executed.
+        if payload.memo.is_some() {
+            return Err(SignerError::MemoNotExecutable);
+        }
         let to: Address = payload
             .destination
             .as_str()
@@ -579,6 +824,15 @@ fn cancel_request(
         max_fee,
         raise(previous.max_priority_fee_per_gas).min(max_fee),
     ))
+}
+
+/// The domain's name of a stored kind.
+fn stored_kind(kind: AttemptKind) -> StoredKind {
+    match kind {
+        AttemptKind::Original => StoredKind::Original,
+        AttemptKind::FeeBump => StoredKind::FeeBump,
+        AttemptKind::Cancel => StoredKind::Cancel,
+    }
 }
 
 pub(crate) fn new_attempt(

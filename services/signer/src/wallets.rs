@@ -51,10 +51,13 @@ pub enum WalletError {
     },
 }
 
-/// The hot wallets by tenant and network.
+/// The hot wallets by tenant and network: one active wallet signs new withdrawals; retiring ones
+/// (after a rotation) sign only replacements of their own in-flight nonces, which must come from
+/// the original's sender.
 #[derive(Debug, Clone, Default)]
 pub struct Wallets {
     by_tenant_network: HashMap<(TenantId, String), Wallet>,
+    retiring: HashMap<(TenantId, String), Vec<Wallet>>,
 }
 
 impl Wallets {
@@ -69,14 +72,21 @@ impl Wallets {
             let passphrase = passphrase(wallet).ok_or(WalletError::Passphrase { index })?;
             let key = LocalKey::from_keystore_file(&wallet.keystore, &passphrase)
                 .map_err(|source| WalletError::Keystore { index, source })?;
-            if !wallets.insert(tenant, &wallet.network, Arc::new(key), wallet.initial_nonce) {
+            let key: Arc<dyn KeyProvider> = Arc::new(key);
+            let added = if wallet.retiring {
+                wallets.insert_retiring(tenant, &wallet.network, key)
+            } else {
+                wallets.insert(tenant, &wallet.network, key, wallet.initial_nonce)
+            };
+            if !added {
                 return Err(WalletError::Duplicate { index });
             }
         }
         Ok(wallets)
     }
 
-    /// Adds a wallet; false when the tenant already has one on this network.
+    /// Adds the active wallet of a tenant on a network; false when the tenant already has one
+    /// there, or this account is one of its retiring wallets.
     pub fn insert(
         &mut self,
         tenant: TenantId,
@@ -86,7 +96,7 @@ impl Wallets {
     ) -> bool {
         let address = format!("{:#x}", key.address());
         let slot = (tenant, network.to_owned());
-        if self.by_tenant_network.contains_key(&slot) {
+        if self.by_tenant_network.contains_key(&slot) || self.holds_retiring(&slot, &address) {
             return false;
         }
         self.by_tenant_network.insert(
@@ -100,19 +110,87 @@ impl Wallets {
         true
     }
 
-    /// The tenant's wallet on `network`.
+    /// Adds a retiring wallet (rotated out: it signs only replacements of its own in-flight
+    /// nonces); false when the account is already held for this tenant and network.
+    pub fn insert_retiring(
+        &mut self,
+        tenant: TenantId,
+        network: &str,
+        key: Arc<dyn KeyProvider>,
+    ) -> bool {
+        let address = format!("{:#x}", key.address());
+        let slot = (tenant, network.to_owned());
+        let active = self
+            .by_tenant_network
+            .get(&slot)
+            .is_some_and(|w| w.address == address);
+        if active || self.holds_retiring(&slot, &address) {
+            return false;
+        }
+        self.retiring.entry(slot).or_default().push(Wallet {
+            address,
+            initial_nonce: 0,
+            key,
+        });
+        true
+    }
+
+    fn holds_retiring(&self, slot: &(TenantId, String), address: &str) -> bool {
+        self.retiring
+            .get(slot)
+            .is_some_and(|ws| ws.iter().any(|w| w.address == address))
+    }
+
+    /// The tenant's active wallet on `network`: the one that signs new withdrawals.
     pub fn get(&self, tenant: TenantId, network: &str) -> Option<&Wallet> {
         self.by_tenant_network.get(&(tenant, network.to_owned()))
     }
 
-    /// How many wallets are loaded.
+    /// The tenant's wallet on `network` whose address is `sender` (0x-prefixed lowercase),
+    /// active or retiring: the only key that may sign a replacement of that sender's attempt.
+    pub fn by_sender(&self, tenant: TenantId, network: &str, sender: &str) -> Option<&Wallet> {
+        let slot = (tenant, network.to_owned());
+        self.by_tenant_network
+            .get(&slot)
+            .filter(|w| w.address == sender)
+            .or_else(|| {
+                self.retiring
+                    .get(&slot)
+                    .and_then(|ws| ws.iter().find(|w| w.address == sender))
+            })
+    }
+
+    /// Every wallet with its role, for the registry the operations service reads.
+    pub fn registrations(&self) -> Vec<opledger_store::wallets::Registration> {
+        use opledger_store::wallets::{Registration, WalletStatus};
+        let active = self
+            .by_tenant_network
+            .iter()
+            .map(|((tenant, network), w)| Registration {
+                tenant_id: *tenant,
+                network: network.clone(),
+                sender: w.address.clone(),
+                status: WalletStatus::Active,
+            });
+        let retiring = self.retiring.iter().flat_map(|((tenant, network), ws)| {
+            ws.iter().map(|w| Registration {
+                tenant_id: *tenant,
+                network: network.clone(),
+                sender: w.address.clone(),
+                status: WalletStatus::Retiring,
+            })
+        });
+        active.chain(retiring).collect()
+    }
+
+    /// How many wallets are loaded, retiring ones included.
     pub fn len(&self) -> usize {
-        self.by_tenant_network.len()
+        self.by_tenant_network.len() + self.retiring.values().map(Vec::len).sum::<usize>()
     }
 
     /// True when none is loaded.
     pub fn is_empty(&self) -> bool {
-        self.by_tenant_network.is_empty()
+        self.len() == 0
     }
 }
 

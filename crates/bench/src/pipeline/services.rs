@@ -220,6 +220,10 @@ pub async fn start(
     let store = connect(&urls.signer, settings.signer_connections, "signer").await?;
     let callers = opledger_signer::callers(&config);
     let signer = Signer::new(store, Arc::new(config), Arc::new(wallets));
+    signer
+        .register_wallets()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot register the wallets: {e}"))?;
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let signer_addr = listener.local_addr()?;
     tasks.push(tokio::spawn(async move {

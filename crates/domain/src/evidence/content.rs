@@ -244,3 +244,42 @@ impl fmt::Debug for Call {
         }
     }
 }
+
+impl ExpectedTransfer {
+    /// The transfer every attempt of an operation must express, for a reader that does not hold
+    /// the signer's network configuration (the watcher, the reconciler): chain, sender, nonce and
+    /// asset from the original attempt (the signer verified it against the payload and its own
+    /// configuration before signing), recipient and amount from the approved payload, so an
+    /// original that pays anyone else or any other amount is still a mismatch.
+    pub fn from_original(
+        original: &TxContent,
+        recipient: Address,
+        amount: u128,
+    ) -> ExpectedTransfer {
+        let asset = match original.call {
+            Call::Erc20Transfer { .. } => Asset::Token(original.to),
+            Call::Empty | Call::Other => Asset::Native,
+        };
+        ExpectedTransfer {
+            chain_id: original.chain_id,
+            sender: original.sender,
+            nonce: original.nonce,
+            recipient,
+            asset,
+            amount,
+        }
+    }
+}
+
+/// Parses a `0x`-prefixed 40-hex-digit address (either case).
+pub fn parse_address(text: &str) -> Option<Address> {
+    let hex_part = text
+        .strip_prefix("0x")
+        .or_else(|| text.strip_prefix("0X"))?;
+    if hex_part.len() != 40 {
+        return None;
+    }
+    let mut out = [0_u8; 20];
+    hex::decode_to_slice(hex_part, &mut out).ok()?;
+    Some(out)
+}

@@ -97,6 +97,9 @@ pub enum Verdict {
     NonceMovedWithoutUs,
     /// None of our attempts is included and the nonce is unconsumed at the pinned block.
     NotIncluded,
+    /// The operation has no signed attempt at all: nothing of it can ever reach the chain once it
+    /// has left APPROVED and SIGNING (no path leads back), whatever the chain says.
+    NeverSigned,
 }
 
 /// The verdict on an operation whose attempts (oldest first) have the roles `attempts` (or a
@@ -106,6 +109,9 @@ pub fn decide(
     nonce: u64,
     reading: &Result<Reading, NoAgreement>,
 ) -> Verdict {
+    if attempts.is_empty() {
+        return Verdict::NeverSigned;
+    }
     let mut roles = Vec::with_capacity(attempts.len());
     for (attempt, role) in attempts.iter().enumerate() {
         match role {
@@ -123,7 +129,7 @@ pub fn decide(
         Err(no) => return Verdict::NoVerdict(NoVerdict::NoAgreement(*no)),
     };
     let inconsistent = Verdict::NoVerdict(NoVerdict::Inconsistent);
-    if roles.is_empty() || reading.inclusions.len() != roles.len() {
+    if reading.inclusions.len() != roles.len() {
         return inconsistent;
     }
     let mut included = reading
@@ -286,7 +292,7 @@ pub fn next_step(state: OperationState, verdict: Verdict, timing: Timing) -> Ste
             Role::Cancel => Step::ResubmitCancel,
             Role::Transfer => Step::SignCancel,
         },
-        Verdict::NoVerdict(_) => Step::Wait,
+        Verdict::NoVerdict(_) | Verdict::NeverSigned => Step::Wait,
     };
     if unknown && timing.unchanged_secs >= timing.escalate_after_secs {
         return Step::Escalate(Escalation::NO_VERDICT);
@@ -311,7 +317,8 @@ pub fn watcher_step(verdict: Verdict) -> Step {
             ..
         }
         | Verdict::NotIncluded
-        | Verdict::NoVerdict(_) => Step::Wait,
+        | Verdict::NoVerdict(_)
+        | Verdict::NeverSigned => Step::Wait,
     }
 }
 
@@ -327,13 +334,15 @@ pub enum Resolution {
 }
 
 /// True when the verdict, established now, supports the operator's requested outcome. A consumed
-/// nonce without our attempt supports none: that is for security, with evidence from outside.
+/// nonce without our attempt supports none: that is for security, with evidence from outside. An
+/// operation that was never signed (the signer ended it before signing) may be released: no
+/// signed bytes exist, and none can be made for it any more.
 pub fn resolution_allowed(verdict: Verdict, outcome: Resolution) -> bool {
     matches!(
         (verdict, outcome),
         (Verdict::Settled { .. }, Resolution::Confirmed)
             | (
-                Verdict::Cancelled { .. } | Verdict::Reverted { .. },
+                Verdict::Cancelled { .. } | Verdict::Reverted { .. } | Verdict::NeverSigned,
                 Resolution::VerifiedNotSent
             )
             | (

@@ -207,6 +207,8 @@ pub const TRANSITIONS: &[Transition] = &[
     row(S::Signing, S::Signed, &[A::Signer], H::Keep),
     // Lease reclaim while nothing was signed.
     row(S::Signing, S::Approved, &[A::Signer], H::Keep),
+    // The signer's refusal that is evidence of tampering or a configuration fault ends it.
+    row(S::Approved, S::FailedTerminal, &[A::Signer], H::Keep),
     // A custodian's verified status update (webhook) may report what our own watcher would see.
     row(S::Signed, S::Broadcast, &[A::Broadcaster, A::WebhookProcessor], H::Keep),
     row(S::Signed, S::Unknown, &[A::Broadcaster], H::Keep),

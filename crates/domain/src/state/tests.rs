@@ -10,6 +10,7 @@ const EXPECTED: &[&str] = &[
     "APPROVED->SIGNING [signer] Keep",
     "SIGNING->SIGNED [signer] Keep",
     "SIGNING->APPROVED [signer] Keep",
+    "APPROVED->FAILED_TERMINAL [signer] Keep",
     "SIGNED->BROADCAST [broadcaster,webhook_processor] Keep",
     "SIGNED->UNKNOWN [broadcaster] Keep",
     "BROADCAST->CONFIRMED [chain_watcher,reconciler,webhook_processor] Settle",

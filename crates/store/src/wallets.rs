@@ -1,0 +1,94 @@
+//! The hot wallets the signer holds, as it registers them at start: which account signs new
+//! withdrawals of a tenant on a network (ACTIVE, one at most), and which retiring ones still sign
+//! replacements of their own in-flight nonces (RETIRING). The operations service reads this to
+//! refuse a withdrawal no signer could execute.
+
+use crate::{Result, Store, StoreError};
+use opledger_domain::ids::TenantId;
+
+/// A wallet's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WalletStatus {
+    /// Signs new withdrawals.
+    Active,
+    /// Signs only replacements of its own in-flight nonces.
+    Retiring,
+}
+
+impl WalletStatus {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WalletStatus::Active => "ACTIVE",
+            WalletStatus::Retiring => "RETIRING",
+        }
+    }
+}
+
+/// One registered wallet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registration {
+    /// Its tenant.
+    pub tenant_id: TenantId,
+    /// Its network.
+    pub network: String,
+    /// Its address, 0x-prefixed lowercase.
+    pub sender: String,
+    /// Its role.
+    pub status: WalletStatus,
+}
+
+impl Store {
+    /// Registers the signer's wallets, in one transaction: a wallet registered ACTIVE demotes any
+    /// other ACTIVE wallet of its tenant and network to RETIRING (a rotation), and a RETIRING one
+    /// is recorded as such. Rows of wallets this signer no longer holds are left as they are.
+    pub async fn register_wallets(&self, wallets: &[Registration]) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        // Retiring ones first, so that the ACTIVE ones never meet the one-active index twice.
+        let mut ordered: Vec<&Registration> = wallets.iter().collect();
+        ordered.sort_by_key(|w| w.status == WalletStatus::Active);
+        for wallet in ordered {
+            if wallet.status == WalletStatus::Active {
+                sqlx::query(
+                    "UPDATE signer_wallets SET status = 'RETIRING', updated_at = now() \
+                     WHERE tenant_id = $1 AND network = $2 AND sender <> $3 AND status = 'ACTIVE'",
+                )
+                .bind(wallet.tenant_id.as_uuid())
+                .bind(&wallet.network)
+                .bind(&wallet.sender)
+                .execute(&mut *tx)
+                .await?;
+            }
+            sqlx::query(
+                "INSERT INTO signer_wallets (tenant_id, network, sender, status) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (tenant_id, network, sender) \
+                 DO UPDATE SET status = excluded.status, updated_at = now() \
+                 WHERE signer_wallets.status <> excluded.status",
+            )
+            .bind(wallet.tenant_id.as_uuid())
+            .bind(&wallet.network)
+            .bind(&wallet.sender)
+            .bind(wallet.status.as_str())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Operations whose original attempt `sender` signed on `network` and that are not yet
+    /// CONFIRMED at final depth or ended (SIGNED, BROADCAST, UNKNOWN, FAILED_TERMINAL): a
+    /// retiring wallet may be removed from the signer's configuration once this is zero.
+    pub async fn in_flight_of_sender(&self, network: &str, sender: &str) -> Result<u64> {
+        let (count,): (i64,) = sqlx::query_as(
+            "SELECT count(*) FROM tx_attempts a JOIN withdrawal_ops o USING (tenant_id, op_id) \
+             WHERE a.attempt = 1 AND a.network = $1 AND a.sender = $2 \
+               AND o.state IN ('SIGNED', 'BROADCAST', 'UNKNOWN', 'FAILED_TERMINAL')",
+        )
+        .bind(network)
+        .bind(sender)
+        .fetch_one(&self.pool)
+        .await?;
+        u64::try_from(count).map_err(|_| StoreError::Corrupt { what: "count" })
+    }
+}

@@ -1,0 +1,291 @@
+//! Wallet rotation and replacements: every fee bump and cancel comes from the original attempt's
+//! sender at its nonce, whichever wallet is the tenant's current one. A replacement signed by the
+//! new wallet at the old wallet's nonce could not replace the original (both could be mined:
+//! paid twice), and its inclusion would prove nothing about the original.
+
+use opledger_evm::signer::decode;
+use opledger_evm::{Address, U256};
+use opledger_proto::v1::{AttemptKind, SignReplacementRequest};
+use opledger_tests::signer::{
+    CALLER_TOKEN, HOT_WALLET, InProcessSigner, ROTATED_WALLET, TestWallets, approve, attempts,
+    client, sign_request,
+};
+use opledger_tests::{ALICE, Stack, authed, reason};
+
+fn replace(tenant: &str, op: &str, kind: AttemptKind) -> tonic::Request<SignReplacementRequest> {
+    authed(
+        CALLER_TOKEN,
+        SignReplacementRequest {
+            tenant_id: tenant.to_owned(),
+            withdrawal_id: op.to_owned(),
+            kind: kind as i32,
+        },
+    )
+}
+
+async fn set_state(stack: &Stack, op: &str, state: &str) -> anyhow::Result<()> {
+    sqlx::query("UPDATE withdrawal_ops SET state = $2, version = version + 1 WHERE op_id = $1")
+        .bind(op.parse::<uuid::Uuid>()?)
+        .bind(state)
+        .execute(&stack.db.admin_pool().await?)
+        .await?;
+    Ok(())
+}
+
+async fn registry(stack: &Stack) -> anyhow::Result<Vec<(String, String)>> {
+    Ok(
+        sqlx::query_as("SELECT sender, status FROM signer_wallets ORDER BY status, sender")
+            .fetch_all(stack.admin.pool())
+            .await?,
+    )
+}
+
+#[tokio::test]
+async fn after_a_rotation_replacements_come_from_the_original_sender_and_new_withdrawals_from_the_new_wallet()
+-> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack.fund(&acme, "treasury", "ETH", "1000000").await?;
+    let tenant = acme.id.to_string();
+    // In flight at nonce 0 of the old wallet.
+    let old = stack.withdraw(&acme, "500", ALICE).await?;
+    approve(&stack, &acme, &old).await?;
+    let before = InProcessSigner::start(&stack.db, acme.id).await?;
+    let original = client(before.addr)
+        .await?
+        .sign_withdrawal(sign_request(acme.id, &old.withdrawal_id))
+        .await?
+        .into_inner()
+        .attempt
+        .expect("original");
+    drop(before);
+    // Rotation: the new wallet is active, the old one retiring.
+    let signer =
+        InProcessSigner::start_with_wallets(&stack.db, acme.id, TestWallets::Rotated(true)).await?;
+    assert_eq!(
+        registry(&stack).await?,
+        vec![
+            (ROTATED_WALLET.to_owned(), "ACTIVE".to_owned()),
+            (HOT_WALLET.to_owned(), "RETIRING".to_owned()),
+        ],
+        "the registry shows the rotation"
+    );
+    let mut c = client(signer.addr).await?;
+    set_state(&stack, &old.withdrawal_id, "BROADCAST").await?;
+    let bump = c
+        .sign_replacement(replace(&tenant, &old.withdrawal_id, AttemptKind::FeeBump))
+        .await?
+        .into_inner()
+        .attempt
+        .expect("bump");
+    let decoded = decode(&bump.raw_transaction)?;
+    assert_eq!(
+        (decoded.from, decoded.nonce),
+        (HOT_WALLET.parse::<Address>()?, original.nonce),
+        "the bump comes from the original's sender at its nonce"
+    );
+    assert_eq!(bump.from_address, HOT_WALLET);
+    set_state(&stack, &old.withdrawal_id, "UNKNOWN").await?;
+    let cancel = c
+        .sign_replacement(replace(&tenant, &old.withdrawal_id, AttemptKind::Cancel))
+        .await?
+        .into_inner()
+        .attempt
+        .expect("cancel");
+    let decoded = decode(&cancel.raw_transaction)?;
+    let hot: Address = HOT_WALLET.parse()?;
+    assert_eq!(
+        (decoded.from, decoded.to, decoded.value, decoded.nonce),
+        (hot, hot, U256::ZERO, original.nonce),
+        "the cancel is the original sender's self-transfer of 0 at its nonce"
+    );
+    // A new withdrawal is signed by the new wallet, from its own first nonce.
+    let new = stack.withdraw(&acme, "700", ALICE).await?;
+    approve(&stack, &acme, &new).await?;
+    let fresh = c
+        .sign_withdrawal(sign_request(acme.id, &new.withdrawal_id))
+        .await?
+        .into_inner()
+        .attempt
+        .expect("new");
+    assert_eq!((fresh.from_address.as_str(), fresh.nonce), (ROTATED_WALLET, 0));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_replacement_whose_sender_key_is_gone_is_refused_not_signed_by_the_new_wallet()
+-> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack.fund(&acme, "treasury", "ETH", "1000000").await?;
+    let w = stack.withdraw(&acme, "500", ALICE).await?;
+    approve(&stack, &acme, &w).await?;
+    let before = InProcessSigner::start(&stack.db, acme.id).await?;
+    client(before.addr)
+        .await?
+        .sign_withdrawal(sign_request(acme.id, &w.withdrawal_id))
+        .await?;
+    drop(before);
+    // The old wallet was removed too early: only the new one is held.
+    let signer =
+        InProcessSigner::start_with_wallets(&stack.db, acme.id, TestWallets::Rotated(false))
+            .await?;
+    let mut c = client(signer.addr).await?;
+    for (state, kind) in [
+        ("BROADCAST", AttemptKind::FeeBump),
+        ("UNKNOWN", AttemptKind::Cancel),
+    ] {
+        set_state(&stack, &w.withdrawal_id, state).await?;
+        let err = c
+            .sign_replacement(replace(&acme.id.to_string(), &w.withdrawal_id, kind))
+            .await
+            .expect_err("no key of the original sender");
+        assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+        assert_eq!(reason(&err), "NO_KEY_FOR_SENDER");
+    }
+    assert_eq!(
+        attempts(&stack, &w.withdrawal_id).await?,
+        1,
+        "nothing signed"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_fee_bump_of_a_cancel_is_stored_as_a_cancel() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack.fund(&acme, "treasury", "ETH", "1000000").await?;
+    let w = stack.withdraw(&acme, "500", ALICE).await?;
+    approve(&stack, &acme, &w).await?;
+    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    let mut c = client(signer.addr).await?;
+    let tenant = acme.id.to_string();
+    c.sign_withdrawal(sign_request(acme.id, &w.withdrawal_id))
+        .await?;
+    set_state(&stack, &w.withdrawal_id, "UNKNOWN").await?;
+    let cancel = c
+        .sign_replacement(replace(&tenant, &w.withdrawal_id, AttemptKind::Cancel))
+        .await?
+        .into_inner()
+        .attempt
+        .expect("cancel");
+    // An operator sent it back to BROADCAST; the broadcaster asks for a fee bump of the latest.
+    set_state(&stack, &w.withdrawal_id, "BROADCAST").await?;
+    let bumped = c
+        .sign_replacement(replace(&tenant, &w.withdrawal_id, AttemptKind::FeeBump))
+        .await?
+        .into_inner()
+        .attempt
+        .expect("bump");
+    assert_eq!(
+        bumped.kind,
+        AttemptKind::Cancel as i32,
+        "stored as what it is"
+    );
+    let (prev, now) = (
+        decode(&cancel.raw_transaction)?,
+        decode(&bumped.raw_transaction)?,
+    );
+    let hot: Address = HOT_WALLET.parse()?;
+    assert_eq!(
+        (now.to, now.value, now.nonce),
+        (hot, U256::ZERO, prev.nonce)
+    );
+    assert!(
+        now.max_fee_per_gas > prev.max_fee_per_gas,
+        "a real replacement"
+    );
+    let (kinds,): (Vec<String>,) =
+        sqlx::query_as("SELECT array_agg(kind ORDER BY attempt) FROM tx_attempts WHERE op_id = $1")
+            .bind(w.withdrawal_id.parse::<uuid::Uuid>()?)
+            .fetch_one(stack.admin.pool())
+            .await?;
+    assert_eq!(kinds, ["ORIGINAL", "CANCEL", "CANCEL"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_attempt_row_whose_content_contradicts_its_kind_is_never_replaced() -> anyhow::Result<()>
+{
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack.fund(&acme, "treasury", "ETH", "1000000").await?;
+    let w = stack.withdraw(&acme, "500", ALICE).await?;
+    approve(&stack, &acme, &w).await?;
+    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    let mut c = client(signer.addr).await?;
+    let tenant = acme.id.to_string();
+    c.sign_withdrawal(sign_request(acme.id, &w.withdrawal_id))
+        .await?;
+    set_state(&stack, &w.withdrawal_id, "UNKNOWN").await?;
+    c.sign_replacement(replace(&tenant, &w.withdrawal_id, AttemptKind::Cancel))
+        .await?;
+    // A superuser relabels the cancel as a fee bump (a transfer), bypassing the row's triggers.
+    let admin = stack.db.admin_pool().await?;
+    let mut tx = admin.begin().await?;
+    sqlx::query("SET LOCAL session_replication_role = replica")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("UPDATE tx_attempts SET kind = 'FEE_BUMP' WHERE op_id = $1 AND attempt = 2")
+        .bind(w.withdrawal_id.parse::<uuid::Uuid>()?)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    set_state(&stack, &w.withdrawal_id, "BROADCAST").await?;
+    let err = c
+        .sign_replacement(replace(&tenant, &w.withdrawal_id, AttemptKind::FeeBump))
+        .await
+        .expect_err("the relabelled row is not what it says");
+    assert_eq!(reason(&err), "ATTEMPT_MISMATCH");
+    assert_eq!(
+        attempts(&stack, &w.withdrawal_id).await?,
+        2,
+        "nothing signed"
+    );
+    let (events,): (i64,) = sqlx::query_as(
+        "SELECT count(*) FROM security_events WHERE kind = 'SIGNER_ATTEMPT_MISMATCH'",
+    )
+    .fetch_one(stack.admin.pool())
+    .await?;
+    assert_eq!(events, 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_database_refuses_a_replacement_from_another_sender() -> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack.fund(&acme, "treasury", "ETH", "1000000").await?;
+    let w = stack.withdraw(&acme, "500", ALICE).await?;
+    approve(&stack, &acme, &w).await?;
+    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    client(signer.addr)
+        .await?
+        .sign_withdrawal(sign_request(acme.id, &w.withdrawal_id))
+        .await?;
+    // The signer's own login writes a second attempt from another account at the same nonce.
+    let pool = stack
+        .db
+        .pool_as(opledger_testkit::ServiceRole::Signer)
+        .await?;
+    let refused = sqlx::query(
+        "INSERT INTO tx_attempts (tenant_id, op_id, attempt, kind, network, chain_id, sender, \
+           nonce, tx_hash, raw_tx, gas_limit, max_fee_per_gas, max_priority_fee_per_gas) \
+         SELECT tenant_id, op_id, 2, 'FEE_BUMP', network, chain_id, $2, nonce, \
+           '0x' || repeat('ab', 32), raw_tx, gas_limit, max_fee_per_gas, max_priority_fee_per_gas \
+         FROM tx_attempts WHERE op_id = $1 AND attempt = 1",
+    )
+    .bind(w.withdrawal_id.parse::<uuid::Uuid>()?)
+    .bind(ROTATED_WALLET)
+    .execute(&pool)
+    .await
+    .expect_err("another sender");
+    let code = refused
+        .as_database_error()
+        .and_then(|e| e.code())
+        .map(|c| c.into_owned());
+    assert_eq!(code.as_deref(), Some("23514"), "check_violation: {refused}");
+    assert_eq!(attempts(&stack, &w.withdrawal_id).await?, 1);
+    Ok(())
+}
