@@ -275,7 +275,7 @@ fn quorum_needs_agreeing_answers_close_in_height() {
 }
 
 #[test]
-fn no_verdict_escalates_after_the_window_only_from_unknown() {
+fn no_verdict_escalates_after_the_window() {
     let timing = Timing {
         latest_attempt_age_secs: 10,
         latest_role: Role::Transfer,
@@ -290,8 +290,14 @@ fn no_verdict_escalates_after_the_window_only_from_unknown() {
     );
     assert_eq!(
         next_step(OperationState::Broadcast, none, timing),
-        Step::Wait
+        Step::Escalate(Escalation::NO_VERDICT),
+        "a node that keeps lying blocks no operation forever"
     );
+    let fresh = Timing {
+        unchanged_secs: 10,
+        ..timing
+    };
+    assert_eq!(next_step(OperationState::Broadcast, none, fresh), Step::Wait);
     let old = Timing {
         latest_attempt_age_secs: 400,
         unchanged_secs: 0,

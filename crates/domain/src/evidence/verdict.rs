@@ -255,7 +255,8 @@ pub struct Timing {
     pub escalate_after_secs: u64,
 }
 
-/// The reconciler's step for an operation in `state` (UNKNOWN, or BROADCAST gone stale).
+/// The reconciler's step for an operation in `state` (UNKNOWN, or BROADCAST gone stale). An
+/// operation left without a verdict for `escalate_after_secs` is escalated from either state.
 pub fn next_step(state: OperationState, verdict: Verdict, timing: Timing) -> Step {
     let broadcast = state == OperationState::Broadcast;
     let unknown = state == OperationState::Unknown;
@@ -294,7 +295,9 @@ pub fn next_step(state: OperationState, verdict: Verdict, timing: Timing) -> Ste
         },
         Verdict::NoVerdict(_) | Verdict::NeverSigned => Step::Wait,
     };
-    if unknown && timing.unchanged_secs >= timing.escalate_after_secs {
+    // Without a verdict for the whole window (a node that keeps lying or lagging blocks every
+    // verdict, whether the operation is UNKNOWN or BROADCAST): an owner takes over, hold kept.
+    if timing.unchanged_secs >= timing.escalate_after_secs {
         return Step::Escalate(Escalation::NO_VERDICT);
     }
     step

@@ -1,0 +1,158 @@
+//! What one run of the model explores: the chain's bounds, the endpoints, the faults allowed and
+//! which decisions the workers take (the domain's, or an old one kept here to show that the model
+//! finds what it was fixed for).
+
+/// One configured JSON-RPC endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// Reads the canonical chain at the current head, or does not answer.
+    Honest,
+    /// Reads the canonical chain, its head up to `blocks` behind the network's, or does not
+    /// answer.
+    Lagging {
+        /// How far behind its head may be.
+        blocks: u8,
+    },
+    /// Answers whatever it likes from a fixed repertoire of fabrications (hidden receipts,
+    /// receipts that do not exist, a wrong nonce, a wrong finality), the truth, or nothing.
+    Liar,
+}
+
+/// The decisions the watcher and the reconciler take from a verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decisions {
+    /// `opledger_domain::evidence::{watcher_step, next_step}`.
+    Domain,
+    /// The old decisions ([`crate::legacy`]): the watcher confirms any attempt that succeeded at
+    /// final depth (a cancel counted as the payout) and the reconciler sends an UNKNOWN operation
+    /// whose cancel is included but not final back to BROADCAST.
+    CancelCountsAsPayout,
+    /// A mutant no version had ([`crate::legacy::next_step_without_escalation`]): the domain's
+    /// decisions, except that the reconciler never escalates for want of a verdict; it shows the
+    /// liveness check catches a reconciler that would wait forever.
+    NeverEscalateWithoutVerdict,
+}
+
+/// Who signs a fee bump or a cancel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplacementRule {
+    /// `opledger_domain::evidence::replacement_sender`: the original attempt's sender.
+    OriginalSender,
+    /// The old rule: the tenant's current wallet, whichever sent the original.
+    CurrentWallet,
+}
+
+/// Whether and how the tenant's hot wallet is rotated while the operation is in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rotation {
+    /// The wallet never changes.
+    Never,
+    /// The current wallet may change once; the retired key stays available to finish its nonces.
+    KeepRetiredKey,
+    /// The current wallet may change once, and the retired key may (nondeterministically) be
+    /// dropped with it, or kept.
+    MayDropRetiredKey,
+}
+
+/// What an inbound webhook about the operation does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Webhooks {
+    /// None arrive.
+    Off,
+    /// A webhook is a hint: it triggers a watcher evaluation, nothing else.
+    Hints,
+    /// The old, trusting processor: a webhook claiming a confirmation moves the operation to
+    /// CONFIRMED (a row the transition table allows the webhook processor), settling the hold.
+    TrustClaims,
+}
+
+/// One run's configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Blocks an inclusion needs to be final, the including block counted.
+    pub confirmations: u8,
+    /// The deepest reorganization: how many blocks at the top may be replaced.
+    pub reorg_depth: u8,
+    /// How many reorganizations may happen in one run.
+    pub reorgs: u8,
+    /// The highest block the explored chain may reach (the liveness check may go further).
+    pub max_height: u8,
+    /// The configured endpoints (at most one of them a liar).
+    pub endpoints: Vec<Endpoint>,
+    /// How many endpoints must answer alike.
+    pub quorum: usize,
+    /// The largest spread of the answering endpoints' heads.
+    pub max_lag: u64,
+    /// How far below the head a reader may pin its reading.
+    pub pin_back: u8,
+    /// Wallet rotation.
+    pub rotation: Rotation,
+    /// When true, someone else holds the hot wallet's key and may mine a transaction of their own
+    /// at the operation's nonce.
+    pub compromised_key: bool,
+    /// When true, an included transaction may revert (receipt status 0).
+    pub reverts: bool,
+    /// When true, an operator resolves UNKNOWN and FAILED_TERMINAL operations (through
+    /// `resolution_allowed`).
+    pub operator: bool,
+    /// Inbound webhooks.
+    pub webhooks: Webhooks,
+    /// The workers' decisions.
+    pub decisions: Decisions,
+    /// Who signs replacements.
+    pub replacement: ReplacementRule,
+    /// When true, a worker reads the operation's attempts from the store in one step and asks the
+    /// endpoints in a later one, as I/O code does; attempts persisted in between are missing from
+    /// its evidence. When false (the default), the two reads are one step.
+    pub split_read: bool,
+    /// When true, the liveness check's fair continuations keep the faulty endpoints faulty (each
+    /// evaluation may get any of their answers but the truth) instead of assuming they recover.
+    pub persistent_fault: bool,
+    /// When true, every state is also checked to end terminal or escalated on every fair path
+    /// (see [`crate::liveness`]).
+    pub liveness: bool,
+    /// Checker threads.
+    pub threads: usize,
+}
+
+impl Default for Config {
+    /// The configuration of the full check: three confirmations, one reorganization up to two
+    /// blocks deep, an honest, a lagging (up to two blocks) and a lying endpoint with a quorum of
+    /// two and a lag of at most one block, readings pinned up to two blocks below the head, a
+    /// wallet rotation that keeps the retired key, reverts, an operator and webhook hints.
+    fn default() -> Self {
+        Config {
+            confirmations: 3,
+            reorg_depth: 2,
+            reorgs: 1,
+            max_height: 6,
+            endpoints: vec![
+                Endpoint::Honest,
+                Endpoint::Lagging { blocks: 2 },
+                Endpoint::Liar,
+            ],
+            quorum: 2,
+            max_lag: 1,
+            pin_back: 2,
+            rotation: Rotation::KeepRetiredKey,
+            compromised_key: false,
+            reverts: true,
+            operator: true,
+            webhooks: Webhooks::Hints,
+            decisions: Decisions::Domain,
+            replacement: ReplacementRule::OriginalSender,
+            split_read: false,
+            persistent_fault: false,
+            liveness: true,
+            threads: 2,
+        }
+    }
+}
+
+impl Config {
+    /// True when a reorganization can remove an inclusion that was already final, which the
+    /// safety properties about settlement assume away.
+    pub fn reorgs_beyond_finality(&self) -> bool {
+        self.reorgs > 0 && self.reorg_depth >= self.confirmations
+    }
+}

@@ -1,0 +1,212 @@
+//! The properties checked in every state, by name. Safety properties are `always`; liveness is
+//! an `always` over [`crate::liveness`]; the `sometimes` properties show the interesting outcomes
+//! are reachable, so that a run that checks nothing cannot pass.
+
+use opledger_domain::evidence::{Escalation, ReplacementRequest, StoredKind};
+use opledger_domain::state::OperationState;
+use stateright::Property;
+
+use crate::chain::Wallet;
+use crate::config::{Config, ReplacementRule, Rotation};
+use crate::model::{State, violation};
+use crate::store::Hold;
+use crate::{PayoutModel, liveness, truth};
+
+/// (1a) The canonical chain never holds two value-moving transactions of the operation.
+pub const ONE_VALUE_MOVE_IN_CHAIN: &str =
+    "at most one value-moving transaction of the operation is in the canonical chain";
+/// (1b) Over the whole run, counting every history a reorganization replaced, at most one
+/// value-moving transaction of the operation ever reaches final depth.
+pub const ONE_VALUE_MOVE_EVER_FINAL: &str =
+    "at most one value-moving transaction of the operation ever reaches final depth";
+/// (2) When a hold is settled, the recorded attempt is our transfer, succeeded, in the canonical
+/// chain at the recorded block, at final depth.
+pub const SETTLED_ON_FINAL_TRANSFER: &str =
+    "a hold is settled only on our transfer in the canonical chain at final depth";
+/// (2') While a hold is settled, its transfer stays where it was recorded, at final depth: what
+/// reorganizations deeper than the confirmations break.
+pub const SETTLED_STAYS_FINAL: &str =
+    "a settled hold's transfer stays in the canonical chain at final depth";
+/// (3) When a hold is released, our own cancel succeeded, or an attempt of ours reverted, at
+/// final depth in the canonical chain.
+pub const RELEASED_ON_EVIDENCE: &str =
+    "a hold is released only on our cancel or a reverted attempt of ours at final depth";
+/// (4) UNKNOWN is left only on a step the honest chain supported when it was decided.
+pub const UNKNOWN_LEFT_ON_EVIDENCE: &str =
+    "UNKNOWN is left only on a verdict the honest chain supports";
+/// (5) From every reachable state, every fair continuation ends terminal or escalated.
+pub const ENDS_TERMINAL_OR_ESCALATED: &str = "every approved operation ends terminal or escalated";
+/// The hold is settled exactly when CONFIRMED, released exactly when VERIFIED_NOT_SENT, and no
+/// hold effect ever applied to a hold in the wrong state.
+pub const HOLD_MATCHES_STATE: &str = "the hold matches the operation's state";
+/// Every move a worker asks for is in the transition table for its actor, and each decision
+/// function returns only steps its worker takes.
+pub const STEPS_ARE_LEGAL: &str =
+    "every step a worker takes is its own and in the transition table";
+/// FAILED_TERMINAL always records an escalation, whose cause the chain or the store shows.
+pub const ESCALATED_WITH_CAUSE: &str = "an escalation is recorded with a cause that holds";
+
+/// A withdrawal is paid and its hold settled.
+pub const REACH_SETTLED: &str = "sometimes: settled";
+/// A withdrawal is paid by its fee bump.
+pub const REACH_SETTLED_BY_BUMP: &str = "sometimes: settled by the fee bump";
+/// A cancel at final depth releases the hold.
+pub const REACH_RELEASED_BY_CANCEL: &str = "sometimes: cancelled and released";
+/// No verdict within the window: escalated.
+pub const REACH_ESCALATED_NO_VERDICT: &str = "sometimes: escalated without a verdict";
+/// An attempt reverted: escalated.
+pub const REACH_ESCALATED_REVERTED: &str = "sometimes: escalated for a revert";
+/// An operator releases a reverted withdrawal.
+pub const REACH_OPERATOR_RELEASED_REVERT: &str =
+    "sometimes: released by an operator after a revert";
+/// A fee bump of a cancel is stored as a cancel.
+pub const REACH_BUMP_OF_CANCEL: &str = "sometimes: a fee bump of a cancel stored as a cancel";
+/// A transfer that succeeded is reorganized out of the canonical chain.
+pub const REACH_TRANSFER_REORGED: &str = "sometimes: a transfer reorganized away";
+/// After a rotation, a replacement is signed by the original's sender.
+pub const REACH_ROTATED_REPLACEMENT: &str =
+    "sometimes: a replacement after the rotation signed by the original sender";
+/// A foreign transaction consumed the nonce: escalated to security.
+pub const REACH_NONCE_MOVED: &str = "sometimes: escalated for a nonce moved without us";
+/// A confirmation reorganized away is reopened.
+pub const REACH_REOPENED: &str = "sometimes: a confirmation reopened by the reorganization check";
+
+fn no(state: &State, bits: u16) -> bool {
+    state.ghost.violations & bits == 0
+}
+
+fn escalated(state: &State, escalation: Escalation) -> bool {
+    state.store.state == OperationState::FailedTerminal
+        && state.store.escalation == Some(escalation)
+}
+
+/// The properties of a run of `config`: every safety property, liveness when enabled, and the
+/// `sometimes` properties the configuration makes reachable.
+pub fn for_config(config: &Config) -> Vec<Property<PayoutModel>> {
+    let mut properties = vec![
+        Property::always(ONE_VALUE_MOVE_IN_CHAIN, |_, s: &State| {
+            truth::value_moves(&s.chain, &s.store.attempts) <= 1
+        }),
+        Property::always(ONE_VALUE_MOVE_EVER_FINAL, |_, s: &State| {
+            s.ghost.final_moves.count_ones() <= 1
+        }),
+        Property::always(SETTLED_ON_FINAL_TRANSFER, |_, s: &State| {
+            no(s, violation::SETTLED_WITHOUT_FINAL_TRANSFER)
+        }),
+        Property::always(SETTLED_STAYS_FINAL, |m: &PayoutModel, s: &State| {
+            s.store.hold != Hold::Settled
+                || s.store.confirmed.is_some_and(|c| {
+                    truth::settlement_backed(
+                        &s.chain,
+                        &s.store.attempts,
+                        &c,
+                        m.config.confirmations,
+                    )
+                })
+        }),
+        Property::always(RELEASED_ON_EVIDENCE, |_, s: &State| {
+            no(s, violation::RELEASED_WITHOUT_EVIDENCE)
+        }),
+        Property::always(UNKNOWN_LEFT_ON_EVIDENCE, |_, s: &State| {
+            no(s, violation::LEFT_UNKNOWN_WITHOUT_EVIDENCE)
+        }),
+        Property::always(HOLD_MATCHES_STATE, |_, s: &State| {
+            let state = s.store.state;
+            no(s, violation::HOLD_EFFECT_ON_WRONG_HOLD)
+                && (s.store.hold == Hold::Settled) == (state == OperationState::Confirmed)
+                && (s.store.hold == Hold::Released) == (state == OperationState::VerifiedNotSent)
+        }),
+        Property::always(STEPS_ARE_LEGAL, |_, s: &State| {
+            no(
+                s,
+                violation::ILLEGAL_TRANSITION | violation::UNEXPECTED_STEP,
+            )
+        }),
+        Property::always(ESCALATED_WITH_CAUSE, |_, s: &State| {
+            no(s, violation::ESCALATED_WITHOUT_CAUSE)
+                && (s.store.state != OperationState::FailedTerminal || s.store.escalation.is_some())
+        }),
+    ];
+    if config.liveness {
+        properties.push(Property::always(
+            ENDS_TERMINAL_OR_ESCALATED,
+            liveness::ends_well,
+        ));
+    }
+    properties.push(Property::sometimes(REACH_SETTLED, |_, s: &State| {
+        s.store.state == OperationState::Confirmed && s.store.hold == Hold::Settled
+    }));
+    properties.push(Property::sometimes(
+        REACH_RELEASED_BY_CANCEL,
+        |m: &PayoutModel, s: &State| {
+            s.store.state == OperationState::VerifiedNotSent
+                && truth::cancelled(&s.chain, &s.store.attempts, m.config.confirmations)
+        },
+    ));
+    properties.push(Property::sometimes(
+        REACH_ESCALATED_NO_VERDICT,
+        |_, s: &State| escalated(s, Escalation::NO_VERDICT),
+    ));
+    if config.replacement == ReplacementRule::OriginalSender {
+        properties.push(Property::sometimes(
+            REACH_SETTLED_BY_BUMP,
+            |_, s: &State| {
+                s.store.state == OperationState::Confirmed
+                    && s.store.confirmed.is_some_and(|c| {
+                        s.store
+                            .attempts
+                            .get(usize::from(c.attempt))
+                            .is_some_and(|a| a.requested == Some(ReplacementRequest::FeeBump))
+                    })
+            },
+        ));
+        properties.push(Property::sometimes(REACH_BUMP_OF_CANCEL, |_, s: &State| {
+            s.store.attempts.iter().any(|a| {
+                a.requested == Some(ReplacementRequest::FeeBump) && a.kind == StoredKind::Cancel
+            })
+        }));
+        if config.rotation != Rotation::Never {
+            properties.push(Property::sometimes(
+                REACH_ROTATED_REPLACEMENT,
+                |_, s: &State| {
+                    s.store
+                        .attempts
+                        .iter()
+                        .any(|a| a.after_rotation && a.sender == Wallet::A)
+                },
+            ));
+        }
+    }
+    if config.reverts {
+        properties.push(Property::sometimes(
+            REACH_ESCALATED_REVERTED,
+            |_, s: &State| escalated(s, Escalation::REVERTED),
+        ));
+        if config.operator {
+            properties.push(Property::sometimes(
+                REACH_OPERATOR_RELEASED_REVERT,
+                |m: &PayoutModel, s: &State| {
+                    s.store.state == OperationState::VerifiedNotSent
+                        && truth::reverted(&s.chain, &s.store.attempts, m.config.confirmations)
+                },
+            ));
+        }
+    }
+    if config.reorgs > 0 && config.reorg_depth > 0 {
+        properties.push(Property::sometimes(
+            REACH_TRANSFER_REORGED,
+            |_, s: &State| s.chain.transfer_reorged,
+        ));
+    }
+    if config.compromised_key {
+        properties.push(Property::sometimes(REACH_NONCE_MOVED, |_, s: &State| {
+            escalated(s, Escalation::NONCE_MOVED)
+        }));
+    }
+    if config.reorgs_beyond_finality() {
+        properties.push(Property::sometimes(REACH_REOPENED, |_, s: &State| {
+            s.ghost.reopened
+        }));
+    }
+    properties
+}
