@@ -5,7 +5,11 @@
 //! every read distinguishes "the node says no" from "the node did not answer".
 
 pub mod classify;
+pub mod evidence;
 pub mod rpc;
 
 pub use classify::{SubmitClass, Verdict};
+pub use evidence::{
+    EvidenceConfig, EvidenceReader, EvidenceSetupError, Finality, PinError, Pinned,
+};
 pub use rpc::{Receipt, Rpc, RpcSetupError, install_crypto_provider};

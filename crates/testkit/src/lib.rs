@@ -13,11 +13,14 @@
 //! * [`FaultProxy`]: a fault-injecting TCP proxy on 127.0.0.1 in front of anvil, PostgreSQL or a
 //!   service ([`FaultMode`]: pass, forward the request but drop the answer, reset, blackhole,
 //!   latency), switched at run time.
+//! * [`RpcProxy`]: a JSON-RPC proxy on 127.0.0.1 in front of anvil that plays a lagging,
+//!   receipt-hiding, forked, nonce-rewriting or down node ([`RpcMode`]), switched at run time.
 
 mod anvil;
 mod child;
 mod database;
 mod proxy;
+mod rpc_proxy;
 mod token;
 pub mod trust;
 
@@ -34,6 +37,7 @@ pub fn http_client() -> reqwest::ClientBuilder {
 }
 pub use database::{ServiceRole, TEST_DATABASE_URL_ENV, TestDatabase, template_name};
 pub use proxy::{DROP_RESPONSE_GRACE, FaultMode, FaultProxy, ProxyStats};
+pub use rpc_proxy::{RpcMode, RpcProxy};
 pub use token::{
     TEST_TOKEN_DECIMALS, TRANSFER_EVENT_TOPIC, deploy_test_token, token_balance, token_transfer,
 };

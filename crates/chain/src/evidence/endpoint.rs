@@ -1,0 +1,236 @@
+//! One evidence endpoint: alloy's root provider over the shared reqwest client, and the few
+//! typed reads a pass needs, each batched into one HTTP request where it can be.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use alloy_primitives::{Address, B256, U64};
+use alloy_provider::transport::{RpcError, TransportError, TransportErrorKind};
+use alloy_provider::{Provider, RootProvider};
+use alloy_rpc_client::RpcClient;
+use alloy_rpc_types_eth::{BlockId, BlockNumberOrTag, Header, TransactionReceipt};
+
+/// Why one endpoint's answer is left out (it "did not answer"). Never shown with a URL, a hash
+/// or an address; logged by [`EndpointError::kind`] only, and without `Debug` on purpose (alloy's
+/// transport errors carry the URL and the node's text).
+pub(super) enum EndpointError {
+    /// The call failed: transport, HTTP status, JSON-RPC error or a malformed answer.
+    Rpc(TransportError),
+    /// The endpoint has no block at a height at or below its own head.
+    MissingBlock,
+    /// The answer contradicts the question (another block number, another transaction).
+    Inconsistent,
+    /// The pinned block is no longer the endpoint's canonical block at its height.
+    PinnedReplaced,
+}
+
+impl From<TransportError> for EndpointError {
+    fn from(e: TransportError) -> Self {
+        EndpointError::Rpc(e)
+    }
+}
+
+impl EndpointError {
+    /// A fixed word for logs: no URL, hash, address or node text.
+    pub(super) fn kind(&self) -> &'static str {
+        match self {
+            EndpointError::Rpc(RpcError::ErrorResp(_)) => "json-rpc error",
+            EndpointError::Rpc(RpcError::NullResp) => "null response",
+            EndpointError::Rpc(RpcError::UnsupportedFeature(_)) => "unsupported",
+            EndpointError::Rpc(RpcError::LocalUsageError(_)) => "local usage",
+            EndpointError::Rpc(RpcError::SerError(_)) => "request serialization",
+            EndpointError::Rpc(RpcError::DeserError { .. }) => "malformed response",
+            EndpointError::Rpc(RpcError::Transport(kind)) => match kind {
+                TransportErrorKind::HttpError(_)
+                | TransportErrorKind::HttpErrorWithRetryAfter { .. } => "http status",
+                TransportErrorKind::MissingBatchResponse(_) => "missing batch response",
+                _ => "transport",
+            },
+            EndpointError::MissingBlock => "missing block",
+            EndpointError::Inconsistent => "inconsistent answer",
+            EndpointError::PinnedReplaced => "pinned block replaced",
+        }
+    }
+
+    /// The JSON-RPC error code, when the node answered with one.
+    pub(super) fn code(&self) -> Option<i64> {
+        match self {
+            EndpointError::Rpc(RpcError::ErrorResp(payload)) => Some(payload.code),
+            _ => None,
+        }
+    }
+}
+
+pub(super) type Result<T, E = EndpointError> = std::result::Result<T, E>;
+
+/// What one endpoint says about one attempt hash: its receipt's block and status, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ReceiptAt {
+    /// The including block's number.
+    pub number: u64,
+    /// The including block's hash.
+    pub hash: B256,
+    /// Receipt status 1.
+    pub succeeded: bool,
+}
+
+/// One configured endpoint.
+#[derive(Clone)]
+pub(super) struct Endpoint {
+    /// Its position in the configuration, the only name it has in logs.
+    pub index: usize,
+    client: RpcClient,
+    provider: RootProvider,
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("index", &self.index)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    pub(super) fn new(index: usize, http: reqwest::Client, url: reqwest::Url) -> Endpoint {
+        let client = RpcClient::new_http_with_client(http, url);
+        let provider = RootProvider::new(client.clone());
+        Endpoint {
+            index,
+            client,
+            provider,
+        }
+    }
+
+    /// The endpoint's head (`eth_blockNumber`).
+    pub(super) async fn head(&self) -> Result<u64> {
+        Ok(self.provider.get_block_number().await?)
+    }
+
+    /// The hash of the canonical block at `number`, and, when `finalized` is asked, the number of
+    /// the endpoint's `finalized` block, in one request.
+    pub(super) async fn block_and_finalized(
+        &self,
+        number: u64,
+        finalized: bool,
+    ) -> Result<(B256, Option<u64>)> {
+        let mut batch = self.client.new_batch();
+        let at = batch.add_call::<_, Option<Header>>(
+            "eth_getBlockByNumber",
+            &(BlockNumberOrTag::Number(number), false),
+        )?;
+        let tag = if finalized {
+            Some(batch.add_call::<_, Option<Header>>(
+                "eth_getBlockByNumber",
+                &(BlockNumberOrTag::Finalized, false),
+            )?)
+        } else {
+            None
+        };
+        batch.send().await?;
+        let hash = header_hash(number, at.await?)?;
+        let finalized = match tag {
+            None => None,
+            // No finalized block is no answer: the node does not support the tag (yet).
+            Some(tag) => Some(tag.await?.ok_or(EndpointError::MissingBlock)?.number),
+        };
+        Ok((hash, finalized))
+    }
+
+    /// The canonical hashes at `numbers` (each at or below `pinned`), and in the same request the
+    /// pinned block's height again: the pinned block must still be canonical, so that no hash is
+    /// read from another chain than the pinned one.
+    pub(super) async fn hashes(
+        &self,
+        numbers: &[u64],
+        pinned: (u64, B256),
+    ) -> Result<HashMap<u64, B256>> {
+        let mut batch = self.client.new_batch();
+        let mut waiters = Vec::with_capacity(numbers.len());
+        for &number in numbers {
+            let waiter = batch.add_call::<_, Option<Header>>(
+                "eth_getBlockByNumber",
+                &(BlockNumberOrTag::Number(number), false),
+            )?;
+            waiters.push((number, waiter));
+        }
+        let recheck = batch.add_call::<_, Option<Header>>(
+            "eth_getBlockByNumber",
+            &(BlockNumberOrTag::Number(pinned.0), false),
+        )?;
+        batch.send().await?;
+        let mut found = HashMap::with_capacity(numbers.len());
+        for (number, waiter) in waiters {
+            found.insert(number, header_hash(number, waiter.await?)?);
+        }
+        if header_hash(pinned.0, recheck.await?)? != pinned.1 {
+            return Err(EndpointError::PinnedReplaced);
+        }
+        Ok(found)
+    }
+
+    /// The receipts of `attempts` and the sender's transaction count at each block of `at`
+    /// (by hash, EIP-1898, required canonical), in one request.
+    pub(super) async fn receipts_and_nonces(
+        &self,
+        attempts: &[B256],
+        sender: Address,
+        at: &[B256],
+    ) -> Result<(Vec<Option<ReceiptAt>>, Vec<u64>)> {
+        let mut batch = self.client.new_batch();
+        let mut receipts = Vec::with_capacity(attempts.len());
+        for hash in attempts {
+            receipts.push(batch.add_call::<_, Option<TransactionReceipt>>(
+                "eth_getTransactionReceipt",
+                &(*hash,),
+            )?);
+        }
+        let mut counts = Vec::with_capacity(at.len());
+        for block in at {
+            counts.push(batch.add_call::<_, U64>(
+                "eth_getTransactionCount",
+                &(sender, BlockId::hash_canonical(*block)),
+            )?);
+        }
+        batch.send().await?;
+        let mut found = Vec::with_capacity(attempts.len());
+        for (hash, waiter) in attempts.iter().zip(receipts) {
+            found.push(receipt_at(*hash, waiter.await?)?);
+        }
+        let mut nonces = Vec::with_capacity(at.len());
+        for waiter in counts {
+            nonces.push(waiter.await?.to::<u64>());
+        }
+        Ok((found, nonces))
+    }
+}
+
+/// The hash of a block asked for by `number`: it must exist and be at that height.
+fn header_hash(number: u64, header: Option<Header>) -> Result<B256> {
+    let header = header.ok_or(EndpointError::MissingBlock)?;
+    if header.number != number {
+        return Err(EndpointError::Inconsistent);
+    }
+    Ok(header.hash)
+}
+
+/// The including block of a receipt, if it names one; a receipt of another transaction is a
+/// contradiction.
+fn receipt_at(asked: B256, receipt: Option<TransactionReceipt>) -> Result<Option<ReceiptAt>> {
+    let Some(receipt) = receipt else {
+        return Ok(None);
+    };
+    if receipt.transaction_hash != asked {
+        return Err(EndpointError::Inconsistent);
+    }
+    match (receipt.block_number, receipt.block_hash) {
+        (Some(number), Some(hash)) => Ok(Some(ReceiptAt {
+            number,
+            hash,
+            succeeded: receipt.status(),
+        })),
+        // A receipt of a pending transaction names no block: not included.
+        (None, None) => Ok(None),
+        _ => Err(EndpointError::Inconsistent),
+    }
+}

@@ -1,0 +1,381 @@
+//! A pass: the pinned and final blocks the quorum agreed on, and every read made at them.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use alloy_primitives::{Address, B256};
+use futures::future::join_all;
+use opledger_domain::evidence::{
+    BlockRef, EndpointReading, Inclusion, NoAgreement, Reading, agree,
+};
+
+use super::endpoint::{Endpoint, EndpointError, ReceiptAt};
+use super::{EvidenceReader, Finality};
+
+/// Why no block could be pinned for a pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PinError {
+    /// The endpoints' heads: too few answered, or they are too far apart.
+    #[error("no agreement on the endpoints' heads: {0}")]
+    Head(NoAgreement),
+    /// The hash of the block at the pinned height.
+    #[error("no agreement on the pinned block: {0}")]
+    Pinned(NoAgreement),
+    /// The final block's height or hash.
+    #[error("no agreement on the final block: {0}")]
+    Final(NoAgreement),
+}
+
+impl PinError {
+    /// Why the endpoints' answers were not evidence, whichever step it was.
+    pub fn no_agreement(&self) -> NoAgreement {
+        match self {
+            PinError::Head(e) | PinError::Pinned(e) | PinError::Final(e) => *e,
+        }
+    }
+}
+
+/// One pass of reads at an agreed pinned block. Cheap to clone; every read of the pass shares
+/// the endpoints' canonical block hashes looked up so far.
+#[derive(Clone)]
+pub struct Pinned {
+    /// The block every read of the pass is made at: the lowest head that answered, its hash
+    /// named identically by every endpoint of the pass.
+    pub pinned: BlockRef,
+    /// The newest block the network's finality counts final, at or below `pinned`. When the chain
+    /// is shorter than the confirmation depth, this is the genesis block: nothing after it is
+    /// final yet.
+    pub final_block: BlockRef,
+    pass: Arc<Pass>,
+}
+
+struct Pass {
+    reader: EvidenceReader,
+    /// One entry per configured endpoint; `None`: it is not part of this pass (it did not answer
+    /// while pinning), so it answers nothing in it.
+    endpoints: Vec<Option<EndpointPass>>,
+}
+
+struct EndpointPass {
+    /// Its head when the pass was pinned.
+    head: u64,
+    /// Its canonical block hashes by number, at or below the pinned block.
+    hashes: Mutex<HashMap<u64, B256>>,
+}
+
+impl EndpointPass {
+    fn cached(&self, number: u64) -> Option<B256> {
+        self.hashes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&number)
+            .copied()
+    }
+
+    fn remember(&self, found: HashMap<u64, B256>) {
+        self.hashes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(found);
+    }
+}
+
+impl fmt::Debug for Pinned {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pinned")
+            .field("pinned", &self.pinned.number)
+            .field("final_block", &self.final_block.number)
+            .field(
+                "endpoints",
+                &self.pass.endpoints.iter().filter(|e| e.is_some()).count(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+fn to_block_ref(number: u64, hash: B256) -> BlockRef {
+    BlockRef {
+        number,
+        hash: hash.0,
+    }
+}
+
+fn log_silent(endpoint: usize, step: &'static str, error: &EndpointError) {
+    tracing::debug!(
+        endpoint,
+        step,
+        error = error.kind(),
+        code = error.code(),
+        "evidence endpoint did not answer"
+    );
+}
+
+/// The one value every answer names, if at least `quorum` answered and all agree.
+fn agreed<T: PartialEq + Copy>(answers: &[Option<T>], quorum: usize) -> Result<T, NoAgreement> {
+    let answered: Vec<T> = answers.iter().flatten().copied().collect();
+    let Some(&first) = answered.first() else {
+        return Err(NoAgreement::TooFewAnswers {
+            answered: 0,
+            quorum,
+        });
+    };
+    if answered.len() < quorum {
+        return Err(NoAgreement::TooFewAnswers {
+            answered: answered.len(),
+            quorum,
+        });
+    }
+    if answered.iter().any(|a| *a != first) {
+        return Err(NoAgreement::Disagreement);
+    }
+    Ok(first)
+}
+
+impl EvidenceReader {
+    /// Pins a pass: every endpoint's head (at least `quorum` must answer, within
+    /// `max_lag_blocks` of each other), the lowest of them pinned, its hash named by every
+    /// endpoint that answered (all equal); then the final block by the network's finality
+    /// (`Confirmations(n)`: `n - 1` below the pinned, or genesis on a shorter chain;
+    /// `FinalizedTag`: the lowest `finalized` block named, never above the pinned), its hash
+    /// agreed likewise. An endpoint that fails any step takes no part in the pass.
+    pub async fn pin(&self) -> Result<Pinned, PinError> {
+        let inner = &self.inner;
+        let quorum = inner.quorum;
+
+        let heads: Vec<Option<u64>> = join_all(inner.endpoints.iter().map(|e| async move {
+            e.head()
+                .await
+                .map_err(|error| log_silent(e.index, "head", &error))
+                .ok()
+        }))
+        .await;
+        let answered: Vec<u64> = heads.iter().flatten().copied().collect();
+        if answered.len() < quorum {
+            return Err(PinError::Head(NoAgreement::TooFewAnswers {
+                answered: answered.len(),
+                quorum,
+            }));
+        }
+        let (Some(&lowest), Some(&highest)) = (answered.iter().min(), answered.iter().max()) else {
+            return Err(PinError::Head(NoAgreement::TooFewAnswers {
+                answered: 0,
+                quorum,
+            }));
+        };
+        if highest - lowest > inner.max_lag {
+            return Err(PinError::Head(NoAgreement::Lag {
+                blocks: highest - lowest,
+                max_lag: inner.max_lag,
+            }));
+        }
+
+        let tag = inner.finality == Finality::FinalizedTag;
+        let at_pinned: Vec<Option<(B256, Option<u64>)>> = join_all(
+            inner
+                .endpoints
+                .iter()
+                .zip(&heads)
+                .map(|(e, head)| async move {
+                    head.as_ref()?;
+                    e.block_and_finalized(lowest, tag)
+                        .await
+                        .map_err(|error| log_silent(e.index, "pinned block", &error))
+                        .ok()
+                }),
+        )
+        .await;
+        let hashes: Vec<Option<B256>> = at_pinned.iter().map(|a| a.map(|(h, _)| h)).collect();
+        let pinned_hash = agreed(&hashes, quorum).map_err(PinError::Pinned)?;
+
+        let final_number = match inner.finality {
+            // The including block counts: `n` confirmations reach `n - 1` blocks below the
+            // pinned one. A chain shorter than that has nothing final but its genesis.
+            Finality::Confirmations(n) => (lowest + 1).saturating_sub(n),
+            Finality::FinalizedTag => at_pinned
+                .iter()
+                .flatten()
+                .filter_map(|(_, finalized)| *finalized)
+                .min()
+                .unwrap_or(0)
+                .min(lowest),
+        };
+
+        let finals: Vec<Option<B256>> = join_all(inner.endpoints.iter().zip(&hashes).map(
+            |(e, hash)| async move {
+                hash.as_ref()?;
+                if final_number == lowest {
+                    return Some(pinned_hash);
+                }
+                e.hashes(&[final_number], (lowest, pinned_hash))
+                    .await
+                    .map_err(|error| log_silent(e.index, "final block", &error))
+                    .ok()
+                    .and_then(|found| found.get(&final_number).copied())
+            },
+        ))
+        .await;
+        let final_hash = agreed(&finals, quorum).map_err(PinError::Final)?;
+
+        let endpoints = heads
+            .iter()
+            .zip(&finals)
+            .map(|(head, fin)| match (head, fin) {
+                (Some(head), Some(_)) => Some(EndpointPass {
+                    head: *head,
+                    hashes: Mutex::new(HashMap::from([
+                        (lowest, pinned_hash),
+                        (final_number, final_hash),
+                    ])),
+                }),
+                _ => None,
+            })
+            .collect();
+        Ok(Pinned {
+            pinned: to_block_ref(lowest, pinned_hash),
+            final_block: to_block_ref(final_number, final_hash),
+            pass: Arc::new(Pass {
+                reader: self.clone(),
+                endpoints,
+            }),
+        })
+    }
+}
+
+impl Pinned {
+    /// Every attempt's inclusion (oldest first) and the sender's nonce at the pinned and the final
+    /// block, read from every endpoint of the pass and combined by
+    /// [`opledger_domain::evidence::agree`]. An inclusion counts only in a block at or below the
+    /// pinned one that is the endpoint's canonical block at its height; nonces are read by block
+    /// hash (EIP-1898, canonical required). An endpoint that fails in any way did not answer.
+    pub async fn read(&self, sender: Address, attempts: &[B256]) -> Result<Reading, NoAgreement> {
+        let inner = &self.pass.reader.inner;
+        let answers: Vec<Option<EndpointReading>> =
+            join_all(inner.endpoints.iter().zip(&self.pass.endpoints).map(
+                |(e, pass)| async move {
+                    let pass = pass.as_ref()?;
+                    match self.read_one(e, pass, sender, attempts).await {
+                        Ok(reading) => Some(EndpointReading {
+                            head: pass.head,
+                            reading,
+                        }),
+                        Err(error) => {
+                            log_silent(e.index, "read", &error);
+                            None
+                        }
+                    }
+                },
+            ))
+            .await;
+        agree(&answers, inner.quorum, inner.max_lag)
+    }
+
+    async fn read_one(
+        &self,
+        endpoint: &Endpoint,
+        pass: &EndpointPass,
+        sender: Address,
+        attempts: &[B256],
+    ) -> Result<Reading, EndpointError> {
+        let pinned = B256::from(self.pinned.hash);
+        let final_hash = B256::from(self.final_block.hash);
+        let at: &[B256] = if final_hash == pinned {
+            &[pinned]
+        } else {
+            &[pinned, final_hash]
+        };
+        let (receipts, nonces) = endpoint.receipts_and_nonces(attempts, sender, at).await?;
+        let (nonce_at_pinned, nonce_at_final) = match nonces[..] {
+            [both] => (both, both),
+            [pinned, last] => (pinned, last),
+            _ => return Err(EndpointError::Inconsistent),
+        };
+
+        let mut numbers: Vec<u64> = receipts
+            .iter()
+            .flatten()
+            .map(|r| r.number)
+            .filter(|n| *n <= self.pinned.number)
+            .collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        let canonical = self.canonical_hashes(endpoint, pass, &numbers).await?;
+        let inclusions = receipts
+            .into_iter()
+            .map(|receipt| {
+                let ReceiptAt {
+                    number,
+                    hash,
+                    succeeded,
+                } = receipt?;
+                // Above the pinned block, or in a block that is not canonical: not included.
+                (canonical.get(&number) == Some(&hash)).then_some(Inclusion {
+                    block: to_block_ref(number, hash),
+                    succeeded,
+                })
+            })
+            .collect();
+        Ok(Reading {
+            pinned: self.pinned,
+            final_block: self.final_block,
+            inclusions,
+            nonce_at_pinned,
+            nonce_at_final,
+        })
+    }
+
+    /// The endpoint's canonical hashes at `numbers` (at or below the pinned block), from the
+    /// pass's cache or, for the missing ones, in one request.
+    async fn canonical_hashes(
+        &self,
+        endpoint: &Endpoint,
+        pass: &EndpointPass,
+        numbers: &[u64],
+    ) -> Result<HashMap<u64, B256>, EndpointError> {
+        let mut known = HashMap::with_capacity(numbers.len());
+        let mut missing = Vec::new();
+        for &number in numbers {
+            match pass.cached(number) {
+                Some(hash) => {
+                    known.insert(number, hash);
+                }
+                None => missing.push(number),
+            }
+        }
+        if !missing.is_empty() {
+            let pinned = (self.pinned.number, B256::from(self.pinned.hash));
+            let found = endpoint.hashes(&missing, pinned).await?;
+            known.extend(found.iter().map(|(n, h)| (*n, *h)));
+            pass.remember(found);
+        }
+        Ok(known)
+    }
+
+    /// Whether `block` (number and hash) is canonical as of the pinned block, agreed by the
+    /// quorum of the pass: `Ok(true)` or `Ok(false)` when at least `quorum` endpoints answered and
+    /// all agree, [`NoAgreement`] otherwise. A block above the pinned one is not canonical as of
+    /// it.
+    pub async fn canonical(&self, block: BlockRef) -> Result<bool, NoAgreement> {
+        let inner = &self.pass.reader.inner;
+        if block.number > self.pinned.number {
+            return Ok(false);
+        }
+        let answers: Vec<Option<bool>> =
+            join_all(inner.endpoints.iter().zip(&self.pass.endpoints).map(
+                |(e, pass)| async move {
+                    let pass = pass.as_ref()?;
+                    match self.canonical_hashes(e, pass, &[block.number]).await {
+                        Ok(found) => {
+                            Some(found.get(&block.number) == Some(&B256::from(block.hash)))
+                        }
+                        Err(error) => {
+                            log_silent(e.index, "canonical", &error);
+                            None
+                        }
+                    }
+                },
+            ))
+            .await;
+        agreed(&answers, inner.quorum)
+    }
+}

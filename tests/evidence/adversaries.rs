@@ -1,0 +1,281 @@
+//! One JSON-RPC node at a time turned lagging, pruned, lying or down: never a reading that the
+//! chain does not support, and never one node's word alone.
+
+use crate::{World, config, sender};
+use opledger_chain::evidence::{
+    EvidenceReader, Finality, Inclusion, NoAgreement, PinError, Reading,
+};
+use opledger_testkit::RpcMode;
+
+#[tokio::test]
+async fn two_honest_endpoints_agree_on_a_final_inclusion() -> anyhow::Result<()> {
+    let world = World::start(2).await?;
+    let (tx, included) = world.send().await?;
+    assert_eq!(included.number, 1);
+    world.anvil.mine(1).await?;
+    let reader = world.reader(2, Finality::Confirmations(2), 0)?;
+
+    let pass = reader.pin().await?;
+    assert_eq!(pass.pinned, world.block(2).await?);
+    assert_eq!(pass.final_block, included);
+    let reading = pass.read(sender()?, &[tx]).await?;
+    assert_eq!(
+        reading,
+        Reading {
+            pinned: world.block(2).await?,
+            final_block: included,
+            inclusions: vec![Some(Inclusion {
+                block: included,
+                succeeded: true
+            })],
+            nonce_at_pinned: 1,
+            nonce_at_final: 1,
+        }
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_read_is_one_batched_request_per_endpoint() -> anyhow::Result<()> {
+    let world = World::start(2).await?;
+    let (first, first_block) = world.send().await?;
+    let (second, second_block) = world.send().await?;
+    world.anvil.mine(3).await?;
+    // Head 5, final block 4: neither inclusion's block is known to the pass yet.
+    let reader = world.reader(2, Finality::Confirmations(2), 0)?;
+    let pass = reader.pin().await?;
+    assert_eq!((pass.pinned.number, pass.final_block.number), (5, 4));
+
+    let before: Vec<u64> = world.proxies.iter().map(|p| p.requests()).collect();
+    let reading = pass.read(sender()?, &[first, second]).await?;
+    assert_eq!(
+        reading.inclusions,
+        vec![
+            Some(Inclusion {
+                block: first_block,
+                succeeded: true
+            }),
+            Some(Inclusion {
+                block: second_block,
+                succeeded: true
+            }),
+        ]
+    );
+    assert_eq!((reading.nonce_at_pinned, reading.nonce_at_final), (2, 2));
+    // Receipts and nonces in one batch, then the two unknown block hashes in a second one.
+    for (proxy, before) in world.proxies.iter().zip(&before) {
+        assert_eq!(proxy.requests() - before, 2);
+    }
+    // The block hashes are kept for the rest of the pass: one request each from now on.
+    let before: Vec<u64> = world.proxies.iter().map(|p| p.requests()).collect();
+    assert_eq!(pass.read(sender()?, &[first, second]).await?, reading);
+    assert_eq!(
+        pass.read(sender()?, &[second]).await?.inclusions,
+        vec![Some(Inclusion {
+            block: second_block,
+            succeeded: true
+        })]
+    );
+    for (proxy, before) in world.proxies.iter().zip(&before) {
+        assert_eq!(proxy.requests() - before, 2);
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_lagging_endpoint_gives_no_agreement() -> anyhow::Result<()> {
+    let world = World::start(2).await?;
+    let (tx, _) = world.send().await?;
+    world.anvil.mine(4).await?;
+    let reader = world.reader(2, Finality::Confirmations(1), 2)?;
+
+    // Pinned while both are in step, then one falls behind: it cannot read at the pinned block.
+    let pass = reader.pin().await?;
+    assert_eq!(pass.pinned.number, 5);
+    world.proxies[1].set_mode(RpcMode::Lag(3));
+    assert_eq!(
+        pass.read(sender()?, &[tx]).await,
+        Err(NoAgreement::TooFewAnswers {
+            answered: 1,
+            quorum: 2
+        })
+    );
+    // A new pass sees heads 5 and 2: further apart than allowed.
+    assert_eq!(
+        reader.pin().await.err(),
+        Some(PinError::Head(NoAgreement::Lag {
+            blocks: 3,
+            max_lag: 2
+        }))
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_lagging_endpoint_within_max_lag_pins_its_lower_head() -> anyhow::Result<()> {
+    let world = World::start(2).await?;
+    world.anvil.mine(4).await?;
+    let (tx, included) = world.send().await?;
+    assert_eq!(included.number, 5);
+    world.proxies[0].set_mode(RpcMode::Lag(3));
+    let reader = world.reader(2, Finality::Confirmations(1), 3)?;
+
+    // The honest node's newer blocks do not count: the pass is pinned at the lagging head, where
+    // the transfer is not included and the nonce is unconsumed, and both agree on that.
+    let pass = reader.pin().await?;
+    assert_eq!(pass.pinned, world.block(2).await?);
+    let reading = pass.read(sender()?, &[tx]).await?;
+    assert_eq!(reading.inclusions, vec![None]);
+    assert_eq!((reading.nonce_at_pinned, reading.nonce_at_final), (0, 0));
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_endpoint_hiding_receipts_gives_no_agreement() -> anyhow::Result<()> {
+    let world = World::start(2).await?;
+    let (tx, _) = world.send().await?;
+    world.proxies[1].set_mode(RpcMode::HideReceipts);
+    let reader = world.reader(2, Finality::Confirmations(1), 0)?;
+
+    let pass = reader.pin().await?;
+    assert_eq!(
+        pass.read(sender()?, &[tx]).await,
+        Err(NoAgreement::Disagreement)
+    );
+    // With a quorum of 1 set explicitly, a pruned node alone would say "not included"; with the
+    // honest node beside it, the two still disagree.
+    let lenient = world.reader(1, Finality::Confirmations(1), 0)?;
+    assert_eq!(
+        lenient.pin().await?.read(sender()?, &[tx]).await,
+        Err(NoAgreement::Disagreement)
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_endpoint_rewriting_nonces_gives_no_agreement() -> anyhow::Result<()> {
+    let world = World::start(2).await?;
+    let (tx, _) = world.send().await?;
+    let reader = world.reader(2, Finality::Confirmations(1), 0)?;
+    let pass = reader.pin().await?;
+
+    // "The nonce never moved": the transfer could be taken for never sent.
+    world.proxies[0].set_mode(RpcMode::RewriteNonce(-1));
+    assert_eq!(
+        pass.read(sender()?, &[tx]).await,
+        Err(NoAgreement::Disagreement)
+    );
+    // "The nonce moved" for a sender with nothing sent: a release could be taken for due.
+    world.proxies[0].set_mode(RpcMode::RewriteNonce(1));
+    assert_eq!(
+        pass.read(sender()?, &[]).await,
+        Err(NoAgreement::Disagreement)
+    );
+    world.proxies[0].set_mode(RpcMode::Honest);
+    assert_eq!(pass.read(sender()?, &[]).await?.nonce_at_pinned, 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_down_endpoint_below_quorum_gives_no_agreement() -> anyhow::Result<()> {
+    let world = World::start(2).await?;
+    let (tx, _) = world.send().await?;
+    let reader = world.reader(2, Finality::Confirmations(1), 0)?;
+
+    let pass = reader.pin().await?;
+    world.proxies[1].set_mode(RpcMode::Down);
+    assert_eq!(
+        pass.read(sender()?, &[tx]).await,
+        Err(NoAgreement::TooFewAnswers {
+            answered: 1,
+            quorum: 2
+        })
+    );
+    assert_eq!(
+        reader.pin().await.err(),
+        Some(PinError::Head(NoAgreement::TooFewAnswers {
+            answered: 1,
+            quorum: 2
+        }))
+    );
+    // Silence is never evidence, not even of absence.
+    world.proxies[0].set_mode(RpcMode::Down);
+    assert_eq!(
+        pass.read(sender()?, &[tx]).await,
+        Err(NoAgreement::TooFewAnswers {
+            answered: 0,
+            quorum: 2
+        })
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn three_endpoints_quorum_two_tolerate_one_down_but_not_one_lying() -> anyhow::Result<()> {
+    let world = World::start(3).await?;
+    let (tx, included) = world.send().await?;
+    let reader = world.reader(2, Finality::Confirmations(1), 0)?;
+    let expected = Reading {
+        pinned: included,
+        final_block: included,
+        inclusions: vec![Some(Inclusion {
+            block: included,
+            succeeded: true,
+        })],
+        nonce_at_pinned: 1,
+        nonce_at_final: 1,
+    };
+
+    // One down while pinning: the other two are a quorum.
+    world.proxies[2].set_mode(RpcMode::Down);
+    let pass = reader.pin().await?;
+    assert_eq!(pass.read(sender()?, &[tx]).await?, expected);
+    // One down after pinning: the same.
+    world.proxies[2].set_mode(RpcMode::Honest);
+    let pass = reader.pin().await?;
+    world.proxies[0].set_mode(RpcMode::Down);
+    assert_eq!(pass.read(sender()?, &[tx]).await?, expected);
+
+    // One lying among three answering: two agree, but the liar disagrees, so no verdict.
+    world.proxies[0].set_mode(RpcMode::Honest);
+    world.proxies[1].set_mode(RpcMode::HideReceipts);
+    assert_eq!(
+        pass.read(sender()?, &[tx]).await,
+        Err(NoAgreement::Disagreement)
+    );
+    // One lying and one down: still no verdict.
+    world.proxies[2].set_mode(RpcMode::Down);
+    world.proxies[1].set_mode(RpcMode::RewriteNonce(5));
+    assert_eq!(
+        pass.read(sender()?, &[tx]).await,
+        Err(NoAgreement::Disagreement)
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_endpoint_on_another_fork_gives_no_agreement() -> anyhow::Result<()> {
+    let world = World::start(2).await?;
+    let (tx, _) = world.send().await?;
+    world.anvil.mine(1).await?;
+    world.proxies[1].set_mode(RpcMode::ForkedReceipts);
+
+    // Its receipt names a block that is not its canonical one at that height: no inclusion, so
+    // it disagrees with the honest node.
+    let reader = world.reader(2, Finality::Confirmations(1), 0)?;
+    assert_eq!(
+        reader.pin().await?.read(sender()?, &[tx]).await,
+        Err(NoAgreement::Disagreement)
+    );
+    // Alone (a quorum of 1, set explicitly), its receipt still counts for nothing.
+    let alone = EvidenceReader::new(&config(
+        vec![world.proxies[1].url()],
+        1,
+        Finality::Confirmations(1),
+        0,
+    ))?;
+    let reading = alone.pin().await?.read(sender()?, &[tx]).await?;
+    assert_eq!(reading.inclusions, vec![None]);
+    assert_eq!(reading.nonce_at_pinned, 1);
+    Ok(())
+}
