@@ -151,6 +151,17 @@ impl Cluster {
             worker_id: "faults-reconciler".into(),
             signer_url: format!("http://{}", loopback(ports["signer"])),
             signer_token: opledger_grpc::config::Secret(CALLER_TOKEN.to_owned()),
+            evidence: BTreeMap::from([(
+                NETWORK.to_owned(),
+                opledger_chain::NetworkEvidence {
+                    urls: vec![node_proxy.url("http")],
+                    quorum: 1,
+                    // The harness kills processes, not nodes; depth is another phase's subject.
+                    confirmations: Some(1),
+                    finalized: false,
+                    max_lag_blocks: 8,
+                },
+            )]),
             rpc,
             stale_broadcast_secs: 3,
             cancel_after_secs: 6,

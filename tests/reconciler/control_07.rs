@@ -7,7 +7,7 @@ use opledger_store::broadcast::Due;
 use opledger_testkit::{FaultMode, FaultProxy};
 use opledger_tests::BOB;
 use opledger_tests::chain::Chain;
-use opledger_tests::chain::{broadcaster_config, reconciler_config};
+use opledger_tests::chain::{CONFIRMATIONS, broadcaster_config, reconciler_config};
 use opledger_tests::signer::{HOT_WALLET, NETWORK, approve, attempts};
 
 #[tokio::test]
@@ -51,7 +51,12 @@ async fn control_07_response_dropped_after_send_ends_confirmed_with_one_transfer
     proxy.set_mode(FaultMode::Pass);
     assert_eq!(broadcaster.tick(64, 8).await, 0);
 
-    // The reconciler asks the chain: the transfer is included, so the operation is CONFIRMED.
+    // The reconciler asks the chain: the transfer is included but not final; it is left to the
+    // watcher (BROADCAST, hold kept) until it is.
+    assert_eq!(reconciler.tick(0, 64).await, vec![Finding::Included]);
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "BROADCAST");
+    // At final depth the reconciler (examining a BROADCAST operation without news) confirms it.
+    node.mine(CONFIRMATIONS - 1).await?;
     let findings = reconciler.tick(0, 64).await;
     assert_eq!(findings, vec![Finding::Confirmed]);
     assert_eq!(stack.state(&w.withdrawal_id).await?, "CONFIRMED");

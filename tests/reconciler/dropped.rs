@@ -5,7 +5,7 @@
 use opledger_reconciler::Finding;
 use opledger_tests::BOB;
 use opledger_tests::chain::Chain;
-use opledger_tests::chain::{broadcaster_config, reconciler_config};
+use opledger_tests::chain::{CONFIRMATIONS, broadcaster_config, reconciler_config};
 use opledger_tests::signer::{HOT_WALLET, approve, attempts};
 
 #[tokio::test]
@@ -56,7 +56,21 @@ async fn dropped_from_the_pool_is_cancelled_and_verified_not_sent() -> anyhow::R
     );
     node.mine(1).await?;
 
-    // The cancel is included: the transfer can never happen, the hold is released once.
+    // The cancel is included but not final: it is no payout and no release yet. (The old
+    // decision moved the operation back to BROADCAST here, where a watcher confirmed the cancel
+    // as the payout: the customer debited, the recipient never paid.)
+    for _ in 1..CONFIRMATIONS {
+        assert_eq!(reconciler.tick(0, 64).await, vec![Finding::Waiting]);
+        assert_eq!(stack.state(&w.withdrawal_id).await?, "UNKNOWN");
+        assert_eq!(
+            stack.balance(acme.id, "treasury", "ETH").await?.1,
+            7_000_000_000_000_000,
+            "still held while the cancel is not final"
+        );
+        node.mine(1).await?;
+    }
+
+    // The cancel is final: the transfer can never happen, the hold is released once.
     assert_eq!(reconciler.tick(0, 64).await, vec![Finding::VerifiedNotSent]);
     assert_eq!(stack.state(&w.withdrawal_id).await?, "VERIFIED_NOT_SENT");
     assert_eq!(

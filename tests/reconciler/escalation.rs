@@ -46,7 +46,10 @@ async fn control_09_no_verdict_within_the_window_ends_failed_terminal_with_owner
     assert_eq!(reconciler.tick(0, 64).await, vec![Finding::NoVerdict]);
     assert_eq!(stack.state(&w.withdrawal_id).await?, "UNKNOWN");
     tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
-    assert_eq!(reconciler.tick(0, 64).await, vec![Finding::Escalated]);
+    assert_eq!(
+        reconciler.tick(0, 64).await,
+        vec![Finding::Escalated("NO_VERDICT_WITHIN_WINDOW")]
+    );
     assert_eq!(stack.state(&w.withdrawal_id).await?, "FAILED_TERMINAL");
     let (owner, reason): (String, String) =
         sqlx::query_as("SELECT owner, reason_code FROM escalations WHERE op_id = $1")

@@ -5,4 +5,5 @@ mod alerts;
 mod control_07;
 mod dropped;
 mod escalation;
+mod evidence;
 mod operator;

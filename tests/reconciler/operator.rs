@@ -8,7 +8,7 @@ use opledger_reconciler::Finding;
 use opledger_store::broadcast::Due;
 use opledger_testkit::{FaultMode, FaultProxy};
 use opledger_tests::chain::Chain;
-use opledger_tests::chain::{broadcaster_config, reconciler_config};
+use opledger_tests::chain::{CONFIRMATIONS, broadcaster_config, reconciler_config};
 use opledger_tests::signer::{NETWORK, approve};
 use opledger_tests::{BOB, authed, reason};
 
@@ -43,7 +43,10 @@ async fn an_escalated_withdrawal_is_resolved_only_to_what_the_evidence_shows() -
     broadcaster.handle(&due).await?;
     proxy.set_mode(FaultMode::ResetOnConnect);
     proxy.drop_connections();
-    assert_eq!(reconciler.tick(0, 64).await, vec![Finding::Escalated]);
+    assert_eq!(
+        reconciler.tick(0, 64).await,
+        vec![Finding::Escalated("NO_VERDICT_WITHIN_WINDOW")]
+    );
     assert_eq!(stack.state(&w.withdrawal_id).await?, "FAILED_TERMINAL");
     proxy.set_mode(FaultMode::Pass);
 
@@ -110,6 +113,18 @@ async fn an_escalated_withdrawal_is_resolved_only_to_what_the_evidence_shows() -
         9_000_000_000_000_000,
         "still held"
     );
+    // Included, but not at final depth: confirming it now would contradict the evidence too.
+    let err = ops
+        .resolve_withdrawal(resolve(WithdrawalState::Confirmed))
+        .await
+        .expect_err("not final yet");
+    assert_eq!(reason(&err), "EVIDENCE_MISMATCH");
+    assert!(
+        err.message().contains("a transfer not yet final"),
+        "{}",
+        err.message()
+    );
+    node.mine(CONFIRMATIONS - 1).await?;
     let done = ops
         .resolve_withdrawal(resolve(WithdrawalState::Confirmed))
         .await?

@@ -25,7 +25,23 @@ pub fn broadcaster_config(
     }
 }
 
-/// A reconciler on the test database acting at once (no staleness or cancel delay).
+/// Confirmations the chain-facing test services require: real depth, never the including block
+/// alone (a test mines `CONFIRMATIONS - 1` blocks on top of an inclusion to make it final).
+pub const CONFIRMATIONS: u64 = 3;
+
+/// Evidence for the test network from `urls` with `quorum`, at [`CONFIRMATIONS`].
+pub fn evidence(urls: &[&str], quorum: usize) -> opledger_chain::NetworkEvidence {
+    opledger_chain::NetworkEvidence {
+        urls: urls.iter().map(|u| (*u).to_owned()).collect(),
+        quorum,
+        confirmations: Some(CONFIRMATIONS),
+        finalized: false,
+        max_lag_blocks: 8,
+    }
+}
+
+/// A reconciler on the test database acting at once (no staleness or cancel delay), reading
+/// evidence from `rpc_url` alone (quorum 1, [`CONFIRMATIONS`] deep).
 pub fn reconciler_config(
     stack: &Stack,
     signer: &InProcessSigner,
@@ -36,6 +52,7 @@ pub fn reconciler_config(
         signer_url: format!("http://{}", signer.addr),
         signer_token: Secret(CALLER_TOKEN.to_owned()),
         rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
+        evidence: BTreeMap::from([(NETWORK.to_owned(), evidence(&[rpc_url], 1))]),
         stale_broadcast_secs: 0,
         cancel_after_secs: 0,
         rpc_timeout_ms: 2_000,

@@ -80,7 +80,9 @@ async fn one_withdrawal_is_one_trace_across_the_five_services() -> anyhow::Resul
     )?;
     let mut reconciler_cfg = reconciler_config(&stack, &signer, &node.rpc_url());
     // Never final for the reconciler, so it examines and leaves the confirmation to the watcher.
-    reconciler_cfg.confirmations.insert(NETWORK.into(), 1_000);
+    if let Some(evidence) = reconciler_cfg.evidence.get_mut(NETWORK) {
+        evidence.confirmations = Some(1_000);
+    }
     reconciler_cfg.cancel_after_secs = 3_600;
     let reconciler = opledger_reconciler::reconciler(&reconciler_cfg, stack.admin.clone())?;
 

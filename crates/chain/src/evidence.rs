@@ -16,6 +16,7 @@
 
 mod endpoint;
 mod pinned;
+mod settings;
 #[cfg(test)]
 mod tests;
 
@@ -30,6 +31,9 @@ use endpoint::Endpoint;
 pub use alloy_primitives::{Address, B256};
 pub use opledger_domain::evidence::{BlockRef, EndpointReading, Inclusion, NoAgreement, Reading};
 pub use pinned::{PinError, Pinned};
+pub use settings::{
+    NetworkEvidence, NoEvidenceCounter, ReaderError, SettingsError, no_evidence, reason_label,
+};
 
 /// When a network counts a block final.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

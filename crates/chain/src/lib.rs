@@ -10,6 +10,6 @@ pub mod rpc;
 
 pub use classify::{SubmitClass, Verdict};
 pub use evidence::{
-    EvidenceConfig, EvidenceReader, EvidenceSetupError, Finality, PinError, Pinned,
+    EvidenceConfig, EvidenceReader, EvidenceSetupError, Finality, NetworkEvidence, PinError, Pinned,
 };
 pub use rpc::{Receipt, Rpc, RpcSetupError, install_crypto_provider};

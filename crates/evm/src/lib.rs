@@ -11,6 +11,8 @@
 //!   refuses to return anything that does not recover to the key's address
 //!   and describe exactly the request. It also reads and writes Ethereum
 //!   keystore v3 files (scrypt or pbkdf2, aes-128-ctr, keccak MAC).
+//! - [`evidence`] judges stored attempts by their decoded content (transfer or
+//!   cancel), for the services that read chain evidence.
 //!
 //! # What this crate must never do
 //!
@@ -26,6 +28,7 @@
 //! secrets live in zeroizing memory, and error messages never contain key
 //! material nor destination addresses.
 
+pub mod evidence;
 pub mod keystore;
 pub mod signer;
 pub mod tx;

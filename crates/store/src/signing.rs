@@ -39,6 +39,16 @@ impl AttemptKind {
         }
     }
 
+    /// The domain's name of this kind (what its content must be: `StoredKind::check`).
+    pub fn stored(self) -> opledger_domain::evidence::StoredKind {
+        use opledger_domain::evidence::StoredKind;
+        match self {
+            AttemptKind::Original => StoredKind::Original,
+            AttemptKind::FeeBump => StoredKind::FeeBump,
+            AttemptKind::Cancel => StoredKind::Cancel,
+        }
+    }
+
     fn parse(s: &str) -> Result<AttemptKind> {
         match s {
             "ORIGINAL" => Ok(AttemptKind::Original),

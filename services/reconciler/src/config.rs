@@ -33,7 +33,7 @@ pub struct Config {
     /// `domain`); `signer_url` must then be `https://`. Absent: plain HTTP/2 on a private segment.
     #[serde(default)]
     pub signer_tls: Option<ClientTls>,
-    /// JSON-RPC URL per network id.
+    /// JSON-RPC URL per network id: where cancel replacements are submitted.
     pub rpc: BTreeMap<String, String>,
     /// PEM CA that alone is trusted for `https://` JSON-RPC URLs (a node behind a private CA);
     /// absent: the system's root certificates.
@@ -43,9 +43,17 @@ pub struct Config {
     /// `[rpc_headers.mainnet]` `x-api-key = "..."`); values are secrets, never logged.
     #[serde(default)]
     pub rpc_headers: BTreeMap<String, BTreeMap<String, Secret>>,
-    /// Confirmations required per network id (the including block counted); 1 if absent.
+    /// Evidence per network id (`[evidence.<id>]`, one for every network of `rpc`): `urls` (the
+    /// independent endpoints whose agreement is evidence), `quorum`, `confirmations` or
+    /// `finalized = true`, `max_lag_blocks` (8). Verdicts that cannot be undone (a settlement, a
+    /// release, an operator's resolution) rest only on what a quorum of these agree on at one
+    /// pinned block, at final depth. No default: each network names its finality.
     #[serde(default)]
-    pub confirmations: BTreeMap<String, u64>,
+    pub evidence: BTreeMap<String, opledger_chain::NetworkEvidence>,
+    /// The team that owns operations escalated on evidence of a compromised key or tampering (a
+    /// nonce consumed without any of our attempts, an attempt whose content contradicts its row).
+    #[serde(default = "default_security_owner")]
+    pub security_owner: String,
     /// Seconds a BROADCAST operation may go without news before the reconciler examines it.
     pub stale_broadcast_secs: u64,
     /// Seconds an attempt may stay unmined with its nonce unconsumed before a cancel is signed.
@@ -63,6 +71,10 @@ pub struct Config {
     pub rpc_timeout_ms: u64,
 }
 
+fn default_security_owner() -> String {
+    "security".to_owned()
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -78,7 +90,8 @@ impl Default for Config {
             rpc_ca: None,
             rpc_headers: BTreeMap::new(),
             rpc: BTreeMap::new(),
-            confirmations: BTreeMap::new(),
+            evidence: BTreeMap::new(),
+            security_owner: default_security_owner(),
             stale_broadcast_secs: 120,
             cancel_after_secs: 300,
             escalate_after_secs: 3_600,
@@ -109,15 +122,45 @@ impl Config {
         {
             return invalid("rpc_headers", "names a network without an rpc URL");
         }
-        let owner_ok = !config.owner.is_empty()
-            && config.owner.len() <= 63
-            && config
-                .owner
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
-        if !owner_ok {
+        for network in config.rpc.keys() {
+            let Some(evidence) = config.evidence.get(network) else {
+                return invalid(
+                    "evidence",
+                    "needs an entry for every network of rpc (urls, quorum, confirmations or finalized)",
+                );
+            };
+            if evidence.finality().is_err() {
+                return invalid(
+                    "evidence.confirmations",
+                    "set exactly one of confirmations and finalized = true",
+                );
+            }
+            if evidence.quorum == 0 || evidence.quorum > evidence.urls.len() {
+                return invalid(
+                    "evidence.quorum",
+                    "must be at least 1 and at most the number of urls",
+                );
+            }
+        }
+        if config.evidence.keys().any(|n| !config.rpc.contains_key(n)) {
+            return invalid("evidence", "names a network without an rpc URL");
+        }
+        let owner_ok = |owner: &str| {
+            !owner.is_empty()
+                && owner.len() <= 63
+                && owner
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        };
+        if !owner_ok(&config.owner) {
             return invalid(
                 "owner",
+                "must be 1 to 63 lowercase letters, digits, '-' or '_'",
+            );
+        }
+        if !owner_ok(&config.security_owner) {
+            return invalid(
+                "security_owner",
                 "must be 1 to 63 lowercase letters, digits, '-' or '_'",
             );
         }

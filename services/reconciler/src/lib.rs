@@ -30,6 +30,9 @@ pub enum StartError {
     /// The signer channel's URL or TLS settings cannot be used.
     #[error("signer connection: {0}")]
     SignerChannel(#[from] opledger_grpc::client::ClientError),
+    /// A network's evidence endpoints or settings are refused.
+    #[error("evidence: {0}")]
+    Evidence(opledger_chain::evidence::ReaderError),
     /// The server could not start or failed.
     #[error(transparent)]
     Serve(#[from] ServeError),
@@ -40,19 +43,32 @@ pub fn reconciler(config: &Config, store: Store) -> Result<Reconciler, StartErro
     let timeout = Duration::from_millis(config.rpc_timeout_ms);
     let mut networks = HashMap::new();
     for (network, url) in &config.rpc {
+        let headers = config.rpc_headers.get(network);
         let rpc = opledger_chain::Rpc::configured(
             url,
             timeout,
             config.rpc_ca.as_deref(),
-            config.rpc_headers.get(network).into_iter().flatten(),
+            headers.into_iter().flatten(),
         )?;
-        let confirmations = config
-            .confirmations
-            .get(network)
-            .copied()
-            .unwrap_or(1)
-            .max(1);
-        networks.insert(network.clone(), reconcile::Network { rpc, confirmations });
+        let settings = config.evidence.get(network).ok_or(StartError::Evidence(
+            opledger_chain::evidence::ReaderError::Settings(
+                opledger_chain::evidence::SettingsError::Finality,
+            ),
+        ))?;
+        let evidence = settings
+            .reader(
+                timeout,
+                config.rpc_ca.as_deref(),
+                headers
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| (k.as_str(), v.0.as_str())),
+            )
+            .map_err(StartError::Evidence)?;
+        if evidence.quorum() < 2 {
+            tracing::warn!(%network, quorum = evidence.quorum(), "evidence rests on a single endpoint: set quorum 2 or more in production");
+        }
+        networks.insert(network.clone(), reconcile::Network { rpc, evidence });
     }
     let channel = opledger_grpc::client::channel(
         "signer_url",
@@ -66,8 +82,9 @@ pub fn reconciler(config: &Config, store: Store) -> Result<Reconciler, StartErro
         config.signer_token.0.clone(),
         reconcile::Policy {
             cancel_after: Duration::from_secs(config.cancel_after_secs),
-            escalation: reconcile::Escalation {
+            escalation: reconcile::EscalationPolicy {
                 owner: config.owner.clone(),
+                security_owner: config.security_owner.clone(),
                 after_secs: config.escalate_after_secs,
             },
         },

@@ -22,7 +22,9 @@ async fn scrape(State(store): State<Store>) -> impl IntoResponse {
         Ok(snapshot) => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-            snapshot.to_prometheus() + &opledger_grpc::metrics::global().render(),
+            snapshot.to_prometheus()
+                + &opledger_grpc::metrics::global().render()
+                + &opledger_chain::evidence::no_evidence().render("reconciler"),
         ),
         Err(e) => {
             tracing::warn!(error = %e.log_safe(), "metrics unavailable");

@@ -1,10 +1,18 @@
-//! Deciding from evidence. Order of authority (OpenZeppelin relayer, op txmgr): the receipt of
-//! the latest attempt, then of every earlier attempt, then the sender's nonce at a block deep
-//! enough to be final. Any RPC failure yields no verdict. Absence of evidence never releases a
-//! hold: an unconsumed nonce leads to a cancel replacement, and the chain decides which one mines.
+//! Deciding from evidence. What the chain says is read by a quorum of independent endpoints at
+//! one pinned block (`opledger_chain::evidence`); what it means is decided by the domain's pure
+//! functions (`opledger_domain::evidence::{decide, next_step, resolution_allowed}`), the same ones
+//! the model checker drives. This module only gathers the evidence and carries out the one step
+//! the verdict allows: a settlement needs our transfer at final depth, a release our own cancel at
+//! final depth, and a nonce consumed without any of our attempts goes to security. Any failure to
+//! read yields no verdict; absence of evidence never releases a hold.
 
 use chrono::Utc;
-use opledger_chain::{Receipt, Rpc, SubmitClass};
+use opledger_chain::evidence::{B256, EvidenceReader, Pinned, no_evidence, reason_label};
+use opledger_chain::{Rpc, SubmitClass};
+use opledger_domain::evidence::{
+    AttemptDefect, Escalation, EscalationOwner, NoAgreement, NoVerdict, Resolution, Role, Step,
+    StoredKind, Timing, Verdict, decide, next_step, resolution_allowed,
+};
 use opledger_domain::state::{Actor, OperationState};
 use opledger_grpc::telemetry;
 use opledger_grpc::telemetry::grpc::TracedChannel;
@@ -21,34 +29,33 @@ use tracing::Instrument as _;
 /// One network as the reconciler reads it.
 #[derive(Debug, Clone)]
 pub struct Network {
-    /// Its JSON-RPC endpoint.
+    /// Where cancel replacements are submitted.
     pub rpc: Rpc,
-    /// Confirmations that make an inclusion final (the including block counted).
-    pub confirmations: u64,
+    /// The quorum of endpoints whose agreement is evidence, with the network's finality.
+    pub evidence: EvidenceReader,
 }
 
-/// What examining one operation established.
+/// What examining one operation did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Finding {
-    /// A node did not answer (or answered nonsense): nothing concluded, nothing changed.
+    /// The evidence allowed no verdict (no agreement, lag, an inconsistent reading): nothing
+    /// changed.
     NoVerdict,
-    /// A transfer attempt is included with enough confirmations: CONFIRMED, hold settled.
+    /// A transfer attempt is included at final depth: CONFIRMED, hold settled.
     Confirmed,
     /// A transfer attempt is included but not yet final: back to BROADCAST for the watcher.
     Included,
-    /// A cancel is included with enough confirmations, or the nonce was consumed by another
-    /// final transaction: the transfer cannot happen. VERIFIED_NOT_SENT, hold released.
+    /// Our own cancel is included at final depth: VERIFIED_NOT_SENT, hold released.
     VerifiedNotSent,
-    /// The included attempt reverted: FAILED_TERMINAL for an owner, hold kept.
-    Reverted,
-    /// Not found and the nonce is unconsumed, but not for long: wait.
+    /// Nothing to do yet (an attempt waiting to be mined, a cancel waiting for finality).
     Waiting,
-    /// Not found, nonce unconsumed for too long: a cancel replacement was signed (persisted by
-    /// the signer) and its stored bytes submitted.
+    /// None of our attempts is included, the nonce is unconsumed and the cancel window passed: a
+    /// cancel replacement was signed (persisted by the signer), or the stored one resubmitted.
     CancelSubmitted(SubmitClass),
-    /// UNKNOWN for longer than the escalation window without a verdict: FAILED_TERMINAL with an
-    /// owner and a reason code, hold kept, for a person to resolve.
-    Escalated,
+    /// FAILED_TERMINAL with an owner and this reason code, hold kept: a reverted attempt, a nonce
+    /// consumed without us, an attempt that is not what it is stored as, or no verdict within
+    /// the window.
+    Escalated(&'static str),
 }
 
 /// How long the reconciler waits before acting without a verdict.
@@ -57,39 +64,19 @@ pub struct Policy {
     /// An attempt not found with its nonce unconsumed for this long gets a cancel replacement.
     pub cancel_after: Duration,
     /// When UNKNOWN operations are escalated, and to whom.
-    pub escalation: Escalation,
+    pub escalation: EscalationPolicy,
 }
 
 /// Who takes over what automation cannot resolve, and after how long.
 #[derive(Debug, Clone)]
-pub struct Escalation {
-    /// The owning team recorded on the escalation.
+pub struct EscalationPolicy {
+    /// The owning team recorded on escalations for payments (no verdict, a reverted attempt).
     pub owner: String,
-    /// Seconds an operation may stay UNKNOWN without a verdict.
+    /// The owning team recorded on escalations for security (a nonce consumed without us, an
+    /// attempt that contradicts its row).
+    pub security_owner: String,
+    /// Seconds an operation may stay without a verdict before it is escalated.
     pub after_secs: u64,
-}
-
-/// What the chain says about an operation, established without changing anything.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Evidence {
-    /// A node did not answer: nothing can be concluded.
-    NoAnswer,
-    /// This attempt is included (`is_final` once it has the required confirmations).
-    Included {
-        /// The included attempt (a transfer or a cancel).
-        attempt: Attempt,
-        /// Its receipt.
-        receipt: Receipt,
-        /// True with the required confirmations.
-        is_final: bool,
-    },
-    /// None of the attempts is included and the sender's nonce is consumed at a final depth.
-    NonceConsumedElsewhere,
-    /// None of the attempts is included and the nonce is unconsumed.
-    NotFound {
-        /// The latest attempt.
-        latest: Attempt,
-    },
 }
 
 /// Why an operation could not be examined (it is retried on the next pass).
@@ -115,28 +102,42 @@ pub enum ReconcileError {
     Store(#[from] StoreError),
 }
 
-impl Evidence {
-    /// A short description for operators (no identifiers).
-    pub fn describe(&self) -> &'static str {
-        match self {
-            Evidence::NoAnswer => "nothing: the node did not answer",
-            Evidence::Included {
-                attempt,
-                receipt,
-                is_final,
-            } => match (attempt.signed.kind, receipt.succeeded, is_final) {
-                (_, false, _) => "an included attempt that reverted",
-                (AttemptKind::Cancel, true, true) => "a final cancel",
-                (AttemptKind::Cancel, true, false) => "a cancel not yet final",
-                (AttemptKind::Original | AttemptKind::FeeBump, true, true) => "a final transfer",
-                (AttemptKind::Original | AttemptKind::FeeBump, true, false) => {
-                    "a transfer not yet final"
-                }
-            },
-            Evidence::NonceConsumedElsewhere => "the nonce consumed by another transaction",
-            Evidence::NotFound { .. } => "no attempt included and the nonce unconsumed",
+/// A short description of a verdict for operators (no identifiers).
+pub fn describe(verdict: &Verdict) -> &'static str {
+    match verdict {
+        Verdict::NoVerdict(NoVerdict::NoAgreement(_)) => {
+            "nothing: the endpoints did not answer or did not agree"
         }
+        Verdict::NoVerdict(NoVerdict::Inconsistent) => "nothing: the reading is inconsistent",
+        Verdict::NoVerdict(NoVerdict::NonceMovedNotFinal) => {
+            "nothing yet: the nonce moved, not at final depth"
+        }
+        Verdict::Tampered { .. } => "an attempt that is not what it is stored as",
+        Verdict::Settled { .. } => "a final transfer",
+        Verdict::Pending {
+            role: Role::Transfer,
+            ..
+        } => "a transfer not yet final",
+        Verdict::Pending {
+            role: Role::Cancel, ..
+        } => "a cancel not yet final",
+        Verdict::Cancelled { .. } => "a final cancel",
+        Verdict::Reverted { .. } => "a final attempt that reverted",
+        Verdict::NonceMovedWithoutUs => "the nonce consumed at final depth by none of our attempts",
+        Verdict::NotIncluded => "no attempt included and the nonce unconsumed",
+        Verdict::NeverSigned => "no signed attempt",
     }
+}
+
+/// The evidence gathered about one operation: its attempts, oldest first, and the verdict.
+#[derive(Debug, Clone)]
+pub struct Assessment {
+    /// Its attempts as stored.
+    pub attempts: Vec<Attempt>,
+    /// The role of each attempt, from its content (or why it has none).
+    pub roles: Vec<Result<Role, AttemptDefect>>,
+    /// What the agreed evidence establishes.
+    pub verdict: Verdict,
 }
 
 /// The reconciler.
@@ -147,7 +148,7 @@ pub struct Reconciler {
     signer: SignerServiceClient<TracedChannel>,
     signer_token: String,
     cancel_after: Duration,
-    escalation: Escalation,
+    escalation: EscalationPolicy,
     worker_id: String,
 }
 
@@ -176,7 +177,8 @@ impl Reconciler {
         }
     }
 
-    /// One pass over up to `limit` unresolved operations; returns what each yielded.
+    /// One pass over up to `limit` unresolved operations; returns what each yielded. Each
+    /// network is pinned once per pass: every operation of it is read at the same block.
     pub async fn tick(&self, stale_secs: u64, limit: u32) -> Vec<Finding> {
         let unresolved = match self.store.unresolved(stale_secs, limit).await {
             Ok(unresolved) => unresolved,
@@ -185,8 +187,18 @@ impl Reconciler {
                 return Vec::new();
             }
         };
+        let mut pins: HashMap<String, Result<Pinned, NoAgreement>> = HashMap::new();
         let mut findings = Vec::with_capacity(unresolved.len());
         for op in &unresolved {
+            let pinned = match (pins.get(&op.network), self.networks.get(&op.network)) {
+                (Some(pinned), _) => Some(pinned.clone()),
+                (None, Some(network)) => {
+                    let pinned = network.evidence.pin().await.map_err(|e| e.no_agreement());
+                    pins.insert(op.network.clone(), pinned.clone());
+                    Some(pinned)
+                }
+                (None, None) => None,
+            };
             // Each examination is a step of the operation's trace.
             let span = tracing::info_span!(
                 "reconciler.examine",
@@ -200,14 +212,13 @@ impl Reconciler {
                 telemetry::parent_on(&span, stored.ok().flatten().as_deref());
             }
             let finding = async {
-                let finding = match self.reconcile(op).await {
+                match self.reconcile_at(op, pinned).await {
                     Ok(finding) => finding,
                     Err(e) => {
                         tracing::warn!(op_id = %op.op_id, error = %e, "reconciliation deferred");
                         Finding::NoVerdict
                     }
-                };
-                self.escalate_if_overdue(op, finding).await
+                }
             }
             .instrument(span.clone())
             .await;
@@ -217,96 +228,86 @@ impl Reconciler {
         findings
     }
 
-    /// A window with no verdict ends in FAILED_TERMINAL with an owner; the hold stays.
-    async fn escalate_if_overdue(&self, op: &Unresolved, finding: Finding) -> Finding {
-        let undecided = matches!(
-            finding,
-            Finding::NoVerdict | Finding::Waiting | Finding::CancelSubmitted(_)
-        );
-        if !undecided {
-            return finding;
-        }
-        let overdue = match self
-            .store
-            .seconds_since_change(op.tenant_id, op.op_id)
-            .await
-        {
-            Ok(secs) => secs >= self.escalation.after_secs,
-            Err(_) => false,
-        };
-        if !overdue {
-            return finding;
-        }
-        let request = TransitionRequest::new(
-            op.tenant_id,
-            op.op_id,
-            OperationState::Unknown,
-            OperationState::FailedTerminal,
-            Actor::Reconciler,
-            &self.worker_id,
-            "no verdict within the reconciliation window",
-        );
-        match self
-            .store
-            .escalate(&request, &self.escalation.owner, "NO_VERDICT_WITHIN_WINDOW")
-            .await
-        {
-            Ok(()) => {
-                tracing::error!(op_id = %op.op_id, owner = %self.escalation.owner, "escalated: FAILED_TERMINAL, hold kept");
-                Finding::Escalated
-            }
-            Err(e) => {
-                tracing::warn!(op_id = %op.op_id, error = %e.log_safe(), "escalation deferred");
-                finding
-            }
-        }
+    /// What the chain says about an operation's attempts, read now at a fresh pinned block,
+    /// without changing anything.
+    pub async fn assess(&self, op: &Unresolved) -> Result<Assessment, ReconcileError> {
+        self.assess_at(op, None).await
     }
 
-    /// What the chain says about an operation's attempts, without changing anything.
-    pub async fn evidence(&self, op: &Unresolved) -> Result<Evidence, ReconcileError> {
+    async fn assess_at(
+        &self,
+        op: &Unresolved,
+        pinned: Option<Result<Pinned, NoAgreement>>,
+    ) -> Result<Assessment, ReconcileError> {
         let network = self
             .networks
             .get(&op.network)
             .ok_or_else(|| ReconcileError::NoRpc(op.network.clone()))?;
         let attempts = self.store.attempts(op.tenant_id, op.op_id).await?;
-        let (Some(first), Some(latest)) = (attempts.first(), attempts.last()) else {
-            return Ok(Evidence::NoAnswer);
+        let Some(original) = attempts.first() else {
+            return Ok(Assessment {
+                attempts,
+                roles: Vec::new(),
+                verdict: Verdict::NeverSigned,
+            });
         };
-        let Some(head) = network.rpc.block_number().await else {
-            return Ok(Evidence::NoAnswer);
+        let operation = self
+            .store
+            .get_withdrawal(op.tenant_id, op.op_id)
+            .await?
+            .ok_or(StoreError::NotFound { what: "withdrawal" })?;
+        let payload = &operation.payload;
+        let raws: Vec<(&[u8], StoredKind)> = attempts
+            .iter()
+            .map(|a| (a.signed.raw_tx.as_slice(), a.signed.kind.stored()))
+            .collect();
+        let roles = opledger_evm::evidence::roles(
+            &raws,
+            payload.destination.as_str(),
+            payload.amount.get(),
+        );
+        let pinned = match pinned {
+            Some(pinned) => pinned,
+            None => network.evidence.pin().await.map_err(|e| e.no_agreement()),
         };
-        for attempt in attempts.iter().rev() {
-            match network.rpc.receipt(&attempt.signed.tx_hash).await {
-                Err(()) => return Ok(Evidence::NoAnswer),
-                Ok(None) => continue,
-                Ok(Some(receipt)) => {
-                    let is_final =
-                        head.saturating_sub(receipt.block_number) + 1 >= network.confirmations;
-                    return Ok(Evidence::Included {
-                        attempt: attempt.clone(),
-                        receipt,
-                        is_final,
-                    });
-                }
+        let reading = match (&pinned, original.signed.sender.parse()) {
+            (Ok(pinned), Ok(sender)) => {
+                let hashes: Vec<B256> = attempts
+                    .iter()
+                    .map(|a| a.signed.tx_hash.parse().unwrap_or(B256::ZERO))
+                    .collect();
+                pinned.read(sender, &hashes).await
             }
-        }
-        // None of our attempts is included. Is the nonce consumed at a final depth?
-        let final_block = (head + 1).saturating_sub(network.confirmations);
-        match network
-            .rpc
-            .transaction_count(&first.signed.sender, final_block)
-            .await
+            (Err(no), _) => Err(*no),
+            (Ok(_), Err(_)) => Err(NoAgreement::Disagreement),
+        };
+        let mut verdict = decide(&roles, original.signed.nonce, &reading);
+        // Attempts read before the chain: a replacement persisted (and mined) in between would
+        // look like a nonce moved without us. Read them again; any change is no verdict now.
+        if !matches!(verdict, Verdict::NoVerdict(_) | Verdict::Tampered { .. })
+            && self.store.attempts(op.tenant_id, op.op_id).await?.len() != attempts.len()
         {
-            None => Ok(Evidence::NoAnswer),
-            Some(count) if count > first.signed.nonce => Ok(Evidence::NonceConsumedElsewhere),
-            Some(_) => Ok(Evidence::NotFound {
-                latest: latest.clone(),
-            }),
+            verdict = Verdict::NoVerdict(NoVerdict::Inconsistent);
         }
+        match verdict {
+            Verdict::NoVerdict(NoVerdict::NoAgreement(no)) => {
+                no_evidence().record(&op.network, reason_label(&no));
+            }
+            Verdict::NoVerdict(NoVerdict::Inconsistent) => {
+                no_evidence().record(&op.network, "inconsistent");
+            }
+            _ => {}
+        }
+        Ok(Assessment {
+            attempts,
+            roles,
+            verdict,
+        })
     }
 
     /// An operator's resolution of an UNKNOWN or FAILED_TERMINAL operation: applied only when the
-    /// evidence, re-examined now, shows exactly `outcome`.
+    /// evidence, read now by the quorum, supports exactly `outcome`
+    /// ([`opledger_domain::evidence::resolution_allowed`]).
     pub async fn resolve(
         &self,
         op: &Unresolved,
@@ -320,8 +321,18 @@ impl Reconciler {
         ) {
             return Err(ReconcileError::NotUnresolved);
         }
-        let evidence = self.evidence(op).await?;
-        let shows = evidence.describe();
+        let assessment = self.assess(op).await?;
+        let verdict = assessment.verdict;
+        let shows = describe(&verdict);
+        let resolution = match outcome {
+            OperationState::Confirmed => Resolution::Confirmed,
+            OperationState::VerifiedNotSent => Resolution::VerifiedNotSent,
+            OperationState::Broadcast => Resolution::Broadcast,
+            _ => return Err(ReconcileError::EvidenceMismatch { shows }),
+        };
+        if !resolution_allowed(verdict, resolution) {
+            return Err(ReconcileError::EvidenceMismatch { shows });
+        }
         let request = TransitionRequest::new(
             op.tenant_id,
             op.op_id,
@@ -331,185 +342,201 @@ impl Reconciler {
             operator,
             reason,
         );
-        match (&evidence, outcome) {
-            (
-                Evidence::Included {
-                    attempt,
-                    receipt,
-                    is_final: true,
-                },
-                OperationState::Confirmed,
-            ) if receipt.succeeded && attempt.signed.kind != AttemptKind::Cancel => {
-                let inclusion = Inclusion {
-                    tenant_id: op.tenant_id,
-                    op_id: op.op_id,
-                    tx_hash: attempt.signed.tx_hash.clone(),
-                    block_number: receipt.block_number,
-                    block_hash: receipt.block_hash.clone(),
-                };
+        match verdict {
+            Verdict::Settled { attempt, inclusion } => {
+                let inclusion = self.inclusion(op, &assessment.attempts, attempt, inclusion)?;
                 self.store.confirm(&request, &inclusion).await?;
             }
-            (
-                Evidence::Included {
-                    attempt,
-                    receipt,
-                    is_final: true,
-                },
-                OperationState::VerifiedNotSent,
-            ) if receipt.succeeded && attempt.signed.kind == AttemptKind::Cancel => {
+            _ => {
                 self.store.transition(&request).await?;
             }
-            (Evidence::NonceConsumedElsewhere, OperationState::VerifiedNotSent) => {
-                self.store.transition(&request).await?;
-            }
-            (
-                Evidence::Included {
-                    attempt,
-                    receipt,
-                    is_final: false,
-                },
-                OperationState::Broadcast,
-            ) if receipt.succeeded && attempt.signed.kind != AttemptKind::Cancel => {
-                self.store.transition(&request).await?;
-            }
-            _ => return Err(ReconcileError::EvidenceMismatch { shows }),
         }
         tracing::info!(op_id = %op.op_id, to = outcome.as_str(), "resolved by an operator");
         Ok(outcome)
     }
 
-    /// Examines one operation and moves it only as far as the evidence allows.
+    /// Examines one operation (at a fresh pinned block) and moves it only as far as the evidence
+    /// allows.
     pub async fn reconcile(&self, op: &Unresolved) -> Result<Finding, ReconcileError> {
-        let latest = match self.evidence(op).await? {
-            Evidence::NoAnswer => return Ok(Finding::NoVerdict),
-            Evidence::Included {
-                attempt,
-                receipt,
-                is_final,
-            } => {
-                return self.included(op, &attempt, receipt, is_final).await;
-            }
-            Evidence::NonceConsumedElsewhere => {
-                self.settle_as(
-                    op,
-                    OperationState::VerifiedNotSent,
-                    "nonce consumed by another transaction",
-                )
-                .await?;
-                return Ok(Finding::VerifiedNotSent);
-            }
-            Evidence::NotFound { latest } => latest,
-        };
-        if op.state == OperationState::Broadcast {
-            self.move_op(
-                op,
-                OperationState::Broadcast,
-                OperationState::Unknown,
-                "not found on chain",
-            )
-            .await?;
-        }
-        let age = (Utc::now() - latest.created_at)
-            .to_std()
-            .unwrap_or(Duration::ZERO);
-        if age < self.cancel_after {
-            return Ok(Finding::Waiting);
-        }
-        let network = self
-            .networks
-            .get(&op.network)
-            .ok_or_else(|| ReconcileError::NoRpc(op.network.clone()))?;
-        let cancel = if latest.signed.kind == AttemptKind::Cancel {
-            // Rebroadcasting stored bytes is always safe.
-            latest
-        } else {
-            self.sign_cancel(op).await?
-        };
-        let class = network
-            .rpc
-            .send_raw_transaction(&cancel.signed.raw_tx)
-            .await;
-        tracing::info!(op_id = %op.op_id, class = class.as_str(), "cancel replacement submitted");
-        Ok(Finding::CancelSubmitted(class))
+        self.reconcile_at(op, None).await
     }
 
-    async fn included(
+    async fn reconcile_at(
         &self,
         op: &Unresolved,
-        attempt: &Attempt,
-        receipt: Receipt,
-        is_final: bool,
+        pinned: Option<Result<Pinned, NoAgreement>>,
     ) -> Result<Finding, ReconcileError> {
-        if !is_final {
-            if op.state == OperationState::Unknown {
-                self.move_op(
-                    op,
-                    OperationState::Unknown,
-                    OperationState::Broadcast,
-                    "included, awaiting confirmations",
-                )
+        let assessment = self.assess_at(op, pinned).await?;
+        let verdict = assessment.verdict;
+        let latest_role = assessment
+            .roles
+            .last()
+            .and_then(|r| r.ok())
+            .unwrap_or(Role::Transfer);
+        let latest_age = assessment
+            .attempts
+            .last()
+            .map(|a| {
+                (Utc::now() - a.created_at)
+                    .to_std()
+                    .unwrap_or(Duration::ZERO)
+            })
+            .unwrap_or(Duration::ZERO);
+        let mut state = op.state;
+        // At most two steps: a move that keeps the hold (BROADCAST -> UNKNOWN), then what the same
+        // evidence allows from there.
+        for _ in 0..2 {
+            let unchanged_secs = self
+                .store
+                .seconds_since_change(op.tenant_id, op.op_id)
                 .await?;
+            let timing = Timing {
+                latest_attempt_age_secs: latest_age.as_secs(),
+                latest_role,
+                unchanged_secs,
+                cancel_after_secs: self.cancel_after.as_secs(),
+                escalate_after_secs: self.escalation.after_secs,
+            };
+            match next_step(state, verdict, timing) {
+                Step::Wait => {
+                    return Ok(match verdict {
+                        Verdict::NoVerdict(_) => Finding::NoVerdict,
+                        _ => Finding::Waiting,
+                    });
+                }
+                Step::Confirm { attempt, inclusion } => {
+                    let inclusion = self.inclusion(op, &assessment.attempts, attempt, inclusion)?;
+                    let request = self.request(
+                        op,
+                        state,
+                        OperationState::Confirmed,
+                        "transfer included at final depth, agreed by the quorum",
+                    );
+                    self.store.confirm(&request, &inclusion).await?;
+                    tracing::info!(op_id = %op.op_id, "reconciled: confirmed");
+                    return Ok(Finding::Confirmed);
+                }
+                Step::Release => {
+                    self.release(op, state).await?;
+                    return Ok(Finding::VerifiedNotSent);
+                }
+                Step::Move(to) => {
+                    let reason = match to {
+                        OperationState::Broadcast => "transfer included, awaiting final depth",
+                        _ => "not included, or a cancel included: the reconciler follows it",
+                    };
+                    self.move_op(op, state, to, reason).await?;
+                    if to == OperationState::Broadcast {
+                        return Ok(Finding::Included);
+                    }
+                    state = to;
+                }
+                Step::Escalate(escalation) => {
+                    self.escalate(op, state, escalation).await?;
+                    return Ok(Finding::Escalated(escalation.reason_code));
+                }
+                Step::SignCancel => {
+                    let cancel = self.sign_cancel(op).await?;
+                    return Ok(Finding::CancelSubmitted(self.submit(op, &cancel).await?));
+                }
+                Step::ResubmitCancel => {
+                    // Rebroadcasting stored bytes is always safe.
+                    let Some(latest) = assessment.attempts.last() else {
+                        return Ok(Finding::NoVerdict);
+                    };
+                    return Ok(Finding::CancelSubmitted(self.submit(op, latest).await?));
+                }
             }
-            return Ok(Finding::Included);
         }
-        if !receipt.succeeded {
-            self.move_op(
-                op,
-                op.state,
-                OperationState::FailedTerminal,
-                "REVERTED: the included attempt reverted",
-            )
+        Ok(Finding::Waiting)
+    }
+
+    fn request<'a>(
+        &'a self,
+        op: &Unresolved,
+        from: OperationState,
+        to: OperationState,
+        reason: &'a str,
+    ) -> TransitionRequest<'a> {
+        TransitionRequest::new(
+            op.tenant_id,
+            op.op_id,
+            from,
+            to,
+            Actor::Reconciler,
+            &self.worker_id,
+            reason,
+        )
+    }
+
+    /// The inclusion to record for attempt `attempt` at `inclusion`.
+    fn inclusion(
+        &self,
+        op: &Unresolved,
+        attempts: &[Attempt],
+        attempt: usize,
+        inclusion: opledger_domain::evidence::Inclusion,
+    ) -> Result<Inclusion, ReconcileError> {
+        let attempt = attempts.get(attempt).ok_or(StoreError::Corrupt {
+            what: "attempt index",
+        })?;
+        Ok(Inclusion {
+            tenant_id: op.tenant_id,
+            op_id: op.op_id,
+            tx_hash: attempt.signed.tx_hash.clone(),
+            block_number: inclusion.block.number,
+            block_hash: format!("{:#x}", B256::from(inclusion.block.hash)),
+        })
+    }
+
+    /// FAILED_TERMINAL with the escalation's owner and reason code, hold kept; an escalation to
+    /// security is also a security event.
+    async fn escalate(
+        &self,
+        op: &Unresolved,
+        from: OperationState,
+        escalation: Escalation,
+    ) -> Result<(), ReconcileError> {
+        let owner = match escalation.owner {
+            EscalationOwner::Operations => &self.escalation.owner,
+            EscalationOwner::Security => &self.escalation.security_owner,
+        };
+        let request = self.request(
+            op,
+            from,
+            OperationState::FailedTerminal,
+            escalation.reason_code,
+        );
+        self.store
+            .escalate(&request, owner, escalation.reason_code)
             .await?;
-            return Ok(Finding::Reverted);
-        }
-        match attempt.signed.kind {
-            AttemptKind::Cancel => {
-                self.settle_as(
-                    op,
-                    OperationState::VerifiedNotSent,
-                    "cancel replacement included",
-                )
-                .await?;
-                Ok(Finding::VerifiedNotSent)
-            }
-            AttemptKind::Original | AttemptKind::FeeBump => {
-                let request = TransitionRequest::new(
+        if escalation.owner == EscalationOwner::Security {
+            self.store
+                .record_security_event(
                     op.tenant_id,
                     op.op_id,
-                    op.state,
-                    OperationState::Confirmed,
+                    escalation.reason_code,
                     Actor::Reconciler,
                     &self.worker_id,
-                    "transfer included with the required confirmations",
-                );
-                let inclusion = Inclusion {
-                    tenant_id: op.tenant_id,
-                    op_id: op.op_id,
-                    tx_hash: attempt.signed.tx_hash.clone(),
-                    block_number: receipt.block_number,
-                    block_hash: receipt.block_hash.clone(),
-                };
-                self.store.confirm(&request, &inclusion).await?;
-                tracing::info!(op_id = %op.op_id, "reconciled: confirmed");
-                Ok(Finding::Confirmed)
-            }
+                    "chain evidence points to a compromised key or a tampered attempt",
+                )
+                .await?;
         }
+        tracing::error!(op_id = %op.op_id, owner = %owner, reason = escalation.reason_code, "escalated: FAILED_TERMINAL, hold kept");
+        Ok(())
     }
 
     /// VERIFIED_NOT_SENT is reached from UNKNOWN; a BROADCAST operation passes through UNKNOWN.
-    async fn settle_as(
-        &self,
-        op: &Unresolved,
-        to: OperationState,
-        reason: &str,
-    ) -> Result<(), ReconcileError> {
-        let mut from = op.state;
+    async fn release(&self, op: &Unresolved, from: OperationState) -> Result<(), ReconcileError> {
+        const REASON: &str = "our cancel included at final depth, agreed by the quorum";
+        let mut from = from;
         if from == OperationState::Broadcast {
-            self.move_op(op, from, OperationState::Unknown, reason)
+            self.move_op(op, from, OperationState::Unknown, REASON)
                 .await?;
             from = OperationState::Unknown;
         }
-        self.move_op(op, from, to, reason).await
+        self.move_op(op, from, OperationState::VerifiedNotSent, REASON)
+            .await
     }
 
     async fn move_op(
@@ -519,22 +546,28 @@ impl Reconciler {
         to: OperationState,
         reason: &str,
     ) -> Result<(), ReconcileError> {
-        let request = TransitionRequest::new(
-            op.tenant_id,
-            op.op_id,
-            from,
-            to,
-            Actor::Reconciler,
-            &self.worker_id,
-            reason,
-        );
-        match self.store.transition(&request).await {
-            Ok(_) => {
-                tracing::info!(op_id = %op.op_id, from = from.as_str(), to = to.as_str(), "reconciled");
-                Ok(())
-            }
-            Err(e) => Err(e.into()),
-        }
+        let request = self.request(op, from, to, reason);
+        self.store.transition(&request).await?;
+        tracing::info!(op_id = %op.op_id, from = from.as_str(), to = to.as_str(), "reconciled");
+        Ok(())
+    }
+
+    /// Submits exactly the stored bytes of `attempt`.
+    async fn submit(
+        &self,
+        op: &Unresolved,
+        attempt: &Attempt,
+    ) -> Result<SubmitClass, ReconcileError> {
+        let network = self
+            .networks
+            .get(&op.network)
+            .ok_or_else(|| ReconcileError::NoRpc(op.network.clone()))?;
+        let class = network
+            .rpc
+            .send_raw_transaction(&attempt.signed.raw_tx)
+            .await;
+        tracing::info!(op_id = %op.op_id, class = class.as_str(), "cancel replacement submitted");
+        Ok(class)
     }
 
     /// Asks the signer for a CANCEL replacement and returns it as persisted in the store.

@@ -545,7 +545,10 @@ impl Signer {
         let role = evidence::role_of(&decoded_latest.content(), &expected)
             .map_err(AttemptDefect::from)
             .and_then(|role| {
-                stored_kind(latest.signed.kind)
+                latest
+                    .signed
+                    .kind
+                    .stored()
                     .check(role)
                     .map_err(AttemptDefect::from)
             })?;
@@ -824,15 +827,6 @@ fn cancel_request(
         max_fee,
         raise(previous.max_priority_fee_per_gas).min(max_fee),
     ))
-}
-
-/// The domain's name of a stored kind.
-fn stored_kind(kind: AttemptKind) -> StoredKind {
-    match kind {
-        AttemptKind::Original => StoredKind::Original,
-        AttemptKind::FeeBump => StoredKind::FeeBump,
-        AttemptKind::Cancel => StoredKind::Cancel,
-    }
 }
 
 pub(crate) fn new_attempt(

@@ -295,7 +295,16 @@ pub async fn start(
         signer_url: format!("http://{signer_addr}"),
         signer_token: Secret(token),
         rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
-        confirmations: BTreeMap::from([(NETWORK.to_owned(), 1)]),
+        evidence: BTreeMap::from([(
+            NETWORK.to_owned(),
+            opledger_chain::NetworkEvidence {
+                urls: vec![rpc_url.to_owned()],
+                quorum: 1,
+                confirmations: Some(1),
+                finalized: false,
+                max_lag_blocks: 8,
+            },
+        )]),
         ..opledger_reconciler::Config::default()
     };
     let store = connect(&urls.reconciler, RECONCILER_CONNECTIONS, "reconciler").await?;
