@@ -10,7 +10,7 @@ use opledger_tests::signer::{
     CALLER_TOKEN, HOT_WALLET, InProcessSigner, ROTATED_WALLET, TestWallets, approve, attempts,
     client, sign_request,
 };
-use opledger_tests::{ALICE, Stack, authed, reason};
+use opledger_tests::{ALICE, BOB, Stack, authed, reason};
 
 fn replace(tenant: &str, op: &str, kind: AttemptKind) -> tonic::Request<SignReplacementRequest> {
     authed(
@@ -108,7 +108,10 @@ async fn after_a_rotation_replacements_come_from_the_original_sender_and_new_wit
         .into_inner()
         .attempt
         .expect("new");
-    assert_eq!((fresh.from_address.as_str(), fresh.nonce), (ROTATED_WALLET, 0));
+    assert_eq!(
+        (fresh.from_address.as_str(), fresh.nonce),
+        (ROTATED_WALLET, 0)
+    );
     Ok(())
 }
 
@@ -287,5 +290,77 @@ async fn the_database_refuses_a_replacement_from_another_sender() -> anyhow::Res
         .map(|c| c.into_owned());
     assert_eq!(code.as_deref(), Some("23514"), "check_violation: {refused}");
     assert_eq!(attempts(&stack, &w.withdrawal_id).await?, 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_rotation_while_a_withdrawal_is_in_flight_leaves_one_payable_transaction_each()
+-> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack
+        .fund(&acme, "treasury", "ETH", "1000000000000000000")
+        .await?;
+    let node = opledger_testkit::Anvil::start().await?;
+    node.set_automine(false).await?;
+    let before = node.balance(BOB).await?;
+    let tenant = acme.id.to_string();
+    // In flight from the old wallet at its nonce 0, pending on the node.
+    let old = stack.withdraw(&acme, "1000000000000000", BOB).await?;
+    approve(&stack, &acme, &old).await?;
+    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    let original = client(signer.addr)
+        .await?
+        .sign_withdrawal(sign_request(acme.id, &old.withdrawal_id))
+        .await?
+        .into_inner()
+        .attempt
+        .expect("original");
+    node.send_raw_transaction(&original.raw_transaction).await?;
+    drop(signer);
+    // Rotated: the old wallet retiring, the new one active.
+    let signer =
+        InProcessSigner::start_with_wallets(&stack.db, acme.id, TestWallets::Rotated(true)).await?;
+    let mut c = client(signer.addr).await?;
+    set_state(&stack, &old.withdrawal_id, "BROADCAST").await?;
+    let bump = c
+        .sign_replacement(replace(&tenant, &old.withdrawal_id, AttemptKind::FeeBump))
+        .await?
+        .into_inner()
+        .attempt
+        .expect("bump");
+    // The bump replaces the original in the pool (same sender, same nonce, higher fees).
+    node.send_raw_transaction(&bump.raw_transaction).await?;
+    let new = stack.withdraw(&acme, "2000000000000000", BOB).await?;
+    approve(&stack, &acme, &new).await?;
+    let fresh = c
+        .sign_withdrawal(sign_request(acme.id, &new.withdrawal_id))
+        .await?
+        .into_inner()
+        .attempt
+        .expect("new");
+    node.send_raw_transaction(&fresh.raw_transaction).await?;
+    node.mine(1).await?;
+    assert_eq!(
+        node.balance(BOB).await? - before,
+        3_000_000_000_000_000,
+        "each withdrawal paid exactly once"
+    );
+    assert_eq!(node.nonce(HOT_WALLET, "latest").await?, 1);
+    assert_eq!(node.nonce(ROTATED_WALLET, "latest").await?, 1);
+    // Nothing stored can pay again: every signed byte string is now unminable.
+    for raw in [
+        &original.raw_transaction,
+        &bump.raw_transaction,
+        &fresh.raw_transaction,
+    ] {
+        let _ = node.send_raw_transaction(raw).await;
+    }
+    node.mine(2).await?;
+    assert_eq!(
+        node.balance(BOB).await? - before,
+        3_000_000_000_000_000,
+        "no second payable transaction"
+    );
     Ok(())
 }
