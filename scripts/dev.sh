@@ -254,10 +254,29 @@ signer_token = "${!token_var}"
 
 [rpc]
 anvil = "$anvil_url"
+
+# What counts as evidence on anvil: its one endpoint (quorum 1: the services warn at start; a
+# production network names two or more independent https:// endpoints and quorum 2) and two
+# confirmations (1 s blocks).
+[evidence.anvil]
+urls = ["$anvil_url"]
+quorum = 1
+confirmations = 2
 TOML
         chmod 600 "$state/$worker.toml"
     done
 fi
+# The operations service's network registry: anvil's EVM transfers carry no memo, so a memo is
+# refused at create. Creates need a hot wallet the signer registered for the tenant and network
+# (it does at start); without the signer (OPLEDGER_DATABASE_URL) that check is off.
+operations_config="$state/operations.toml"
+require_executor=$([[ -s "$signer_config" ]] && echo true || echo false)
+cat >"$operations_config" <<TOML
+require_executor = $require_executor
+
+[networks.anvil]
+memo = false
+TOML
 cat >&2 <<EOF2
 
 opledger dev stack
@@ -332,8 +351,8 @@ if [[ -s "$signer_config" ]]; then
     OPLEDGER_RECONCILER_CONFIG="$state/reconciler.toml" "$bin/opledger-reconciler" &
     pids+=("$!")
 fi
-OPLEDGER_OPERATIONS_DATABASE_URL="$operations_url" OPLEDGER_OPERATIONS_LISTEN="$listen" \
-    "$bin/opledger-operations" &
+OPLEDGER_OPERATIONS_CONFIG="$operations_config" OPLEDGER_OPERATIONS_DATABASE_URL="$operations_url" \
+    OPLEDGER_OPERATIONS_LISTEN="$listen" "$bin/opledger-operations" &
 pids+=("$!")
 OPLEDGER_INBOX_DATABASE_URL="$inbox_url" OPLEDGER_INBOX_LISTEN="$inbox_listen" \
     OPLEDGER_INBOX_HTTP_LISTEN="$inbox_http" "$bin/opledger-inbox" &

@@ -2,6 +2,7 @@
 
 mod control_06;
 mod e2e;
+mod fairness;
 mod submit;
 mod tls;
 mod watch;

@@ -147,6 +147,7 @@ async fn the_broadcaster_and_watcher_use_an_https_node_verified_against_the_conf
     let watcher = opledger_broadcaster::watcher(&right, stack.admin.clone())?;
     assert_eq!(broadcaster.tick(64, 8).await, 1);
     assert_eq!(stack.state(&w.withdrawal_id).await?, "BROADCAST");
+    node.mine(opledger_tests::chain::CONFIRMATIONS - 1).await?;
     let mut confirmed = 0;
     for _ in 0..50 {
         confirmed += watcher.tick(64).await.confirmed;
@@ -180,7 +181,8 @@ async fn the_broadcaster_and_watcher_use_an_https_node_verified_against_the_conf
 fn rpc_headers_are_secrets_and_must_name_a_configured_network() -> anyhow::Result<()> {
     let dir = dir()?;
     let base = "database_url = \"postgres://u:p@127.0.0.1:1/db\"\nsigner_token = \"t\"\n\
-                [rpc]\nmainnet = \"https://node.example\"\n";
+                [rpc]\nmainnet = \"https://node.example\"\n\
+                [evidence.mainnet]\nurls = [\"https://node.example\"]\nquorum = 1\nconfirmations = 12\n";
     let good = write(
         &dir,
         "good.toml",

@@ -1,8 +1,9 @@
-//! The chain watcher: confirmation after N blocks settles the hold once; no receipt concludes
-//! nothing; receipts are looked up only when the head moves.
+//! The chain watcher: confirmation at final depth (three confirmations, agreed by the quorum)
+//! settles the hold once; no receipt concludes nothing; evidence is read only when the agreed
+//! head moves.
 
 use opledger_tests::chain::Chain;
-use opledger_tests::chain::broadcaster_config;
+use opledger_tests::chain::{CONFIRMATIONS, broadcaster_config};
 use opledger_tests::signer::{NETWORK, approve};
 use opledger_tests::{BOB, Stack};
 
@@ -14,8 +15,8 @@ async fn confirmation_after_three_blocks_settles_the_hold_once() -> anyhow::Resu
         node,
         signer,
     } = Chain::start().await?;
-    let mut cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
-    cfg.confirmations.insert(NETWORK.to_owned(), 3);
+    let cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
+    assert_eq!(CONFIRMATIONS, 3, "the test counts three blocks");
     let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
     let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
     let w = stack.withdraw(&acme, "5000000000000000", BOB).await?;
@@ -111,6 +112,8 @@ async fn a_reorg_after_confirmation_reopens_the_hold_and_re_confirms_once() -> a
     approve(&stack, &acme, &kept).await?;
     approve(&stack, &acme, &gone).await?;
     assert_eq!(broadcaster.tick(64, 1).await, 2);
+    assert_eq!(watcher.tick(64).await.confirmed, 0, "not final yet");
+    node.mine(CONFIRMATIONS - 1).await?;
     assert_eq!(watcher.tick(64).await.confirmed, 2);
     assert_eq!(
         stack.balance(acme.id, "treasury", "ETH").await?.1,
@@ -130,8 +133,10 @@ async fn a_reorg_after_confirmation_reopens_the_hold_and_re_confirms_once() -> a
         }
     };
     let kept_raw = raw(&kept.withdrawal_id).await?;
-    // Replace the last two blocks: the first transfer is re-included elsewhere, the second is gone.
-    node.rpc("anvil_reorg", serde_json::json!([2, [[kept_raw, 0]]]))
+    // Replace the two blocks of the transfers and the two on top: the first transfer is
+    // re-included elsewhere (at final depth again), the second is gone.
+    let depth = 2 + (CONFIRMATIONS - 1);
+    node.rpc("anvil_reorg", serde_json::json!([depth, [[kept_raw, 0]]]))
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let pass = watcher.tick(64).await;
@@ -197,6 +202,8 @@ async fn a_stuck_transfer_is_fee_bumped_and_paid_once() -> anyhow::Result<()> {
         "{fees:?}"
     );
     node.mine(1).await?;
+    assert_eq!(watcher.tick(64).await.confirmed, 0, "included, not final");
+    node.mine(CONFIRMATIONS - 1).await?;
     assert_eq!(
         watcher.tick(64).await.confirmed,
         1,

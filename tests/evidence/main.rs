@@ -97,6 +97,7 @@ fn config(
         timeout: Duration::from_secs(5),
         ca_file: None,
         headers: Vec::new(),
+        allow_clear_text: false,
     }
 }
 

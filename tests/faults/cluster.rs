@@ -129,6 +129,11 @@ impl Cluster {
         let signer_path = dir.join("signer.toml");
         std::fs::write(&signer_path, toml::to_string(&signer)?)?;
         let rpc = BTreeMap::from([(NETWORK.to_owned(), node_proxy.url("http"))]);
+        // The watcher and the reconciler read evidence at real depth: three confirmations.
+        let evidence = BTreeMap::from([(
+            NETWORK.to_owned(),
+            opledger_tests::chain::evidence(&[&node_proxy.url("http")], 1),
+        )]);
         let broadcaster = opledger_broadcaster::Config {
             listen: loopback(ports["broadcaster"]),
             metrics_listen: loopback(0),
@@ -137,6 +142,7 @@ impl Cluster {
             signer_url: format!("http://{}", loopback(ports["signer"])),
             signer_token: opledger_grpc::config::Secret(CALLER_TOKEN.to_owned()),
             rpc: rpc.clone(),
+            evidence: evidence.clone(),
             submit_timeout_ms: 2_000,
             bump_after_secs: 4,
             poll_interval_ms: 100,
@@ -151,17 +157,7 @@ impl Cluster {
             worker_id: "faults-reconciler".into(),
             signer_url: format!("http://{}", loopback(ports["signer"])),
             signer_token: opledger_grpc::config::Secret(CALLER_TOKEN.to_owned()),
-            evidence: BTreeMap::from([(
-                NETWORK.to_owned(),
-                opledger_chain::NetworkEvidence {
-                    urls: vec![node_proxy.url("http")],
-                    quorum: 1,
-                    // The harness kills processes, not nodes; depth is another phase's subject.
-                    confirmations: Some(1),
-                    finalized: false,
-                    max_lag_blocks: 8,
-                },
-            )]),
+            evidence,
             rpc,
             stale_broadcast_secs: 3,
             cancel_after_secs: 6,

@@ -150,6 +150,10 @@ async fn kill_at(
                 anyhow::ensure!(tokio::time::Instant::now() < deadline, "never UNKNOWN");
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
+            // Answers stay lost (no verdict) until the transfer is final (1 s blocks), so the
+            // reconciler's first verdict is the settlement it is killed committing.
+            let final_after = opledger_tests::chain::CONFIRMATIONS + 1;
+            tokio::time::sleep(Duration::from_secs(final_after)).await;
             c.node_proxy.set_mode(FaultMode::Pass);
             c.node_proxy.drop_connections();
             expect_death(tally, c, service, failpoint).await?;
@@ -267,9 +271,9 @@ async fn soak_step(
 }
 
 /// Replaces the tip block with a new one that re-includes its transactions. (A reorganization that
-/// loses transactions is `tests/broadcaster/watch.rs`'s; here it would also take back evidence
-/// the reconciler already acted on at one confirmation, which real deployments avoid by
-/// configuring more confirmations than the deepest reorganization.)
+/// loses transactions is `tests/broadcaster/watch.rs`'s. The harness's watcher and reconciler act
+/// at three confirmations, deeper than this one-block reorganization, as real deployments
+/// configure their finality deeper than the deepest reorganization.)
 async fn reorg_keeping_transactions(c: &Cluster) -> anyhow::Result<()> {
     let block = c
         .node

@@ -1,12 +1,14 @@
 //! Control 8: a webhook is acknowledged only after the inbox row and its work item are committed,
 //! and processing is idempotent. A real inbox process is killed (abort, no cleanup) right before
 //! and right after the commit and inside the processor's transaction; the sender's retry after a
-//! restart is processed exactly once. Duplicates and reordered deliveries end in the right state.
+//! restart is processed exactly once. Duplicates end in one effect; a custodian's status update
+//! that arrives before its withdrawal is signed waits, then is only a hint for the watcher.
 
+use crate::hints::{assert_nothing_settled, hinted, sign};
 use opledger_testkit::{ChildService, free_port, wait_for_tcp};
 use opledger_tests::inbox::{
-    ALL_TYPES, Endpoint, Inbox, Sender, World, body_keys, deposit, endpoint, event_id, eventually,
-    rows, transfer_status,
+    ALL_TYPES, Endpoint, Sender, World, body_keys, deposit, endpoint, event_id, eventually, rows,
+    transfer_status,
 };
 use opledger_tests::signer::{InProcessSigner, approve, client, sign_request};
 use opledger_tests::{ALICE, Stack};
@@ -181,96 +183,82 @@ async fn control_08_ten_deliveries_of_one_event_are_processed_once() -> anyhow::
     world.stop().await
 }
 
-#[tokio::test]
-async fn control_08_confirmed_before_broadcast_is_parked_then_both_apply_in_order()
--> anyhow::Result<()> {
+/// The hash the signer gives the first withdrawal of 100 to ALICE from the test hot wallet at
+/// nonce 0, found by a rehearsal on a database of its own: signing is deterministic (same
+/// payload, nonce, fees and key: same bytes), so a provider can name it before we sign.
+async fn rehearsed_tx_hash() -> anyhow::Result<String> {
     let stack = Stack::start().await?;
-    let acme = stack.tenant("acme").await?;
-    stack.fund(&acme, "treasury", "ETH", "1000").await?;
-    let w = stack.withdraw(&acme, "100", ALICE).await?;
-    approve(&stack, &acme, &w).await?;
-    let signer = InProcessSigner::start(&stack.db, acme.id).await?;
+    let tenant = stack.tenant("rehearsal").await?;
+    stack.fund(&tenant, "treasury", "ETH", "1000").await?;
+    let w = stack.withdraw(&tenant, "100", ALICE).await?;
+    approve(&stack, &tenant, &w).await?;
+    let signer = InProcessSigner::start(&stack.db, tenant.id).await?;
     let signed = client(signer.addr)
         .await?
-        .sign_withdrawal(sign_request(acme.id, &w.withdrawal_id))
+        .sign_withdrawal(sign_request(tenant.id, &w.withdrawal_id))
         .await?
         .into_inner();
-    let tx_hash = signed.attempt.map(|a| a.tx_hash).unwrap_or_default();
-    assert_eq!(stack.state(&w.withdrawal_id).await?, "SIGNED");
+    signed
+        .attempt
+        .map(|a| a.tx_hash)
+        .ok_or_else(|| anyhow::anyhow!("no attempt"))
+}
 
-    let inbox = Inbox::start(&stack).await?;
-    let custodian = endpoint(&stack, &acme, "custodian", &["transfer.status"]).await?;
-    let sender = Sender::new(inbox.http);
-    // "confirmed" arrives first: stored and acknowledged, but SIGNED -> CONFIRMED is not a move
-    // the state machine allows, so it is parked.
-    let confirmed = transfer_status(&w.withdrawal_id, "confirmed", &tx_hash);
-    assert_eq!(
-        sender.send(&custodian, &event_id(), &confirmed).await?.0,
-        200
-    );
-    eventually(Duration::from_secs(10), || async {
-        Ok(rows(&stack, "inbox_work", "AND status = 'PARKED'", acme.id).await? == 1)
-    })
-    .await?;
-    assert_eq!(stack.state(&w.withdrawal_id).await?, "SIGNED");
-    assert_eq!(stack.balance(acme.id, "treasury", "ETH").await?, (900, 100));
+#[tokio::test]
+async fn control_08_a_status_before_its_signature_is_parked_then_hinted_never_applied()
+-> anyhow::Result<()> {
+    let tx_hash = rehearsed_tx_hash().await?;
+    let world = World::start("custodian", &["transfer.status"]).await?;
+    let stack = &world.stack;
+    stack.fund(&world.acme, "treasury", "ETH", "1000").await?;
+    let w = stack.withdraw(&world.acme, "100", ALICE).await?;
+    approve(stack, &world.acme, &w).await?;
+    let op = w.withdrawal_id.clone();
 
-    // "broadcast" arrives: applied; the operation moved, so the parked "confirmed" wakes and
-    // applies too, settling the hold once.
-    let broadcast = transfer_status(&w.withdrawal_id, "broadcast", &tx_hash);
-    assert_eq!(
-        sender.send(&custodian, &event_id(), &broadcast).await?.0,
-        200
-    );
-    eventually(Duration::from_secs(10), || async {
-        Ok(stack.state(&w.withdrawal_id).await? == "CONFIRMED"
-            && rows(&stack, "inbox_work", "AND status = 'DONE'", acme.id).await? == 2)
-    })
-    .await?;
-    assert_eq!(stack.balance(acme.id, "treasury", "ETH").await?, (900, 0));
-    let (settled,): (i64,) = sqlx::query_as(
-        "SELECT count(*) FROM ledger_holds WHERE tenant_id = $1 AND status = 'SETTLED'",
-    )
-    .bind(acme.id.as_uuid())
-    .fetch_one(stack.admin.pool())
-    .await?;
-    assert_eq!(settled, 1);
-    let moves: Vec<(String, String)> = sqlx::query_as(
-        "SELECT to_state, actor FROM operation_transitions WHERE tenant_id = $1 ORDER BY version",
-    )
-    .bind(acme.id.as_uuid())
-    .fetch_all(stack.admin.pool())
-    .await?;
-    let tail: Vec<(&str, &str)> = moves[moves.len() - 2..]
-        .iter()
-        .map(|(s, a)| (s.as_str(), a.as_str()))
-        .collect();
-    assert_eq!(
-        tail,
-        vec![
-            ("BROADCAST", "webhook_processor"),
-            ("CONFIRMED", "webhook_processor")
-        ]
-    );
+    // "confirmed" arrives while nothing is signed: stored and acknowledged, parked.
+    let confirmed = transfer_status(&op, "confirmed", &tx_hash);
+    assert_eq!(world.post(&confirmed).await?, 200);
+    world
+        .wait_rows("inbox_work", "AND status = 'PARKED'", 1)
+        .await?;
+    assert_eq!(world.outcomes().await?, ["PARKED:AWAITING_SIGNATURE"]);
+    assert_eq!(stack.state(&op).await?, "APPROVED");
+    assert_eq!(hinted(&world).await?, Vec::<String>::new());
 
-    // A status naming a transaction that is not one of ours is never applied.
-    let foreign = transfer_status(
-        &w.withdrawal_id,
-        "confirmed",
-        &format!("0x{}", "ab".repeat(32)),
+    // Signed: the operation moved, so the parked "confirmed" wakes and is a hint, nothing more.
+    let signer = InProcessSigner::start(&stack.db, world.acme.id).await?;
+    assert_eq!(
+        sign(&world, &signer, &op).await?,
+        tx_hash,
+        "the rehearsal signed the same bytes"
     );
-    assert_eq!(sender.send(&custodian, &event_id(), &foreign).await?.0, 200);
-    eventually(Duration::from_secs(10), || async {
-        Ok(rows(
-            &stack,
+    world
+        .wait_rows("inbox_work", "AND status = 'DONE'", 1)
+        .await?;
+    assert_eq!(world.outcomes().await?, ["DONE:HINTED"]);
+
+    // "broadcast" after "confirmed": a hint too, and still one hint row.
+    let broadcast = transfer_status(&op, "broadcast", &tx_hash);
+    assert_eq!(world.post(&broadcast).await?, 200);
+    world
+        .wait_rows("inbox_work", "AND status = 'DONE'", 2)
+        .await?;
+    assert_eq!(world.outcomes().await?, ["DONE:HINTED", "DONE:HINTED"]);
+    assert_eq!(hinted(&world).await?, [op.as_str()]);
+    assert_eq!(stack.state(&op).await?, "SIGNED");
+
+    // A status naming a transaction that is not one of ours is a dead letter.
+    let foreign = transfer_status(&op, "confirmed", &format!("0x{}", "ab".repeat(32)));
+    assert_eq!(world.post(&foreign).await?, 200);
+    world
+        .wait_rows(
             "inbox_work",
             "AND status = 'DEAD' AND outcome = 'TX_HASH_MISMATCH'",
-            acme.id,
+            1,
         )
-        .await?
-            == 1)
-    })
-    .await?;
-    stack.assert_invariants().await?;
-    inbox.stop().await
+        .await?;
+    assert_eq!(hinted(&world).await?, [op.as_str()]);
+    assert_eq!(stack.state(&op).await?, "SIGNED");
+    assert_nothing_settled(&world).await?;
+    world.stop().await
 }

@@ -469,6 +469,8 @@ async fn opctl_lists_an_unknown_and_resolves_it_only_to_what_the_chain_shows() -
         "still held"
     );
 
+    // At final depth the evidence supports CONFIRMED.
+    node.mine(opledger_tests::chain::CONFIRMATIONS - 1).await?;
     let resolved = opctl
         .run(
             Some(&acme.operator),

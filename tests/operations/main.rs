@@ -8,3 +8,4 @@ mod control_11;
 mod create;
 mod ledger;
 mod listing;
+mod memo;

@@ -273,6 +273,16 @@ async fn a_reverted_transfer_has_an_owner_and_is_released_only_on_final_evidence
         .ok_or_else(|| anyhow::anyhow!("no withdrawal"))?;
     approve(&stack, &acme, &w).await?;
     assert_eq!(broadcaster.tick(64, 8).await, 1);
+    // Automine includes it, but its receipt can lag the answer: wait for it.
+    let (hash,): (String,) =
+        sqlx::query_as("SELECT tx_hash FROM tx_attempts WHERE op_id = $1 AND attempt = 1")
+            .bind(w.withdrawal_id.parse::<uuid::Uuid>()?)
+            .fetch_one(stack.admin.pool())
+            .await?;
+    let receipt = node
+        .wait_receipt(&hash, std::time::Duration::from_secs(10))
+        .await?;
+    assert_eq!(receipt["status"], "0x0", "the transfer reverted on chain");
     let op = Unresolved {
         tenant_id: acme.id,
         op_id: w.withdrawal_id.parse()?,

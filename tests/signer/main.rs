@@ -6,6 +6,7 @@ mod callers;
 mod control_02;
 mod control_04;
 mod control_06;
+mod executed;
 mod isolation;
 mod rotation;
 mod signing;

@@ -18,6 +18,7 @@ pub fn broadcaster_config(
         signer_url: format!("http://{}", signer.addr),
         signer_token: Secret(CALLER_TOKEN.to_owned()),
         rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
+        evidence: BTreeMap::from([(NETWORK.to_owned(), evidence(&[rpc_url], 1))]),
         submit_timeout_ms: 2_000,
         worker_id: "broadcaster-test".into(),
         metrics_listen: SocketAddr::from(([127, 0, 0, 1], opledger_testkit::free_port())),
@@ -37,6 +38,7 @@ pub fn evidence(urls: &[&str], quorum: usize) -> opledger_chain::NetworkEvidence
         confirmations: Some(CONFIRMATIONS),
         finalized: false,
         max_lag_blocks: 8,
+        insecure_clear_text: false,
     }
 }
 

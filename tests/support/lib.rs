@@ -1,6 +1,7 @@
 //! Shared harness of the integration suites: a fresh database per test, the operations service
 //! started in-process on a loopback port (connected as the application role, so the database
-//! grants are exercised), tenants with keys, and authenticated requests.
+//! grants are exercised) with the checks a deployment configures (network registry, executor
+//! check), tenants with keys, and authenticated requests.
 
 pub mod chain;
 pub mod inbox;
@@ -129,9 +130,31 @@ pub struct Tenant {
     pub operator: String,
 }
 
+/// The operations service configuration of the Stack: the network registry of the test chain
+/// (`anvil`, whose EVM transfers carry no memo) and the executor check on, as in production.
+/// Every tenant the Stack creates gets the hot wallet a test signer holds registered
+/// ([`Stack::tenant`]).
+pub fn operations_config() -> opledger_operations::Config {
+    opledger_operations::Config {
+        networks: std::collections::BTreeMap::from([(
+            signer::NETWORK.to_owned(),
+            opledger_operations::config::NetworkPolicy { memo: false },
+        )]),
+        require_executor: true,
+        ..opledger_operations::Config::default()
+    }
+}
+
 impl Stack {
-    /// A fresh database with the operations service in front of it.
+    /// A fresh database with the operations service in front of it, configured as
+    /// [`operations_config`] says.
     pub async fn start() -> anyhow::Result<Stack> {
+        Stack::start_with(operations_config()).await
+    }
+
+    /// A fresh database with the operations service configured by `operations` (its listen
+    /// addresses and database URL are the Stack's own).
+    pub async fn start_with(operations: opledger_operations::Config) -> anyhow::Result<Stack> {
         let db = TestDatabase::create().await?;
         let admin = Store::from_pool(db.admin_pool().await?, StoreConfig::default());
         let connect = |role: ServiceRole| {
@@ -148,23 +171,19 @@ impl Stack {
                 .map_err(|e| anyhow::anyhow!("{role:?} role cannot connect: {}", e.log_safe()))
             }
         };
-        let operations = connect(ServiceRole::Operations).await?;
+        let operations_store = connect(ServiceRole::Operations).await?;
         let approvals = connect(ServiceRole::Approvals).await?;
         let (mut stop, mut servers) = (Vec::new(), Vec::new());
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (tx, rx) = oneshot::channel::<()>();
         stop.push(tx);
-        servers.push(tokio::spawn(serve_api(
-            listener,
-            operations,
-            Duration::from_secs(30),
-            opledger_operations::SERVICE_NAME,
-            opledger_operations::routes,
-            async move {
+        servers.push(tokio::spawn(async move {
+            opledger_operations::serve(listener, operations_store, &operations, async move {
                 let _ = rx.await;
-            },
-        )));
+            })
+            .await
+        }));
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let approvals_addr = listener.local_addr()?;
         let (tx, rx) = oneshot::channel::<()>();
@@ -207,13 +226,17 @@ impl Stack {
         Ok(issued.token.as_str().to_owned())
     }
 
-    /// Creates a tenant with a key of each role and no trust statement.
+    /// Creates a tenant with a key of each role and no trust statement. Its executor on the test
+    /// network, the hot wallet a test signer holds ([`signer::HOT_WALLET`]), is registered as a
+    /// signer registers its wallets at start (see [`Stack::register_executor`]).
     pub async fn tenant_without_trust(&self, name: &str) -> anyhow::Result<Tenant> {
         let id = self
             .admin
             .create_tenant(name)
             .await
             .context("create tenant")?;
+        self.register_executor(id, signer::NETWORK, signer::HOT_WALLET)
+            .await?;
         let key = |role| async move {
             self.admin
                 .create_api_key(id, role, "test")
@@ -228,6 +251,41 @@ impl Stack {
             approver: key(Role::Approver).await?,
             operator: key(Role::Operator).await?,
         })
+    }
+
+    /// Registers `sender` as the ACTIVE hot wallet of `tenant` on `network` (`signer_wallets`,
+    /// written as the superuser, as a signer does for the wallets of its configuration), so the
+    /// operations service's executor check accepts the tenant's creates there. Idempotent.
+    pub async fn register_executor(
+        &self,
+        tenant: TenantId,
+        network: &str,
+        sender: &str,
+    ) -> anyhow::Result<()> {
+        sqlx::query(
+            "INSERT INTO signer_wallets (tenant_id, network, sender, status) \
+             VALUES ($1, $2, $3, 'ACTIVE') ON CONFLICT (tenant_id, network, sender) \
+             DO UPDATE SET status = 'ACTIVE', updated_at = now()",
+        )
+        .bind(tenant.as_uuid())
+        .bind(network)
+        .bind(sender.to_ascii_lowercase())
+        .execute(self.admin.pool())
+        .await
+        .context("register the tenant's executor")?;
+        Ok(())
+    }
+
+    /// Removes every hot wallet registered for `tenant` on `network`: no signer can execute its
+    /// withdrawals there any more.
+    pub async fn remove_executors(&self, tenant: TenantId, network: &str) -> anyhow::Result<()> {
+        sqlx::query("DELETE FROM signer_wallets WHERE tenant_id = $1 AND network = $2")
+            .bind(tenant.as_uuid())
+            .bind(network)
+            .execute(self.admin.pool())
+            .await
+            .context("remove the tenant's executors")?;
+        Ok(())
     }
 
     /// Creates a withdrawal through the API and returns it.

@@ -83,6 +83,11 @@ pub struct Args {
     /// Seconds a phase may take before it is given up (and fails verification).
     #[arg(long, default_value_t = 120)]
     phase_timeout: u64,
+    /// Evidence endpoints of the watcher and the reconciler: this many JSON-RPC proxies in front
+    /// of the one node, all of which must agree (the quorum is this number). 1 reads the node
+    /// directly.
+    #[arg(long, default_value_t = 1)]
+    evidence_endpoints: usize,
 }
 
 const DB: &str = "opledger_bench_pipeline";
@@ -255,7 +260,30 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .chain(phases.iter().flat_map(|(_, s)| s.iter()))
         .map(|s| s.trust.root())
         .collect();
-    let services = services::start(&urls, wallets, trust_roots, node.url(), &settings).await?;
+    // Independent endpoints are proxies in front of the one node: each answers for itself.
+    let mut proxies = Vec::new();
+    let evidence_urls: Vec<String> = if args.evidence_endpoints <= 1 {
+        vec![node.url().to_owned()]
+    } else {
+        for _ in 0..args.evidence_endpoints {
+            proxies.push(opledger_testkit::RpcProxy::start(node.url()).await?);
+        }
+        proxies.iter().map(|p| p.url()).collect()
+    };
+    println!(
+        "evidence: {} endpoint(s), quorum {}",
+        evidence_urls.len(),
+        evidence_urls.len()
+    );
+    let services = services::start(
+        &urls,
+        wallets,
+        trust_roots,
+        node.url(),
+        &evidence_urls,
+        &settings,
+    )
+    .await?;
     let clients = Clients {
         operations: channels(&services.operations).await?,
         approvals: channels(&services.approvals).await?,

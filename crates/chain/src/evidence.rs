@@ -32,7 +32,8 @@ pub use alloy_primitives::{Address, B256};
 pub use opledger_domain::evidence::{BlockRef, EndpointReading, Inclusion, NoAgreement, Reading};
 pub use pinned::{PinError, Pinned};
 pub use settings::{
-    NetworkEvidence, NoEvidenceCounter, ReaderError, SettingsError, no_evidence, reason_label,
+    NetworkEvidence, NoEvidenceCounter, ReaderError, SettingsError, check_evidence, no_evidence,
+    reason_label, service_reader,
 };
 
 /// When a network counts a block final.
@@ -65,6 +66,9 @@ pub struct EvidenceConfig {
     /// Headers sent with every call (a node provider's API key). Their values are secret: never
     /// shown by `Debug`, in errors or in logs.
     pub headers: Vec<(String, String)>,
+    /// Development only: also accept `http://` to a host that is not loopback (a dev cluster's
+    /// in-network node). Never in production: a clear-text link can be made to say anything.
+    pub allow_clear_text: bool,
 }
 
 impl fmt::Debug for EvidenceConfig {
@@ -78,6 +82,7 @@ impl fmt::Debug for EvidenceConfig {
             .field("timeout", &self.timeout)
             .field("ca_file", &self.ca_file.is_some())
             .field("header_names", &header_names)
+            .field("allow_clear_text", &self.allow_clear_text)
             .finish()
     }
 }
@@ -191,7 +196,7 @@ impl EvidenceReader {
         }
         let mut urls: Vec<reqwest::Url> = Vec::with_capacity(config.urls.len());
         for (endpoint, raw) in config.urls.iter().enumerate() {
-            let url = checked_url(endpoint, raw)?;
+            let url = checked_url(endpoint, raw, config.allow_clear_text)?;
             if let Some(first) = urls.iter().position(|seen| *seen == url) {
                 return Err(EvidenceSetupError::DuplicateUrl {
                     first,
@@ -237,8 +242,13 @@ impl EvidenceReader {
     }
 }
 
-/// `raw` parsed, if it is `https://`, or `http://` on a loopback host.
-fn checked_url(endpoint: usize, raw: &str) -> Result<reqwest::Url, EvidenceSetupError> {
+/// `raw` parsed, if it is `https://`, or `http://` on a loopback host (or anywhere with
+/// `allow_clear_text`).
+fn checked_url(
+    endpoint: usize,
+    raw: &str,
+    allow_clear_text: bool,
+) -> Result<reqwest::Url, EvidenceSetupError> {
     let url = reqwest::Url::parse(raw).map_err(|_| EvidenceSetupError::BadUrl { endpoint })?;
     let loopback = match url.host() {
         Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
@@ -248,7 +258,7 @@ fn checked_url(endpoint: usize, raw: &str) -> Result<reqwest::Url, EvidenceSetup
     };
     match url.scheme() {
         "https" => Ok(url),
-        "http" if loopback => Ok(url),
+        "http" if loopback || allow_clear_text => Ok(url),
         _ => Err(EvidenceSetupError::NotHttps { endpoint }),
     }
 }

@@ -1,4 +1,6 @@
-//! What the broadcaster reads: operations due for signing or submission.
+//! What the workers read: the due operations (`Due`, queued fairly by [`crate::queue`]), BROADCAST
+//! operations with their attempts for the watcher, unresolved ones for the reconciler, inclusions
+//! and escalations.
 
 use crate::{Result, Store, StoreError};
 use opledger_domain::ids::{OperationId, TenantId};
@@ -18,75 +20,107 @@ pub struct Due {
     pub network: String,
 }
 
-impl Store {
-    /// Up to `limit` APPROVED or SIGNED operations, and SIGNING ones whose signer's lease expired
-    /// (it died mid-claim: asking the signer again reclaims and signs once), least recently
-    /// changed first. Reads take no
-    /// lock: several broadcasters may pick the same operation, which is safe because signing is
-    /// idempotent, only stored bytes are submitted and the state moves by compare-and-swap.
-    pub async fn due_for_broadcast(&self, limit: u32) -> Result<Vec<Due>> {
-        let rows: Vec<(uuid::Uuid, uuid::Uuid, String, String)> = sqlx::query_as(
-            "SELECT o.tenant_id, o.op_id, o.state, p.network FROM withdrawal_ops o \
-             JOIN withdrawal_payloads p USING (tenant_id, op_id) \
-             WHERE o.state IN ('APPROVED', 'SIGNED') \
-                OR (o.state = 'SIGNING' AND o.lease_expires_at <= now()) \
-             ORDER BY o.updated_at LIMIT $1",
-        )
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.into_iter()
-            .map(|(tenant, op, state, network)| {
-                Ok(Due {
-                    tenant_id: TenantId::from_uuid(tenant),
-                    op_id: OperationId::from_uuid(op),
-                    state: state
-                        .parse()
-                        .map_err(|_| StoreError::Corrupt { what: "state" })?,
-                    network,
-                })
-            })
-            .collect()
-    }
-}
-
-/// A BROADCAST operation and the hashes of all its attempts, latest first.
+/// A BROADCAST operation as the watcher judges it: its attempts (oldest first) and what the
+/// approved payload pays.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InFlight {
+pub struct Watching {
     /// The operation's tenant.
     pub tenant_id: TenantId,
     /// The operation.
     pub op_id: OperationId,
-    /// `0x` transaction hashes, latest attempt first.
-    pub tx_hashes: Vec<String>,
+    /// The payload's destination (0x address text): never logged.
+    pub destination: String,
+    /// The payload's amount, minimal units.
+    pub amount: u128,
+    /// Every attempt, oldest first.
+    pub attempts: Vec<crate::signing::Attempt>,
+    /// True when a webhook asked the watcher to look at it now.
+    pub hinted: bool,
 }
 
 impl Store {
-    /// BROADCAST operations on `network` with every attempt's hash (latest first), oldest
-    /// change first.
-    pub async fn in_flight(&self, network: &str, limit: u32) -> Result<Vec<InFlight>> {
-        let rows: Vec<(uuid::Uuid, uuid::Uuid, Vec<String>)> = sqlx::query_as(
-            "SELECT o.tenant_id, o.op_id, \
-               coalesce(array_agg(a.tx_hash ORDER BY a.attempt DESC) \
-                 FILTER (WHERE a.tx_hash IS NOT NULL), '{}') \
+    /// BROADCAST operations on `network` with their attempts: those a webhook hinted at first,
+    /// then the oldest change first.
+    pub async fn watching(&self, network: &str, limit: u32) -> Result<Vec<Watching>> {
+        let rows: Vec<(uuid::Uuid, uuid::Uuid, String, String, bool)> = sqlx::query_as(
+            "SELECT o.tenant_id, o.op_id, p.destination, p.amount::text, h.op_id IS NOT NULL \
              FROM withdrawal_ops o JOIN withdrawal_payloads p USING (tenant_id, op_id) \
-             LEFT JOIN tx_attempts a USING (tenant_id, op_id) \
+             LEFT JOIN watch_hints h USING (tenant_id, op_id) \
              WHERE o.state = 'BROADCAST' AND p.network = $1 \
-             GROUP BY o.tenant_id, o.op_id, o.updated_at ORDER BY o.updated_at LIMIT $2",
+             ORDER BY h.op_id IS NULL, o.updated_at LIMIT $2",
         )
         .bind(network)
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
+        let keys: Vec<(TenantId, OperationId)> = rows
+            .iter()
+            .map(|(t, o, ..)| (TenantId::from_uuid(*t), OperationId::from_uuid(*o)))
+            .collect();
+        let mut attempts = self.attempts_of(&keys).await?;
+        rows.into_iter()
+            .map(|(tenant, op, destination, amount, hinted)| {
+                let (tenant_id, op_id) = (TenantId::from_uuid(tenant), OperationId::from_uuid(op));
+                Ok(Watching {
+                    tenant_id,
+                    op_id,
+                    destination,
+                    amount: amount
+                        .parse()
+                        .map_err(|_| StoreError::Corrupt { what: "amount" })?,
+                    attempts: attempts.remove(&(tenant_id, op_id)).unwrap_or_default(),
+                    hinted,
+                })
+            })
+            .collect()
+    }
+
+    /// How many attempts each of `ops` has now (for re-reading after a chain reading).
+    pub async fn attempt_counts(
+        &self,
+        ops: &[(TenantId, OperationId)],
+    ) -> Result<std::collections::HashMap<(TenantId, OperationId), usize>> {
+        let (tenants, op_ids) = unzip_keys(ops);
+        let rows: Vec<(uuid::Uuid, uuid::Uuid, i64)> = sqlx::query_as(
+            "SELECT a.tenant_id, a.op_id, count(*) FROM tx_attempts a \
+             WHERE (a.tenant_id, a.op_id) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[])) \
+             GROUP BY a.tenant_id, a.op_id",
+        )
+        .bind(tenants)
+        .bind(op_ids)
+        .fetch_all(&self.pool)
+        .await?;
         Ok(rows
             .into_iter()
-            .map(|(tenant, op, tx_hashes)| InFlight {
-                tenant_id: TenantId::from_uuid(tenant),
-                op_id: OperationId::from_uuid(op),
-                tx_hashes,
+            .map(|(t, o, n)| {
+                (
+                    (TenantId::from_uuid(t), OperationId::from_uuid(o)),
+                    usize::try_from(n).unwrap_or(usize::MAX),
+                )
             })
             .collect())
     }
+
+    /// Forgets the webhook hints of `ops` (the watcher has looked at them).
+    pub async fn clear_hints(&self, ops: &[(TenantId, OperationId)]) -> Result<()> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let (tenants, op_ids) = unzip_keys(ops);
+        sqlx::query(
+            "DELETE FROM watch_hints \
+             WHERE (tenant_id, op_id) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[]))",
+        )
+        .bind(tenants)
+        .bind(op_ids)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+}
+
+pub(crate) fn unzip_keys(ops: &[(TenantId, OperationId)]) -> (Vec<uuid::Uuid>, Vec<uuid::Uuid>) {
+    ops.iter().map(|(t, o)| (t.as_uuid(), o.as_uuid())).unzip()
 }
 
 /// An operation whose outcome the reconciler must establish: UNKNOWN, or BROADCAST without news

@@ -1,6 +1,6 @@
 //! The webhook inbox: endpoints and their keys, verified deliveries recorded together with their
-//! work item in one transaction, the processor's claim-apply-finish transaction, dead letters, and
-//! the retention job.
+//! work item in one transaction, the processor's claim-apply-finish transaction (including the
+//! watch hints it records), dead letters, and the retention job.
 //!
 //! This module stores what the ingress verified; it never verifies, decrypts or parses (that is
 //! `opledger-webhook`, in the service). Bodies arrive here sealed.
@@ -10,6 +10,7 @@ use crate::transition::{TransitionRequest, Transitioned, transition_in};
 use crate::{Result, Store, StoreError};
 use chrono::{DateTime, Utc};
 use opledger_domain::amount::Amount;
+use opledger_domain::evidence::StoredKind;
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::payload::{AccountName, AssetCode};
 use opledger_domain::state::OperationState;
@@ -288,6 +289,26 @@ pub enum Finish<'a> {
     },
 }
 
+/// One signed attempt of an operation as the webhook processor compares it with a webhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedAttemptRef {
+    /// Its transaction hash, `0x` + lowercase hex.
+    pub tx_hash: String,
+    /// The kind it is stored as: a transfer (original, fee bump) or a cancel.
+    pub kind: StoredKind,
+}
+
+fn stored_kind(kind: &str) -> Result<StoredKind> {
+    match kind {
+        "ORIGINAL" => Ok(StoredKind::Original),
+        "FEE_BUMP" => Ok(StoredKind::FeeBump),
+        "CANCEL" => Ok(StoredKind::Cancel),
+        _ => Err(StoreError::Corrupt {
+            what: "attempt kind",
+        }),
+    }
+}
+
 /// What a deposit credit did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CreditOutcome {
@@ -328,19 +349,40 @@ impl WorkTx {
         .transpose()
     }
 
-    /// Transaction hashes (`0x` + lowercase hex) of every signed attempt of the operation.
-    pub async fn attempt_hashes(&mut self, op_id: OperationId) -> Result<Vec<String>> {
-        let rows: Vec<(String,)> = sqlx::query_as(
-            "SELECT tx_hash FROM tx_attempts WHERE tenant_id = $1 AND op_id = $2 ORDER BY attempt",
+    /// Every signed attempt of the operation, in attempt order: its transaction hash and the kind
+    /// it is stored as (the signer checks every kind against the attempt's content).
+    pub async fn attempts(&mut self, op_id: OperationId) -> Result<Vec<SignedAttemptRef>> {
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT tx_hash, kind FROM tx_attempts WHERE tenant_id = $1 AND op_id = $2 \
+             ORDER BY attempt",
         )
         .bind(self.item.tenant_id.as_uuid())
         .bind(op_id.as_uuid())
         .fetch_all(&mut *self.tx)
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(h,)| h.to_ascii_lowercase())
-            .collect())
+        rows.into_iter()
+            .map(|(tx_hash, kind)| {
+                Ok(SignedAttemptRef {
+                    tx_hash: tx_hash.to_ascii_lowercase(),
+                    kind: stored_kind(&kind)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Records that the watcher should look at the operation now (a webhook named one of its
+    /// transfer attempts), in this transaction: one row per operation, a repeat only refreshes
+    /// `hinted_at`. A hint moves nothing: no state, no hold, no inclusion.
+    pub async fn record_watch_hint(&mut self, op_id: OperationId) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO watch_hints (tenant_id, op_id) VALUES ($1, $2) \
+             ON CONFLICT (tenant_id, op_id) DO UPDATE SET hinted_at = now()",
+        )
+        .bind(self.item.tenant_id.as_uuid())
+        .bind(op_id.as_uuid())
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
     }
 
     /// Moves the operation through the one transition function, in this transaction.

@@ -7,6 +7,7 @@
 pub mod approvals;
 pub mod broadcast;
 mod error;
+pub mod executors;
 pub mod inbox;
 pub mod invariants;
 pub mod keys;

@@ -218,6 +218,14 @@ impl AttemptRow {
 }
 
 #[derive(sqlx::FromRow)]
+struct KeyedAttemptRow {
+    tenant_id: uuid::Uuid,
+    op_id: uuid::Uuid,
+    #[sqlx(flatten)]
+    attempt: AttemptRow,
+}
+
+#[derive(sqlx::FromRow)]
 struct SigningInputRow {
     #[sqlx(flatten)]
     operation: OperationRow,
@@ -349,6 +357,41 @@ impl Store {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    /// Every attempt of each of `ops`, oldest first, in one query.
+    pub async fn attempts_of(
+        &self,
+        ops: &[(TenantId, OperationId)],
+    ) -> Result<std::collections::HashMap<(TenantId, OperationId), Vec<Attempt>>> {
+        let mut out: std::collections::HashMap<(TenantId, OperationId), Vec<Attempt>> =
+            std::collections::HashMap::new();
+        if ops.is_empty() {
+            return Ok(out);
+        }
+        let (tenants, op_ids) = crate::broadcast::unzip_keys(ops);
+        let rows: Vec<KeyedAttemptRow> = sqlx::query_as(
+            "SELECT tenant_id, op_id, attempt, kind, network, chain_id, sender, nonce, tx_hash, \
+             raw_tx, gas_limit, max_fee_per_gas::text AS max_fee_per_gas, \
+             max_priority_fee_per_gas::text AS max_priority_fee_per_gas, created_at \
+             FROM tx_attempts \
+             WHERE (tenant_id, op_id) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[])) \
+             ORDER BY tenant_id, op_id, attempt",
+        )
+        .bind(tenants)
+        .bind(op_ids)
+        .fetch_all(&self.pool)
+        .await?;
+        for row in rows {
+            let key = (
+                TenantId::from_uuid(row.tenant_id),
+                OperationId::from_uuid(row.op_id),
+            );
+            out.entry(key)
+                .or_default()
+                .push(row.attempt.into_attempt()?);
+        }
+        Ok(out)
     }
 
     /// Every attempt of the operation, oldest first.

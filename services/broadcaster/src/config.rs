@@ -43,23 +43,51 @@ pub struct Config {
     /// `[rpc_headers.mainnet]` `x-api-key = "..."`); values are secrets, never logged.
     #[serde(default)]
     pub rpc_headers: BTreeMap<String, BTreeMap<String, Secret>>,
-    /// Confirmations required per network id (blocks, the including one counted); 1 if absent.
+    /// Evidence per network id (`[evidence.<id>]`, one for every network of `rpc`): `urls` (the
+    /// independent endpoints whose agreement is evidence), `quorum`, `confirmations` or
+    /// `finalized = true`, `max_lag_blocks` (8). The watcher settles only a transfer attempt at
+    /// final depth that a quorum of these agree on at one pinned block. No default: each network
+    /// names its finality.
     #[serde(default)]
-    pub confirmations: BTreeMap<String, u64>,
+    pub evidence: BTreeMap<String, opledger_chain::NetworkEvidence>,
+    /// The team that owns a withdrawal the watcher escalates because its attempt reverted.
+    #[serde(default = "default_owner")]
+    pub owner: String,
+    /// The team that owns a withdrawal the watcher escalates on evidence of a compromised key or
+    /// a tampered attempt.
+    #[serde(default = "default_security_owner")]
+    pub security_owner: String,
     /// Seconds a BROADCAST transfer may stay unmined before it is fee-bumped.
     pub bump_after_secs: u64,
     /// Blocks below the head within which confirmed inclusions are re-checked for reorganizations.
     pub reorg_window_blocks: u64,
-    /// Milliseconds between polls when there is no work.
+    /// Milliseconds between reads of the fair queue of due operations while a slot is free
+    /// (sooner when the last read was a full batch, used up): the longest a new withdrawal waits
+    /// to be seen. Also the pause between the chain watcher's passes.
     pub poll_interval_ms: u64,
-    /// Operations fetched per poll.
+    /// Due operations read from the fair queue at a time (each tenant's in turn).
     pub batch_size: u32,
     /// BROADCAST operations the watcher examines per new head.
     pub watch_batch_size: u32,
-    /// Operations worked on at once.
+    /// Operations worked on at once (the next one starts as soon as one finishes).
     pub concurrency: usize,
     /// Milliseconds a submission may take before it counts as a timeout (UNKNOWN).
     pub submit_timeout_ms: u64,
+    /// Back-off of an operation a pass could not move (the signer refused, was unavailable or
+    /// busy, the call was interrupted, no RPC endpoint): the first failure is retried at the next
+    /// pass, the n-th consecutive one waits `backoff_base_ms` x 2^(n-2) milliseconds, at most
+    /// `backoff_max_ms`; the queue skips it meanwhile.
+    pub backoff_base_ms: u64,
+    /// Longest back-off in milliseconds (at least `backoff_base_ms`).
+    pub backoff_max_ms: u64,
+}
+
+fn default_owner() -> String {
+    "payments-operations".to_owned()
+}
+
+fn default_security_owner() -> String {
+    "security".to_owned()
 }
 
 impl Default for Config {
@@ -77,7 +105,9 @@ impl Default for Config {
             rpc_ca: None,
             rpc_headers: BTreeMap::new(),
             rpc: BTreeMap::new(),
-            confirmations: BTreeMap::new(),
+            evidence: BTreeMap::new(),
+            owner: default_owner(),
+            security_owner: default_security_owner(),
             reorg_window_blocks: 64,
             bump_after_secs: 60,
             poll_interval_ms: 200,
@@ -85,6 +115,8 @@ impl Default for Config {
             watch_batch_size: 2_000,
             concurrency: 8,
             submit_timeout_ms: 5_000,
+            backoff_base_ms: 1_000,
+            backoff_max_ms: 60_000,
         }
     }
 }
@@ -108,10 +140,42 @@ impl Config {
         {
             return invalid("rpc_headers", "names a network without an rpc URL");
         }
+        if let Err((field, problem)) =
+            opledger_chain::evidence::check_evidence(config.rpc.keys(), &config.evidence)
+        {
+            return invalid(field, problem);
+        }
+        for owner in [&config.owner, &config.security_owner] {
+            let ok = !owner.is_empty()
+                && owner.len() <= 63
+                && owner.bytes().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_'
+                });
+            if !ok {
+                return invalid(
+                    "owner/security_owner",
+                    "must be 1 to 63 lowercase letters, digits, '-' or '_'",
+                );
+            }
+        }
         if config.batch_size == 0 || config.concurrency == 0 {
             return invalid("batch_size/concurrency", "must be at least 1");
         }
+        if config.backoff_base_ms == 0 {
+            return invalid("backoff_base_ms", "must be at least 1");
+        }
+        if config.backoff_max_ms < config.backoff_base_ms {
+            return invalid("backoff_max_ms", "must be at least backoff_base_ms");
+        }
         Ok(config)
+    }
+
+    /// The back-off this configuration sets.
+    pub fn backoff(&self) -> opledger_store::queue::Backoff {
+        opledger_store::queue::Backoff::new(
+            Duration::from_millis(self.backoff_base_ms),
+            Duration::from_millis(self.backoff_max_ms),
+        )
     }
 
     /// The store settings this configuration implies.

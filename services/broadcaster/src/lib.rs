@@ -2,7 +2,8 @@
 //! the signed bytes the signer persisted, and classifies every submission: a node's acceptance
 //! moves the operation to BROADCAST, anything ambiguous (timeouts, resets, "nonce too low",
 //! "replacement underpriced", unknown errors) to UNKNOWN with the hold kept and nothing re-signed.
-//! It never builds or signs a transaction itself.
+//! It never builds or signs a transaction itself. Its queue is fair across tenants, and an
+//! operation it could not move waits in back-off, so no tenant's refusals delay another's.
 
 pub mod config;
 pub mod watcher;
@@ -33,6 +34,9 @@ pub enum StartError {
     /// The signer channel's URL or TLS settings cannot be used.
     #[error("signer connection: {0}")]
     SignerChannel(#[from] opledger_grpc::client::ClientError),
+    /// A network's evidence endpoints or settings are refused.
+    #[error("evidence: {0}")]
+    Evidence(opledger_chain::evidence::ReaderError),
     /// The server could not start or failed.
     #[error(transparent)]
     Serve(#[from] ServeError),
@@ -64,33 +68,33 @@ pub fn broadcaster(config: &Config, store: Store) -> Result<Broadcaster, StartEr
         config.signer_token.0.clone(),
         rpcs,
         config.worker_id.clone(),
-    ))
+    )
+    .with_backoff(config.backoff()))
 }
 
 /// A chain watcher for `config` over `store`.
 pub fn watcher(config: &Config, store: Store) -> Result<watcher::Watcher, StartError> {
     let timeout = Duration::from_millis(config.submit_timeout_ms);
     let mut networks = HashMap::new();
-    for (network, url) in &config.rpc {
-        let rpc = opledger_chain::Rpc::configured(
-            url,
+    for network in config.rpc.keys() {
+        let evidence = opledger_chain::evidence::service_reader(
+            network,
+            config.evidence.get(network),
             timeout,
             config.rpc_ca.as_deref(),
-            config.rpc_headers.get(network).into_iter().flatten(),
-        )?;
-        let confirmations = config
-            .confirmations
-            .get(network)
-            .copied()
-            .unwrap_or(1)
-            .max(1);
-        let reorg_window = config.reorg_window_blocks;
+            config
+                .rpc_headers
+                .get(network)
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| (k.as_str(), v.0.as_str())),
+        )
+        .map_err(StartError::Evidence)?;
         networks.insert(
             network.clone(),
             watcher::Watched {
-                rpc,
-                confirmations,
-                reorg_window,
+                evidence,
+                reorg_window: config.reorg_window_blocks,
             },
         );
     }
@@ -98,6 +102,10 @@ pub fn watcher(config: &Config, store: Store) -> Result<watcher::Watcher, StartE
         store,
         networks,
         config.worker_id.clone(),
+        watcher::Owners {
+            operations: config.owner.clone(),
+            security: config.security_owner.clone(),
+        },
     ))
 }
 
@@ -118,8 +126,9 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     let metrics_app = axum::Router::new().route(
         "/metrics",
         axum::routing::get(move || {
-            let body = scraped.metrics();
+            let scraped = scraped.clone();
             async move {
+                let body = scraped.scrape().await;
                 (
                     [(
                         axum::http::header::CONTENT_TYPE,

@@ -1,31 +1,48 @@
-//! The chain watcher: when a network's head moves, it looks up the receipts of every attempt of
-//! every BROADCAST operation and confirms (settling the hold in the same transaction) those whose
-//! inclusion has the configured number of confirmations. No receipt, or no answer, concludes
-//! nothing: the operation stays BROADCAST with its hold.
+//! The chain watcher: when a network's agreed head moves, it judges every BROADCAST operation by
+//! the domain's decision core on evidence a quorum of endpoints agreed on at one pinned block:
+//! a transfer attempt that succeeded at final depth is CONFIRMED (the hold settled and the
+//! inclusion recorded, in one transaction); a cancel, included or final, goes to the reconciler
+//! (UNKNOWN), which alone may release; a reverted attempt, a nonce consumed without any of our
+//! attempts or an attempt that is not what it is stored as is escalated with an owner, the hold
+//! kept. No agreement, or no answer, concludes nothing. Operations a webhook hinted at are judged
+//! first; the hint never settles anything by itself.
 
 use futures::StreamExt;
-use opledger_chain::{Receipt, Rpc};
+use opledger_chain::evidence::{B256, BlockRef, EvidenceReader, Pinned, no_evidence, reason_label};
+use opledger_domain::evidence::Step;
+use opledger_domain::evidence::{
+    Escalation, EscalationOwner, NoVerdict, StoredKind, Verdict, decide, watcher_step,
+};
+use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::state::{Actor, OperationState};
 use opledger_grpc::telemetry;
-use opledger_store::broadcast::{InFlight, Inclusion};
+use opledger_store::broadcast::{Inclusion, Watching};
 use opledger_store::transition::TransitionRequest;
 use opledger_store::{Store, StoreError};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use tracing::Instrument as _;
 
-/// Receipt lookups and confirmations in flight at once per pass.
+/// Evidence reads and moves in flight at once per pass.
 const WATCH_CONCURRENCY: usize = 16;
 
 /// One network the watcher follows.
 #[derive(Debug, Clone)]
 pub struct Watched {
-    /// Its JSON-RPC endpoint.
-    pub rpc: Rpc,
-    /// Blocks an inclusion needs (1 = the including block itself).
-    pub confirmations: u64,
-    /// How many blocks below the head confirmed inclusions are re-checked for reorganizations.
+    /// The quorum of endpoints whose agreement is evidence, with the network's finality.
+    pub evidence: EvidenceReader,
+    /// How many blocks below the pinned block confirmed inclusions are re-checked for
+    /// reorganizations.
     pub reorg_window: u64,
+}
+
+/// Who owns what the watcher escalates.
+#[derive(Debug, Clone)]
+pub struct Owners {
+    /// Payments: a reverted attempt.
+    pub operations: String,
+    /// Security: a nonce consumed without us, an attempt that is not what it is stored as.
+    pub security: String,
 }
 
 /// Watches BROADCAST operations on every configured network.
@@ -34,88 +51,165 @@ pub struct Watcher {
     store: Store,
     networks: HashMap<String, Watched>,
     worker_id: String,
-    last_head: Mutex<HashMap<String, (u64, String)>>,
+    owners: Owners,
+    last_pin: Mutex<HashMap<String, BlockRef>>,
 }
 
 /// What a watcher pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Pass {
-    /// Networks whose head moved since the last pass.
+    /// Networks whose agreed head moved since the last pass.
     pub new_heads: usize,
     /// Operations moved to CONFIRMED.
     pub confirmed: usize,
-    /// Operations moved to FAILED_TERMINAL because their included attempt reverted.
-    pub reverted: usize,
+    /// Operations escalated to FAILED_TERMINAL (reverted, nonce moved without us, tampered).
+    pub escalated: usize,
+    /// Operations handed to the reconciler (a cancel included): BROADCAST -> UNKNOWN.
+    pub to_reconciler: usize,
     /// CONFIRMED operations whose inclusion a reorganization removed (back to BROADCAST).
     pub reopened: usize,
 }
 
+/// An operation's verdict, and the step it allows.
+struct Judged {
+    op: Watching,
+    verdict: Verdict,
+    step: Step,
+}
+
 impl Watcher {
-    /// A watcher of `networks`.
-    pub fn new(store: Store, networks: HashMap<String, Watched>, worker_id: String) -> Watcher {
+    /// A watcher of `networks`; escalations name `owners`.
+    pub fn new(
+        store: Store,
+        networks: HashMap<String, Watched>,
+        worker_id: String,
+        owners: Owners,
+    ) -> Watcher {
         Watcher {
             store,
             networks,
             worker_id,
-            last_head: Mutex::new(HashMap::new()),
+            owners,
+            last_pin: Mutex::new(HashMap::new()),
         }
     }
 
-    /// One pass: for each network whose head moved, checks its BROADCAST operations.
+    /// One pass: for each network whose agreed head moved, checks recent inclusions for
+    /// reorganizations and judges its BROADCAST operations.
     pub async fn tick(&self, limit: u32) -> Pass {
         let mut pass = Pass::default();
         for (network, watched) in &self.networks {
-            let Some((head, head_hash)) = watched.rpc.head().await else {
-                continue;
-            };
-            let current = (head, head_hash);
-            let moved = match self.last_head.lock() {
-                Ok(mut last) => {
-                    last.insert(network.clone(), current.clone()).as_ref() != Some(&current)
+            let pinned = match watched.evidence.pin().await {
+                Ok(pinned) => pinned,
+                Err(e) => {
+                    no_evidence().record(network, reason_label(&e.no_agreement()));
+                    continue;
                 }
+            };
+            let moved = match self.last_pin.lock() {
+                Ok(mut last) => last.insert(network.clone(), pinned.pinned) != Some(pinned.pinned),
                 Err(_) => true,
             };
             if !moved {
                 continue;
             }
             pass.new_heads += 1;
-            pass.reopened += self.check_reorgs(network, watched, head).await;
-            let in_flight = match self.store.in_flight(network, limit).await {
-                Ok(in_flight) => in_flight,
+            pass.reopened += self.check_reorgs(network, watched, &pinned).await;
+            let watching = match self.store.watching(network, limit).await {
+                Ok(watching) => watching,
                 Err(e) => {
                     tracing::warn!(error = %e.log_safe(), "cannot read in-flight operations");
                     continue;
                 }
             };
-            // Receipts are looked up concurrently; the block's confirmations are then recorded
-            // together in one transaction.
-            let findings: Vec<_> = futures::stream::iter(in_flight)
-                .map(|op| async move { self.inspect(op, watched, head).await })
+            let judged: Vec<Judged> = futures::stream::iter(watching)
+                .map(|op| {
+                    let pinned = &pinned;
+                    async move { judge(op, pinned).await }
+                })
                 .buffer_unordered(WATCH_CONCURRENCY)
-                .filter_map(|found| async move { found })
                 .collect()
                 .await;
-            let (included, reverted): (Vec<_>, Vec<_>) =
-                findings.into_iter().partition(|f| f.receipt.succeeded);
-            pass.confirmed += self.confirm_all(&included).await;
-            for finding in &reverted {
-                match self.fail_reverted(finding).await {
-                    Ok(true) => pass.reverted += 1,
-                    Ok(false) => {}
-                    Err(e) => {
-                        tracing::warn!(op_id = %finding.op.op_id, error = %e.log_safe(), "watch deferred")
+            let judged = self.still_current(network, judged).await;
+            let hinted: Vec<(TenantId, OperationId)> = judged
+                .iter()
+                .filter(|j| j.op.hinted)
+                .map(|j| (j.op.tenant_id, j.op.op_id))
+                .collect();
+            let mut confirm = Vec::new();
+            for j in judged {
+                match j.step {
+                    Step::Confirm { attempt, inclusion } => {
+                        if let Some(inclusion) = inclusion_of(&j.op, attempt, inclusion) {
+                            confirm.push((j, inclusion));
+                        }
                     }
+                    Step::Move(OperationState::Unknown) => {
+                        if self.to_reconciler(&j).await {
+                            pass.to_reconciler += 1;
+                        }
+                    }
+                    Step::Escalate(escalation) => {
+                        if self.escalate(&j, escalation).await {
+                            pass.escalated += 1;
+                        }
+                    }
+                    Step::Wait
+                    | Step::Move(_)
+                    | Step::Release
+                    | Step::SignCancel
+                    | Step::ResubmitCancel => {}
                 }
+            }
+            pass.confirmed += self.confirm_all(&confirm).await;
+            if let Err(e) = self.store.clear_hints(&hinted).await {
+                tracing::warn!(error = %e.log_safe(), "cannot clear webhook hints");
             }
         }
         pass
     }
 
-    /// Re-checks recent inclusions; returns how many were reorganized away (and reopened).
-    async fn check_reorgs(&self, network: &str, watched: &Watched, head: u64) -> usize {
+    /// Drops the judgements of operations that gained an attempt since they were read (a
+    /// replacement persisted while the chain was read would look like a nonce moved without us):
+    /// they are judged again on the next head.
+    async fn still_current(&self, network: &str, judged: Vec<Judged>) -> Vec<Judged> {
+        let acting: Vec<(TenantId, OperationId)> = judged
+            .iter()
+            .filter(|j| !matches!(j.step, Step::Wait))
+            .map(|j| (j.op.tenant_id, j.op.op_id))
+            .collect();
+        if acting.is_empty() {
+            return judged;
+        }
+        let counts = match self.store.attempt_counts(&acting).await {
+            Ok(counts) => counts,
+            Err(e) => {
+                tracing::warn!(error = %e.log_safe(), "cannot re-read attempts: no verdict this pass");
+                return Vec::new();
+            }
+        };
+        judged
+            .into_iter()
+            .filter(|j| {
+                let now = counts.get(&(j.op.tenant_id, j.op.op_id)).copied();
+                let same = matches!(j.step, Step::Wait) || now == Some(j.op.attempts.len());
+                if !same {
+                    no_evidence().record(network, "inconsistent");
+                }
+                same
+            })
+            .collect()
+    }
+
+    /// Re-checks recent inclusions at or below the pinned block; returns how many the quorum
+    /// agrees were reorganized away (and reopened). No agreement: no conclusion.
+    async fn check_reorgs(&self, network: &str, watched: &Watched, pinned: &Pinned) -> usize {
         let inclusions = match self
             .store
-            .recent_inclusions(network, head.saturating_sub(watched.reorg_window))
+            .recent_inclusions(
+                network,
+                pinned.pinned.number.saturating_sub(watched.reorg_window),
+            )
             .await
         {
             Ok(inclusions) => inclusions,
@@ -124,25 +218,26 @@ impl Watcher {
                 return 0;
             }
         };
-        // One lookup per block, however many inclusions it holds.
-        let mut canonical_hashes: HashMap<u64, Result<Option<String>, ()>> = HashMap::new();
         let mut reopened = 0;
         for inclusion in inclusions {
-            let canonical = match canonical_hashes.get(&inclusion.block_number) {
-                Some(known) => known.clone(),
-                None => {
-                    let looked_up = watched.rpc.block_hash(inclusion.block_number).await;
-                    canonical_hashes.insert(inclusion.block_number, looked_up.clone());
-                    looked_up
-                }
-            };
-            let canonical = match canonical {
-                Ok(canonical) => canonical,
-                // No answer: no conclusion.
-                Err(()) => continue,
-            };
-            if canonical.as_deref() == Some(inclusion.block_hash.as_str()) {
+            // Above the pinned block the pass cannot tell; the next pass will.
+            if inclusion.block_number > pinned.pinned.number {
                 continue;
+            }
+            let Ok(hash) = inclusion.block_hash.parse::<B256>() else {
+                continue;
+            };
+            let block = BlockRef {
+                number: inclusion.block_number,
+                hash: hash.0,
+            };
+            match pinned.canonical(block).await {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(no) => {
+                    no_evidence().record(network, reason_label(&no));
+                    continue;
+                }
             }
             let span = tracing::info_span!(
                 "watcher.reopen",
@@ -175,47 +270,103 @@ impl Watcher {
         reopened
     }
 
-    /// Receipts of the attempts, latest first: the first included one with the required
-    /// confirmations, if any. No receipt, too few confirmations or no answer: `None`.
-    async fn inspect(&self, op: InFlight, watched: &Watched, head: u64) -> Option<Finding> {
-        for hash in &op.tx_hashes {
-            let receipt = match watched.rpc.receipt(hash).await {
-                Ok(Some(receipt)) => receipt,
-                Ok(None) => continue,
-                // No answer: conclude nothing about this operation in this pass.
-                Err(()) => return None,
-            };
-            if head.saturating_sub(receipt.block_number) + 1 < watched.confirmations {
-                return None;
-            }
-            let hash = hash.clone();
-            return Some(Finding { op, hash, receipt });
-        }
-        None
+    fn request<'a>(
+        &'a self,
+        j: &Judged,
+        to: OperationState,
+        reason: &'a str,
+    ) -> TransitionRequest<'a> {
+        TransitionRequest::new(
+            j.op.tenant_id,
+            j.op.op_id,
+            OperationState::Broadcast,
+            to,
+            Actor::ChainWatcher,
+            &self.worker_id,
+            reason,
+        )
     }
 
-    /// BROADCAST -> CONFIRMED for every finding, holds settled and inclusions recorded, in one
-    /// transaction; returns how many moved. Should the batch fail as a whole, each is recorded on
-    /// its own, so one bad item cannot hold back the others.
-    async fn confirm_all(&self, findings: &[Finding]) -> usize {
-        const REASON: &str = "included with the required confirmations";
-        if findings.is_empty() {
+    /// BROADCAST -> UNKNOWN: a cancel is included; the reconciler follows it to final depth and
+    /// alone releases the hold. False when another worker moved it first.
+    async fn to_reconciler(&self, j: &Judged) -> bool {
+        let request = self.request(
+            j,
+            OperationState::Unknown,
+            "a cancel is included: the reconciler follows it",
+        );
+        match self.store.transition(&request).await {
+            Ok(_) => {
+                tracing::info!(op_id = %j.op.op_id, "cancel included: handed to the reconciler");
+                true
+            }
+            Err(StoreError::Conflict { .. }) => false,
+            Err(e) => {
+                tracing::warn!(op_id = %j.op.op_id, error = %e.log_safe(), "watch deferred");
+                false
+            }
+        }
+    }
+
+    /// BROADCAST -> FAILED_TERMINAL with the escalation's owner and reason, hold kept; an
+    /// escalation to security is also a security event. False when another worker moved it first.
+    async fn escalate(&self, j: &Judged, escalation: Escalation) -> bool {
+        let owner = match escalation.owner {
+            EscalationOwner::Operations => &self.owners.operations,
+            EscalationOwner::Security => &self.owners.security,
+        };
+        let request = self.request(j, OperationState::FailedTerminal, escalation.reason_code);
+        let span = self.op_span(j, OperationState::FailedTerminal).await;
+        let recorded = self
+            .store
+            .escalate(&request, owner, escalation.reason_code)
+            .instrument(span.clone())
+            .await;
+        let _in_span = span.enter();
+        match recorded {
+            Ok(()) => {}
+            Err(StoreError::Conflict { .. }) => return false,
+            Err(e) => {
+                tracing::warn!(op_id = %j.op.op_id, error = %e.log_safe(), "escalation deferred");
+                return false;
+            }
+        }
+        if escalation.owner == EscalationOwner::Security {
+            let recorded = self
+                .store
+                .record_security_event(
+                    j.op.tenant_id,
+                    j.op.op_id,
+                    escalation.reason_code,
+                    Actor::ChainWatcher,
+                    &self.worker_id,
+                    "chain evidence points to a compromised key or a tampered attempt",
+                )
+                .await;
+            if let Err(e) = recorded {
+                tracing::warn!(op_id = %j.op.op_id, error = %e.log_safe(), "security event not recorded");
+            }
+        }
+        tracing::error!(op_id = %j.op.op_id, owner = %owner, reason = escalation.reason_code, verdict = ?j.verdict, "escalated: FAILED_TERMINAL, hold kept");
+        true
+    }
+
+    /// BROADCAST -> CONFIRMED for every settled operation, holds settled and inclusions recorded,
+    /// in one transaction; returns how many moved. Should the batch fail as a whole, each is
+    /// recorded on its own, so one bad item cannot hold back the others.
+    async fn confirm_all(&self, confirmed: &[(Judged, Inclusion)]) -> usize {
+        const REASON: &str = "transfer included at final depth, agreed by the quorum";
+        if confirmed.is_empty() {
             return 0;
         }
-        let request = |f: &Finding| {
-            TransitionRequest::new(
-                f.op.tenant_id,
-                f.op.op_id,
-                OperationState::Broadcast,
-                OperationState::Confirmed,
-                Actor::ChainWatcher,
-                &self.worker_id,
-                REASON,
-            )
-        };
-        let items: Vec<_> = findings
+        let items: Vec<_> = confirmed
             .iter()
-            .map(|f| (request(f), f.inclusion()))
+            .map(|(j, inclusion)| {
+                (
+                    self.request(j, OperationState::Confirmed, REASON),
+                    inclusion.clone(),
+                )
+            })
             .collect();
         let moved = match self.store.confirm_many(&items).await {
             Ok(moved) => moved,
@@ -235,82 +386,79 @@ impl Watcher {
                 moved
             }
         };
-        for (finding, _) in findings.iter().zip(&moved).filter(|(_, m)| **m) {
+        for ((j, inclusion), _) in confirmed.iter().zip(&moved).filter(|(_, m)| **m) {
             // The step that concludes joins the operation's trace.
-            let span = self
-                .inclusion_span(finding, OperationState::Confirmed)
-                .await;
-            span.in_scope(|| tracing::info!(op_id = %finding.op.op_id, state = "CONFIRMED", "inclusion recorded"));
+            let span = self.op_span(j, OperationState::Confirmed).await;
+            span.in_scope(|| tracing::info!(op_id = %j.op.op_id, state = "CONFIRMED", block_number = inclusion.block_number, "inclusion recorded"));
         }
         moved.iter().filter(|m| **m).count()
     }
 
-    /// BROADCAST -> FAILED_TERMINAL for an included attempt that reverted; false when another
-    /// worker moved the operation first.
-    async fn fail_reverted(&self, finding: &Finding) -> Result<bool, StoreError> {
-        let to = OperationState::FailedTerminal;
-        let request = TransitionRequest::new(
-            finding.op.tenant_id,
-            finding.op.op_id,
-            OperationState::Broadcast,
-            to,
-            Actor::ChainWatcher,
-            &self.worker_id,
-            "included but reverted: needs an owner",
-        );
-        let span = self.inclusion_span(finding, to).await;
-        let recorded = self
-            .store
-            .transition(&request)
-            .instrument(span.clone())
-            .await;
-        let _in_span = span.enter();
-        match recorded {
-            Ok(_) => {
-                tracing::info!(op_id = %finding.op.op_id, state = to.as_str(), "inclusion recorded");
-                Ok(true)
-            }
-            Err(StoreError::Conflict { .. }) => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// The span of recording an inclusion, in the operation's trace (when tracing is on).
-    async fn inclusion_span(&self, finding: &Finding, to: OperationState) -> tracing::Span {
+    /// The span of a step on the operation, in its trace (when tracing is on).
+    async fn op_span(&self, j: &Judged, to: OperationState) -> tracing::Span {
         let span = tracing::info_span!(
             "watcher.record_inclusion",
             opledger.service = "broadcaster",
-            op_id = %finding.op.op_id,
+            op_id = %j.op.op_id,
             to_state = to.as_str(),
-            block_number = finding.receipt.block_number,
         );
         if telemetry::enabled() {
-            let stored = self
-                .store
-                .trace_context(finding.op.tenant_id, finding.op.op_id)
-                .await;
+            let stored = self.store.trace_context(j.op.tenant_id, j.op.op_id).await;
             telemetry::parent_on(&span, stored.ok().flatten().as_deref());
         }
         span
     }
 }
 
-/// An in-flight operation with an included attempt that has the required confirmations.
-#[derive(Debug)]
-struct Finding {
-    op: InFlight,
-    hash: String,
-    receipt: Receipt,
+/// The verdict on one operation at `pinned`, and the watcher's step.
+async fn judge(op: Watching, pinned: &Pinned) -> Judged {
+    let raws: Vec<(&[u8], StoredKind)> = op
+        .attempts
+        .iter()
+        .map(|a| (a.signed.raw_tx.as_slice(), a.signed.kind.stored()))
+        .collect();
+    let roles = opledger_evm::evidence::roles(&raws, &op.destination, op.amount);
+    let verdict = match op.attempts.first() {
+        None => Verdict::NeverSigned,
+        Some(original) => {
+            let reading = match original.signed.sender.parse() {
+                Ok(sender) => {
+                    let hashes: Vec<B256> = op
+                        .attempts
+                        .iter()
+                        .map(|a| a.signed.tx_hash.parse().unwrap_or(B256::ZERO))
+                        .collect();
+                    pinned.read(sender, &hashes).await
+                }
+                Err(_) => Err(opledger_domain::evidence::NoAgreement::Disagreement),
+            };
+            decide(&roles, original.signed.nonce, &reading)
+        }
+    };
+    if let Verdict::NoVerdict(NoVerdict::NoAgreement(no)) = verdict
+        && let Some(network) = op.attempts.first().map(|a| a.network.clone())
+    {
+        no_evidence().record(&network, reason_label(&no));
+    }
+    Judged {
+        step: watcher_step(verdict),
+        verdict,
+        op,
+    }
 }
 
-impl Finding {
-    fn inclusion(&self) -> Inclusion {
-        Inclusion {
-            tenant_id: self.op.tenant_id,
-            op_id: self.op.op_id,
-            tx_hash: self.hash.clone(),
-            block_number: self.receipt.block_number,
-            block_hash: self.receipt.block_hash.clone(),
-        }
-    }
+/// The inclusion row for attempt `attempt` of `op` at `inclusion`.
+fn inclusion_of(
+    op: &Watching,
+    attempt: usize,
+    inclusion: opledger_domain::evidence::Inclusion,
+) -> Option<Inclusion> {
+    let attempt = op.attempts.get(attempt)?;
+    Some(Inclusion {
+        tenant_id: op.tenant_id,
+        op_id: op.op_id,
+        tx_hash: attempt.signed.tx_hash.clone(),
+        block_number: inclusion.block.number,
+        block_hash: format!("{:#x}", B256::from(inclusion.block.hash)),
+    })
 }

@@ -1,29 +1,170 @@
 //! The broadcast loop: get APPROVED operations signed, submit the stored bytes of SIGNED ones,
 //! and move each by compare-and-swap according to the classified result.
+//!
+//! Work comes from the store's fair queue ([`Store::next_due`]): every tenant's due operations in
+//! turn, without those in back-off; [`Broadcaster::run`] starts the next one whenever one of its
+//! `concurrency` slots frees up, so no pass of slow calls holds anyone back. A pass that cannot move an operation (the signer refused,
+//! was unavailable or busy, the call was interrupted, no RPC endpoint) puts it in back-off
+//! ([`Backoff`]): retried at once the first time, then after `base`, `2 base`, ... up to `max`.
+//! A refusal the signer makes final ends the operation there (FAILED_TERMINAL), which takes it
+//! out of the queue and clears its back-off.
 
 use futures::StreamExt;
 use opledger_chain::{Rpc, SubmitClass, Verdict};
+use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::state::{Actor, OperationState};
 use opledger_grpc::telemetry;
 use opledger_grpc::telemetry::grpc::TracedChannel;
 use opledger_proto::v1 as pb;
+use opledger_proto::v1::ErrorReason;
 use opledger_proto::v1::signer_service_client::SignerServiceClient;
 use opledger_store::broadcast::Due;
+use opledger_store::queue::{BackOff, Backoff, Queued};
 use opledger_store::transition::TransitionRequest;
 use opledger_store::{Store, StoreError};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+use tokio::task::JoinSet;
 use tracing::Instrument as _;
+
+/// How long [`Broadcaster::run`] lets operations in flight finish once told to stop.
+pub const DRAIN: Duration = Duration::from_secs(5);
 
 /// What one pass over an operation did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     /// Submitted; the class and the state the operation moved to.
     Submitted(SubmitClass, OperationState),
-    /// Nothing to do now (the signer refused or is busy, another worker moved it, no attempt).
+    /// Nothing to do: another worker moved it first.
     Skipped,
+    /// Not moved now, and why: the queue puts it in back-off.
+    Deferred(Deferral),
+}
+
+/// Why a pass did not move an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deferral {
+    /// The kind of failure.
+    pub class: DeferralClass,
+    /// The signer's `ErrorInfo` reason, when it gave one.
+    pub reason: Option<ErrorReason>,
+}
+
+impl Deferral {
+    /// A deferral of `class` without a signer reason.
+    pub fn of(class: DeferralClass) -> Deferral {
+        Deferral {
+            class,
+            reason: None,
+        }
+    }
+
+    /// What the back-off row records: the signer's reason, else the class (UPPER_SNAKE).
+    pub fn label(&self) -> &'static str {
+        match self.reason {
+            Some(reason) if reason != ErrorReason::Unspecified => reason.as_str_name(),
+            _ => self.class.as_reason(),
+        }
+    }
+}
+
+/// The kinds of failure that defer an operation; every one of them puts it in back-off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeferralClass {
+    /// The signer could not be reached or is not serving (UNAVAILABLE, a transport failure).
+    SignerUnavailable,
+    /// The call ended without an answer (DEADLINE_EXCEEDED, CANCELLED).
+    Interrupted,
+    /// Another signer holds the claim, or the operation moved meanwhile (ABORTED, for example
+    /// `NOT_SIGNABLE` with a live lease).
+    SignerBusy,
+    /// The signer will not sign it now (FAILED_PRECONDITION and kin: the fee cap, its
+    /// configuration, the approvals). A refusal the signer makes final also ends the operation.
+    SignerRefused,
+    /// The signer refused this broadcaster (UNAUTHENTICATED, PERMISSION_DENIED).
+    CallerRefused,
+    /// Any other answer of the signer.
+    SignerFailed,
+    /// SIGNED, and yet no stored attempt to submit.
+    NoAttempt,
+    /// No RPC endpoint for the operation's network in this broadcaster's configuration.
+    NoRpc,
+    /// The store failed while working on it.
+    Store,
+}
+
+impl DeferralClass {
+    /// Every class, in metric order.
+    pub const ALL: [DeferralClass; 9] = [
+        DeferralClass::SignerUnavailable,
+        DeferralClass::Interrupted,
+        DeferralClass::SignerBusy,
+        DeferralClass::SignerRefused,
+        DeferralClass::CallerRefused,
+        DeferralClass::SignerFailed,
+        DeferralClass::NoAttempt,
+        DeferralClass::NoRpc,
+        DeferralClass::Store,
+    ];
+
+    /// The class of a signer's answer. Every code defers (and so backs off): the decision is a
+    /// match without a catch-all, so a new code forces one.
+    pub fn of_signer(code: tonic::Code) -> DeferralClass {
+        use tonic::Code;
+        match code {
+            Code::Unavailable => DeferralClass::SignerUnavailable,
+            Code::DeadlineExceeded | Code::Cancelled => DeferralClass::Interrupted,
+            Code::Aborted => DeferralClass::SignerBusy,
+            Code::FailedPrecondition
+            | Code::InvalidArgument
+            | Code::NotFound
+            | Code::OutOfRange => DeferralClass::SignerRefused,
+            Code::Unauthenticated | Code::PermissionDenied => DeferralClass::CallerRefused,
+            Code::Ok
+            | Code::Unknown
+            | Code::AlreadyExists
+            | Code::ResourceExhausted
+            | Code::Unimplemented
+            | Code::Internal
+            | Code::DataLoss => DeferralClass::SignerFailed,
+        }
+    }
+
+    /// The metric label (lowercase).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeferralClass::SignerUnavailable => "signer_unavailable",
+            DeferralClass::Interrupted => "interrupted",
+            DeferralClass::SignerBusy => "signer_busy",
+            DeferralClass::SignerRefused => "signer_refused",
+            DeferralClass::CallerRefused => "caller_refused",
+            DeferralClass::SignerFailed => "signer_failed",
+            DeferralClass::NoAttempt => "no_attempt",
+            DeferralClass::NoRpc => "no_rpc",
+            DeferralClass::Store => "store",
+        }
+    }
+
+    /// The back-off row's reason when the signer gave none (UPPER_SNAKE).
+    pub fn as_reason(self) -> &'static str {
+        match self {
+            DeferralClass::SignerUnavailable => "SIGNER_UNAVAILABLE",
+            DeferralClass::Interrupted => "INTERRUPTED",
+            DeferralClass::SignerBusy => "SIGNER_BUSY",
+            DeferralClass::SignerRefused => "SIGNER_REFUSED",
+            DeferralClass::CallerRefused => "CALLER_REFUSED",
+            DeferralClass::SignerFailed => "SIGNER_FAILED",
+            DeferralClass::NoAttempt => "NO_ATTEMPT",
+            DeferralClass::NoRpc => "NO_RPC",
+            DeferralClass::Store => "STORE",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
 }
 
 /// Why an operation could not be worked on (it stays where it is and is retried).
@@ -37,19 +178,78 @@ pub enum BroadcastError {
     Store(#[from] StoreError),
 }
 
+/// The operations [`Broadcaster::run`] has in flight, by task, operation and tenant.
+#[derive(Debug, Default)]
+struct InFlight {
+    by_task: HashMap<tokio::task::Id, (OperationId, TenantId)>,
+    ops: HashSet<OperationId>,
+    per_tenant: HashMap<TenantId, usize>,
+}
+
+impl InFlight {
+    fn contains(&self, op: OperationId) -> bool {
+        self.ops.contains(&op)
+    }
+
+    fn start(&mut self, task: tokio::task::Id, op: OperationId, tenant: TenantId) {
+        self.by_task.insert(task, (op, tenant));
+        self.ops.insert(op);
+        *self.per_tenant.entry(tenant).or_default() += 1;
+    }
+
+    fn finish(&mut self, task: tokio::task::Id) {
+        let Some((op, tenant)) = self.by_task.remove(&task) else {
+            return;
+        };
+        self.ops.remove(&op);
+        if let Some(n) = self.per_tenant.get_mut(&tenant) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.per_tenant.remove(&tenant);
+            }
+        }
+    }
+
+    /// Where in `queue` the next operation to start is: the first one not in flight whose tenant
+    /// holds fewer than its share of the `concurrency` slots. The slots are shared equally by the
+    /// tenants with work queued or in flight, so a tenant alone may use them all, and one
+    /// tenant's slow or refused calls (which also occupy the signer's connections) never take
+    /// every slot from another tenant's withdrawals.
+    fn next(&self, queue: &VecDeque<Queued>, concurrency: usize) -> Option<usize> {
+        let tenants: HashSet<TenantId> = queue
+            .iter()
+            .map(|q| q.due.tenant_id)
+            .chain(self.per_tenant.keys().copied())
+            .collect();
+        let share = fair_share(concurrency, tenants.len());
+        queue.iter().position(|q| {
+            !self.ops.contains(&q.due.op_id)
+                && self.per_tenant.get(&q.due.tenant_id).copied().unwrap_or(0) < share
+        })
+    }
+}
+
+/// Each tenant's share of `concurrency` slots among `tenants` (rounded up, at least one).
+fn fair_share(concurrency: usize, tenants: usize) -> usize {
+    concurrency.div_ceil(tenants.max(1)).max(1)
+}
+
 /// A broadcaster worker.
 #[derive(Debug, Clone)]
 pub struct Broadcaster {
     store: Store,
     signer: SignerServiceClient<TracedChannel>,
     signer_token: String,
-    rpcs: HashMap<String, Rpc>,
+    rpcs: Arc<HashMap<String, Rpc>>,
     worker_id: String,
+    backoff: Backoff,
     submissions: Arc<[AtomicU64; 8]>,
+    deferrals: Arc<[AtomicU64; DeferralClass::ALL.len()]>,
 }
 
 impl Broadcaster {
-    /// A worker over this store, signer client and RPC endpoints.
+    /// A worker over this store, signer client and RPC endpoints, with the default back-off
+    /// (see [`Broadcaster::with_backoff`]).
     pub fn new(
         store: Store,
         signer: SignerServiceClient<TracedChannel>,
@@ -61,14 +261,26 @@ impl Broadcaster {
             store,
             signer,
             signer_token,
-            rpcs,
+            rpcs: Arc::new(rpcs),
             worker_id,
+            backoff: crate::Config::default().backoff(),
             submissions: Arc::default(),
+            deferrals: Arc::default(),
         }
     }
 
-    /// Works until `stop` resolves: polls for due operations and handles up to `concurrency` at a
-    /// time; sleeps `poll` when there is nothing to do.
+    /// The same worker with this back-off for operations a pass could not move.
+    pub fn with_backoff(mut self, backoff: Backoff) -> Broadcaster {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Works until `stop` resolves, keeping up to `concurrency` operations in flight: whenever
+    /// one finishes, the next due one starts. Due operations come from the fair queue, read
+    /// again when the last read is `poll` old (or used up while more were due), so a tenant's new
+    /// withdrawal waits for at most one poll and one free slot, never for a whole pass of
+    /// another tenant's slow refusals. On `stop` it starts nothing more and lets what is in
+    /// flight finish for up to [`DRAIN`].
     pub async fn run(
         &self,
         batch: u32,
@@ -77,23 +289,88 @@ impl Broadcaster {
         stop: impl std::future::Future<Output = ()>,
     ) {
         tokio::pin!(stop);
+        let concurrency = concurrency.max(1);
+        // Each operation is worked on in its own task, so reading the queue never holds up the
+        // operations in flight; `in_flight` keeps one from being started twice and each tenant
+        // within its share of the slots.
+        let mut running: JoinSet<()> = JoinSet::new();
+        let mut in_flight = InFlight::default();
+        let mut queue: VecDeque<Queued> = VecDeque::new();
+        // When the queue was last read, and whether it had more than one batch to give.
+        let mut read: Option<(Instant, bool)> = None;
         loop {
-            let worked = tokio::select! {
-                () = &mut stop => return,
-                worked = self.tick(batch, concurrency) => worked,
-            };
-            if worked == 0 {
-                tokio::select! {
-                    () = &mut stop => return,
-                    () = tokio::time::sleep(poll) => {}
+            if running.len() < concurrency {
+                let stale = read
+                    .is_none_or(|(at, more)| at.elapsed() >= poll || (more && queue.is_empty()));
+                if stale {
+                    let due = tokio::select! {
+                        () = &mut stop => break,
+                        due = self.store.next_due(batch) => due,
+                    };
+                    let more = match due {
+                        Ok(due) => {
+                            let full = due.len() >= usize::try_from(batch).unwrap_or(usize::MAX);
+                            queue = due
+                                .into_iter()
+                                .filter(|q| !in_flight.contains(q.due.op_id))
+                                .collect();
+                            full && !queue.is_empty()
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e.log_safe(), "cannot read due operations");
+                            queue.clear();
+                            false
+                        }
+                    };
+                    read = Some((Instant::now(), more));
+                }
+                while running.len() < concurrency {
+                    let Some(queued) = in_flight
+                        .next(&queue, concurrency)
+                        .and_then(|at| queue.remove(at))
+                    else {
+                        break;
+                    };
+                    let (op_id, tenant_id) = (queued.due.op_id, queued.due.tenant_id);
+                    let worker = self.clone();
+                    let task = running.spawn(async move {
+                        worker.work(&queued).await;
+                    });
+                    in_flight.start(task.id(), op_id, tenant_id);
                 }
             }
+            let next_read =
+                read.map_or(Duration::ZERO, |(at, _)| poll.saturating_sub(at.elapsed()));
+            tokio::select! {
+                () = &mut stop => break,
+                Some(done) = running.join_next_with_id(), if !running.is_empty() => {
+                    let id = match done {
+                        Ok((id, ())) => id,
+                        Err(e) => {
+                            tracing::error!(error = %e, "broadcast task failed");
+                            e.id()
+                        }
+                    };
+                    in_flight.finish(id);
+                }
+                () = tokio::time::sleep(next_read), if running.len() < concurrency => {}
+            }
+        }
+        let drained = tokio::time::timeout(DRAIN, async {
+            while running.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!("stopped with operations still in flight");
+            running.abort_all();
         }
     }
 
-    /// One pass: handles what is due now; returns how many operations it submitted.
+    /// One pass: handles what the fair queue says is due now (each tenant in turn, nothing in
+    /// back-off), `concurrency` at a time, and puts what it could not move in back-off; returns
+    /// how many operations it submitted.
     pub async fn tick(&self, batch: u32, concurrency: usize) -> usize {
-        let due = match self.store.due_for_broadcast(batch).await {
+        let due = match self.store.next_due(batch).await {
             Ok(due) => due,
             Err(e) => {
                 tracing::warn!(error = %e.log_safe(), "cannot read due operations");
@@ -101,19 +378,59 @@ impl Broadcaster {
             }
         };
         futures::stream::iter(due)
-            .map(|d| async move {
-                match self.handle(&d).await {
-                    Ok(Outcome::Submitted(..)) => 1,
-                    Ok(Outcome::Skipped) => 0,
-                    Err(e) => {
-                        tracing::warn!(op_id = %d.op_id, error = %e, "broadcast deferred");
-                        0
-                    }
-                }
-            })
-            .buffer_unordered(concurrency)
+            .map(|queued| async move { usize::from(self.work(&queued).await) })
+            .buffer_unordered(concurrency.max(1))
             .fold(0, |acc, n| async move { acc + n })
             .await
+    }
+
+    /// Handles one queued operation and puts it in back-off when it could not be moved; true
+    /// when it was submitted.
+    async fn work(&self, queued: &Queued) -> bool {
+        let deferral = match self.handle(&queued.due).await {
+            Ok(Outcome::Submitted(..)) => return true,
+            Ok(Outcome::Skipped) => return false,
+            Ok(Outcome::Deferred(deferral)) => deferral,
+            Err(e) => {
+                tracing::warn!(op_id = %queued.due.op_id, error = %e, "broadcast deferred");
+                Deferral::of(match e {
+                    BroadcastError::NoRpc(_) => DeferralClass::NoRpc,
+                    BroadcastError::Store(_) => DeferralClass::Store,
+                })
+            }
+        };
+        self.defer(queued, deferral).await;
+        false
+    }
+
+    /// Puts an operation a pass could not move in back-off, counted by class.
+    async fn defer(&self, queued: &Queued, deferral: Deferral) {
+        self.deferrals[deferral.class.index()].fetch_add(1, Ordering::Relaxed);
+        let failures = queued.failures.saturating_add(1);
+        let retry_in = self.backoff.delay(failures);
+        let recorded = self
+            .store
+            .back_off(&BackOff {
+                tenant_id: queued.due.tenant_id,
+                op_id: queued.due.op_id,
+                failures,
+                retry_in,
+                reason: deferral.label(),
+            })
+            .await;
+        match recorded {
+            Ok(_) => tracing::info!(
+                op_id = %queued.due.op_id,
+                class = deferral.class.as_str(),
+                reason = deferral.label(),
+                failures,
+                retry_in_ms = u64::try_from(retry_in.as_millis()).unwrap_or(u64::MAX),
+                "operation in back-off"
+            ),
+            Err(e) => {
+                tracing::warn!(op_id = %queued.due.op_id, error = %e.log_safe(), "cannot record the back-off");
+            }
+        }
     }
 
     /// Moves one operation as far as the broadcaster may, in a span of the operation's trace.
@@ -130,7 +447,7 @@ impl Broadcaster {
         let outcome = match &result {
             Ok(Outcome::Submitted(class, _)) => class.as_str(),
             Ok(Outcome::Skipped) => "skipped",
-            Err(_) => "deferred",
+            Ok(Outcome::Deferred(_)) | Err(_) => "deferred",
         };
         span.record("outcome", outcome);
         result
@@ -159,12 +476,12 @@ impl Broadcaster {
             due.state,
             OperationState::Approved | OperationState::Signing
         );
-        if unsigned && !self.sign(due).await {
-            return Ok(Outcome::Skipped);
+        if unsigned && let Err(deferral) = self.sign(due).await {
+            return Ok(Outcome::Deferred(deferral));
         }
         // Only bytes the signer persisted are ever submitted: read them back from the store.
         let Some(latest) = self.store.attempts(due.tenant_id, due.op_id).await?.pop() else {
-            return Ok(Outcome::Skipped);
+            return Ok(Outcome::Deferred(Deferral::of(DeferralClass::NoAttempt)));
         };
         opledger_failpoint::hit("broadcast.before_submit");
         let class = self.submit(rpc, &latest.signed.raw_tx).await;
@@ -268,7 +585,16 @@ impl Broadcaster {
             .collect()
     }
 
-    /// Prometheus text exposition of the submission counters (and this process's gRPC metrics).
+    /// Passes that deferred an operation so far, by class, in [`DeferralClass::ALL`] order.
+    pub fn deferral_counts(&self) -> Vec<(DeferralClass, u64)> {
+        DeferralClass::ALL
+            .iter()
+            .map(|c| (*c, self.deferrals[c.index()].load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    /// Prometheus text exposition of the submission and deferral counters (and this process's
+    /// gRPC metrics).
     pub fn metrics(&self) -> String {
         let mut out = String::from(
             "# HELP opledger_submissions_total eth_sendRawTransaction results by class.\n\
@@ -280,12 +606,45 @@ impl Broadcaster {
                 class.as_str()
             ));
         }
+        out.push_str(
+            "# HELP opledger_broadcast_deferrals_total Passes that could not move an operation \
+             (each puts it in back-off), by class.\n\
+             # TYPE opledger_broadcast_deferrals_total counter\n",
+        );
+        for (class, count) in self.deferral_counts() {
+            out.push_str(&format!(
+                "opledger_broadcast_deferrals_total{{class=\"{}\"}} {count}\n",
+                class.as_str()
+            ));
+        }
         out.push_str(&opledger_grpc::metrics::global().render());
         out
     }
 
-    /// Asks the signer to sign (idempotent); false when it cannot now.
-    async fn sign(&self, due: &Due) -> bool {
+    /// [`Broadcaster::metrics`] with the back-off gauges read from the database at scrape time
+    /// (what every replica sees): due operations waiting in back-off, and the longest run of
+    /// failed passes. A store failure leaves the gauges out of this scrape.
+    pub async fn scrape(&self) -> String {
+        let mut out = self.metrics();
+        match self.store.backoff_summary().await {
+            Ok(summary) => out.push_str(&format!(
+                "# HELP opledger_broadcast_backoff_operations Due operations waiting in back-off.\n\
+                 # TYPE opledger_broadcast_backoff_operations gauge\n\
+                 opledger_broadcast_backoff_operations {}\n\
+                 # HELP opledger_broadcast_backoff_max_failures Most consecutive failed passes \
+                 of a due operation.\n\
+                 # TYPE opledger_broadcast_backoff_max_failures gauge\n\
+                 opledger_broadcast_backoff_max_failures {}\n",
+                summary.waiting, summary.max_failures
+            )),
+            Err(e) => tracing::warn!(error = %e.log_safe(), "cannot read the back-off gauges"),
+        }
+        out.push_str(&opledger_chain::evidence::no_evidence().render("broadcaster"));
+        out
+    }
+
+    /// Asks the signer to sign (idempotent); why not, when it did not.
+    async fn sign(&self, due: &Due) -> Result<(), Deferral> {
         let mut request = tonic::Request::new(pb::SignWithdrawalRequest {
             tenant_id: due.tenant_id.to_string(),
             withdrawal_id: due.op_id.to_string(),
@@ -294,12 +653,105 @@ impl Broadcaster {
             request.metadata_mut().insert("authorization", value);
         }
         match self.signer.clone().sign_withdrawal(request).await {
-            Ok(_) => true,
+            Ok(_) => Ok(()),
             Err(status) => {
-                let reason = opledger_grpc::status::reason_of(&status).unwrap_or_default();
-                tracing::warn!(op_id = %due.op_id, code = ?status.code(), reason, "signer did not sign");
-                false
+                let reason = opledger_grpc::status::reason_of(&status);
+                tracing::warn!(op_id = %due.op_id, code = ?status.code(), reason = reason.as_deref().unwrap_or_default(), "signer did not sign");
+                Err(Deferral {
+                    class: DeferralClass::of_signer(status.code()),
+                    reason: reason.as_deref().and_then(ErrorReason::from_str_name),
+                })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queued(tenant: TenantId) -> Queued {
+        Queued {
+            due: Due {
+                tenant_id: tenant,
+                op_id: OperationId::new(),
+                state: OperationState::Approved,
+                network: "anvil".into(),
+            },
+            failures: 0,
+        }
+    }
+
+    /// Starts what [`InFlight::next`] picks until it picks nothing; the tenants started, in order.
+    fn fill(
+        in_flight: &mut InFlight,
+        queue: &mut VecDeque<Queued>,
+        concurrency: usize,
+    ) -> Vec<TenantId> {
+        let mut started = Vec::new();
+        while in_flight.ops.len() < concurrency {
+            let Some(at) = in_flight.next(queue, concurrency) else {
+                break;
+            };
+            let Some(q) = queue.remove(at) else { break };
+            in_flight.start(task_id(), q.due.op_id, q.due.tenant_id);
+            started.push(q.due.tenant_id);
+        }
+        started
+    }
+
+    /// A fresh task id (ids come only from the runtime, unique in the process).
+    fn task_id() -> tokio::task::Id {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(async { tokio::spawn(async {}).id() })
+    }
+
+    #[test]
+    fn each_tenant_gets_an_equal_share_of_the_slots_and_one_alone_gets_them_all() {
+        assert_eq!(fair_share(8, 0), 8);
+        assert_eq!(fair_share(8, 1), 8);
+        assert_eq!(fair_share(8, 2), 4);
+        assert_eq!(fair_share(8, 3), 3);
+        assert_eq!(fair_share(8, 9), 1);
+        assert_eq!(fair_share(16, 8), 2);
+        assert_eq!(fair_share(0, 3), 1);
+    }
+
+    #[test]
+    fn a_tenant_with_many_due_operations_leaves_slots_to_another() {
+        let (a, b) = (TenantId::new(), TenantId::new());
+        // a's eight come first in the queue, b's one last.
+        let mut queue: VecDeque<Queued> = (0..8).map(|_| queued(a)).collect();
+        queue.push_back(queued(b));
+        let mut in_flight = InFlight::default();
+        let started = fill(&mut in_flight, &mut queue, 8);
+        assert_eq!(
+            started,
+            [a, a, a, a, b],
+            "a stops at its share, b is not left behind"
+        );
+        assert_eq!(queue.len(), 4);
+
+        // Alone, a tenant may use every slot.
+        let mut alone: VecDeque<Queued> = (0..10).map(|_| queued(a)).collect();
+        let mut in_flight = InFlight::default();
+        assert_eq!(fill(&mut in_flight, &mut alone, 8).len(), 8);
+    }
+
+    #[test]
+    fn an_operation_in_flight_is_never_started_again_and_a_finished_slot_is_reused() {
+        let a = TenantId::new();
+        let first = queued(a);
+        let mut in_flight = InFlight::default();
+        let task = task_id();
+        in_flight.start(task, first.due.op_id, a);
+        let queue: VecDeque<Queued> = VecDeque::from([first.clone()]);
+        assert_eq!(in_flight.next(&queue, 8), None, "already in flight");
+        in_flight.finish(task);
+        assert!(!in_flight.contains(first.due.op_id));
+        assert_eq!(in_flight.next(&queue, 8), Some(0));
+        assert!(in_flight.per_tenant.is_empty());
     }
 }

@@ -2,8 +2,12 @@
 //! acknowledging them ([`ingress`]), the processor that applies them idempotently
 //! ([`processor`]), the operator API over dead letters and quarantines ([`operator`]), the
 //! retention job for raw bodies, and `/metrics`.
+//!
+//! It never settles or releases a withdrawal on a webhook's word: a `transfer.status` about a
+//! self-signed transfer is only a hint for the watcher ([`hint`]).
 
 pub mod config;
+pub mod hint;
 pub mod ingress;
 pub mod keys;
 pub mod metrics;

@@ -6,12 +6,14 @@
 //! What each event does:
 //! - `deposit.confirmed`: credits the account once per (source, deposit id); the same deposit id
 //!   with different content is a dead letter.
-//! - `transfer.status`: moves the operation only along a transition the state machine allows for
-//!   the webhook processor (SIGNED -> BROADCAST, BROADCAST -> CONFIRMED settling the hold), and
-//!   only if the transaction hash is one of the operation's signed attempts. Not allowed yet (the
-//!   "confirmed" arrived before the "broadcast", or the operation is still being signed): parked
-//!   until the operation moves. Already there: done. Contradicting a final outcome
-//!   (REJECTED, VERIFIED_NOT_SENT) or naming a foreign hash: dead letter.
+//! - `transfer.status`: a hint, never a move ([`crate::hint`]). Naming one of the operation's
+//!   transfer attempts (original or fee bump), it records a watch hint (the watcher looks at the
+//!   operation now) and is done (`HINTED`); the operation's state, hold and inclusions are
+//!   untouched, whatever status it reports and in whatever order the updates arrive: settlement
+//!   comes only from chain evidence at final depth. Nothing signed yet: parked until the
+//!   operation moves (`AWAITING_SIGNATURE`), then decided again. Naming a foreign hash
+//!   (`TX_HASH_MISMATCH`) or one of its cancels (`NOT_A_TRANSFER_ATTEMPT`), or contradicting a
+//!   final outcome, REJECTED or VERIFIED_NOT_SENT (`EVIDENCE_CONFLICT`): dead letter.
 //! - `kyt.result`: recorded on the operation; a failing result rejects a REQUESTED operation
 //!   (hold released once). A failure after the operation left REQUESTED is a dead letter owned by
 //!   compliance: it must not be silently ignored, and it cannot be un-signed.
@@ -25,6 +27,7 @@
 //! the operation at its creation: from the processing one reaches the withdrawal's trace by the
 //! link, and from the withdrawal one finds the processing by the link or by `op_id`.
 
+use crate::hint::{self, Named, Verdict};
 use crate::keys::KeyRing;
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::state::{Actor, OperationState, check_transition};
@@ -32,7 +35,7 @@ use opledger_grpc::telemetry;
 use opledger_store::inbox::{CreditOutcome, Finish, WorkTx};
 use opledger_store::transition::TransitionRequest;
 use opledger_store::{Store, StoreError};
-use opledger_webhook::event::{self, Event, KytVerdict, Parsed, TransferState};
+use opledger_webhook::event::{self, Event, KytVerdict, Parsed};
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument as _;
@@ -297,48 +300,16 @@ impl Processor {
                     .await?
                     .ok_or(Retry::OperationNotFound)?;
                 *about = Some(op_id);
-                let target = match t.status() {
-                    TransferState::Broadcast => OperationState::Broadcast,
-                    TransferState::Confirmed => OperationState::Confirmed,
-                };
-                let hashes = work.attempt_hashes(op_id).await?;
-                if hashes.is_empty() {
-                    // Nothing signed yet: the update is early (or foreign); wait for a signature.
-                    return Ok(if state.is_final() {
-                        self.dead("EVIDENCE_CONFLICT")
-                    } else {
-                        Decision::Parked(version, "AWAITING_SIGNATURE")
-                    });
-                }
-                if !hashes.contains(&t.tx_hash_hex()) {
-                    return Ok(self.dead("TX_HASH_MISMATCH"));
-                }
-                if state == target
-                    || (target == OperationState::Broadcast && state == OperationState::Confirmed)
-                {
-                    return Ok(Decision::Done("ALREADY_APPLIED"));
-                }
-                if check_transition(state, target, Actor::WebhookProcessor).is_ok() {
-                    let reason = match target {
-                        OperationState::Broadcast => "custodian reported broadcast",
-                        _ => "custodian reported confirmed",
-                    };
-                    let request = TransitionRequest::new(
-                        item_tenant(work),
-                        op_id,
-                        state,
-                        target,
-                        Actor::WebhookProcessor,
-                        &self.policy.worker_id,
-                        reason,
-                    );
-                    work.transition(&request).await?;
-                    return Ok(Decision::Done("APPLIED"));
-                }
-                Ok(if state.is_final() {
-                    self.dead("EVIDENCE_CONFLICT")
-                } else {
-                    Decision::Parked(version, "NOT_ALLOWED_IN_STATE")
+                let attempts = work.attempts(op_id).await?;
+                let named = Named::find(&attempts, &t.tx_hash_hex());
+                Ok(match hint::decide(state, named) {
+                    Verdict::Hint => {
+                        // In this transaction: the hint and the item's end commit together.
+                        work.record_watch_hint(op_id).await?;
+                        Decision::Done("HINTED")
+                    }
+                    Verdict::AwaitSignature => Decision::Parked(version, "AWAITING_SIGNATURE"),
+                    Verdict::Dead(refusal) => self.dead(refusal.code()),
                 })
             }
             Event::KytResult(k) => {

@@ -3,6 +3,7 @@
 
 use opledger_grpc::config::{ConfigError, DatabaseUrl, check_database};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -26,6 +27,32 @@ pub struct Config {
     pub auth_cache_ttl_secs: u64,
     /// Seconds the same-destination-and-amount risk signal looks back.
     pub risk_window_secs: u64,
+    /// The network registry, one `[networks.<id>]` table per network withdrawals may name, with
+    /// `memo = true` when its transfers can carry a memo (default `false`; EVM transfers carry
+    /// none: native transfers have empty calldata, ERC-20 ones exactly the `transfer` call). A
+    /// create naming a network not listed is refused (INVALID_ARGUMENT, field `payload.network`),
+    /// a memo on a network with `memo = false` too (field `payload.memo`); nothing is stored and
+    /// no hold is placed. Empty: every network is accepted and memos are not checked (a warning
+    /// at start): list every network you pay out on.
+    #[serde(default)]
+    pub networks: BTreeMap<String, NetworkPolicy>,
+    /// Refuse a create whose tenant has no ACTIVE hot wallet that a signer registered for the
+    /// network (`signer_wallets`): FAILED_PRECONDITION, reason `SIGNER_NOT_CONFIGURED`, metadata
+    /// `missing = "executor"` and `network`; nothing is stored and no hold is placed.
+    pub require_executor: bool,
+    /// Seconds a found executor is remembered (a retired wallet may still be accepted this long;
+    /// a missing one is looked up again at every create). 0: looked up at every create.
+    pub executor_cache_ttl_secs: u64,
+}
+
+/// What the platform knows of one network (`[networks.<id>]`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkPolicy {
+    /// Whether a transfer on this network can carry the payload's memo (so the memo the approvers
+    /// approved is what is executed); `false` when absent.
+    #[serde(default)]
+    pub memo: bool,
 }
 
 impl Default for Config {
@@ -38,6 +65,9 @@ impl Default for Config {
             db_acquire_timeout_secs: 5,
             auth_cache_ttl_secs: 30,
             risk_window_secs: 24 * 3600,
+            networks: BTreeMap::new(),
+            require_executor: true,
+            executor_cache_ttl_secs: 30,
         }
     }
 }
@@ -51,6 +81,16 @@ impl Config {
             return Err(ConfigError::Invalid {
                 field: "risk_window_secs",
                 problem: "must be at least 1",
+            });
+        }
+        if config
+            .networks
+            .keys()
+            .any(|id| opledger_domain::payload::NetworkId::parse(id).is_err())
+        {
+            return Err(ConfigError::Invalid {
+                field: "networks",
+                problem: "names an invalid network id ([a-z0-9][a-z0-9-]{0,62})",
             });
         }
         Ok(config)

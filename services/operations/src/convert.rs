@@ -2,8 +2,9 @@
 
 pub use opledger_grpc::convert::{amount, operation_id, payload, state_from_wire, withdrawal};
 
+use crate::checks::Refusal;
 use opledger_domain::idempotency::{IdempotencyKey, IdempotencyKeyError};
-use opledger_domain::payload::{AccountName, AssetCode};
+use opledger_domain::payload::{AccountName, AssetCode, NetworkId};
 use opledger_grpc::status::{ErrorReason, error_status, invalid_field};
 use opledger_proto::v1 as pb;
 use opledger_store::ledger::Balance;
@@ -25,6 +26,34 @@ pub fn idempotency_key(raw: &str) -> Result<IdempotencyKey, Status> {
             &[("problem", &other.to_string())],
         ),
     })
+}
+
+/// The status of a create refused by its checks (nothing stored, no hold). `network` is the
+/// payload's network id: a configuration name, never sensitive.
+pub fn refusal(refusal: Refusal, network: &NetworkId) -> Status {
+    match refusal {
+        Refusal::UnknownNetwork => invalid_field(
+            "payload.network",
+            "is not a network this platform pays out on (see the operations service's network \
+             registry)",
+        ),
+        Refusal::MemoNotCarried => invalid_field(
+            "payload.memo",
+            &format!(
+                "transfers on network {} cannot carry a memo: send the withdrawal without one",
+                network.as_str()
+            ),
+        ),
+        Refusal::NoExecutor => error_status(
+            Code::FailedPrecondition,
+            ErrorReason::SignerNotConfigured,
+            format!(
+                "no signer holds an active hot wallet of this tenant for network {}",
+                network.as_str()
+            ),
+            &[("missing", "executor"), ("network", network.as_str())],
+        ),
+    }
 }
 
 /// Parses an account name field.

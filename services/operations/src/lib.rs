@@ -1,14 +1,18 @@
 //! The operations service: withdrawals as durable, tenant-scoped operations with their ledger
 //! holds, over gRPC.
 //!
-//! `main.rs` only loads configuration and calls [`run`]; tests serve the same [`routes`]
-//! in-process. Protobuf types stop at [`convert`]: the store and domain never see them.
+//! `main.rs` only loads configuration and calls [`run`]; tests serve the same service in-process
+//! through [`serve`]. Before anything is stored, a create must pass [`checks`]: the network is in
+//! the registry, its transfers can carry the memo, a signer holds the tenant's hot wallet for it.
+//! Protobuf types stop at [`convert`]: the store and domain never see them.
 
+pub mod checks;
 pub mod config;
 mod convert;
 mod paging;
 mod service;
 
+pub use checks::CreateChecks;
 pub use config::Config;
 pub use service::OperationsApi;
 
@@ -17,30 +21,61 @@ use opledger_grpc::server::{self, ServeError};
 use opledger_proto::v1::operations_service_server::OperationsServiceServer;
 pub use opledger_proto::v1::operations_service_server::SERVICE_NAME;
 use opledger_store::Store;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::net::TcpListener;
 use tonic::service::Routes;
 
-/// The service's routes: what [`opledger_grpc::server::serve_api`] serves, in `main` through
-/// [`run`] and in tests in-process.
+/// The service's routes without create checks (no network registry, no executor check): for
+/// embedders that provision no signer, such as benchmarks. A deployment serves [`routes_with`]
+/// the checks of its configuration, through [`run`] or [`serve`].
 pub fn routes(store: Store, auth: Arc<Authenticator>) -> Routes {
-    Routes::new(OperationsServiceServer::new(OperationsApi::new(
-        store, auth,
+    routes_with(store, auth, Arc::new(CreateChecks::none()))
+}
+
+/// The service's routes, refusing the creates `checks` refuses.
+pub fn routes_with(store: Store, auth: Arc<Authenticator>, checks: Arc<CreateChecks>) -> Routes {
+    Routes::new(OperationsServiceServer::new(OperationsApi::with_checks(
+        store, auth, checks,
     )))
 }
 
-/// Connects the store, binds the configured address and serves until Ctrl-C or SIGTERM.
-pub async fn run(config: Config) -> Result<(), ServeError> {
-    let ttl = Duration::from_secs(config.auth_cache_ttl_secs);
-    let url = &config.database_url.0;
-    server::run(
-        url,
-        config.store_config(),
-        config.listen,
-        config.metrics_listen,
-        ttl,
+/// Serves the service as `config` sets it (create checks, API-key cache) over `store` on
+/// `listener`, with health and reflection, until `shutdown` resolves. [`run`] calls it; tests
+/// call it in-process.
+pub async fn serve(
+    listener: TcpListener,
+    store: Store,
+    config: &Config,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    let checks = CreateChecks::from_config(config);
+    if checks.accepts_every_network() {
+        tracing::warn!(
+            "no network registry configured ([networks.<id>]): every network is accepted and \
+             memos are not checked"
+        );
+    }
+    let auth = Arc::new(Authenticator::new(
+        store.clone(),
+        Duration::from_secs(config.auth_cache_ttl_secs),
+    ));
+    server::serve(
+        listener,
         SERVICE_NAME,
-        routes,
+        routes_with(store, auth, Arc::new(checks)),
+        shutdown,
     )
     .await
+}
+
+/// Connects the store, binds the configured address and serves until Ctrl-C or SIGTERM, with
+/// its gRPC metrics on `metrics_listen`.
+pub async fn run(config: Config) -> Result<(), ServeError> {
+    let (store, listener) =
+        server::connect_and_bind(&config.database_url.0, config.store_config(), config.listen)
+            .await?;
+    let _metrics = server::spawn_metrics(config.metrics_listen).await?;
+    serve(listener, store, &config, server::shutdown_signal()).await
 }

@@ -1,5 +1,6 @@
 //! The `OperationsService` gRPC handlers: authenticate, convert at the edge, call the store.
 
+use crate::checks::CreateChecks;
 use crate::{convert, paging};
 use opledger_domain::ids::OperationId;
 use opledger_grpc::Authenticator;
@@ -9,7 +10,7 @@ use opledger_proto::v1::operations_service_server::OperationsService;
 use opledger_store::Store;
 use opledger_store::keys::Role;
 use opledger_store::ledger::NewCredit;
-use opledger_store::operations::{ListQuery, NewWithdrawal};
+use opledger_store::operations::{Created, ListQuery, NewWithdrawal};
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
@@ -20,13 +21,43 @@ const ALL_ROLES: &[Role] = &[Role::Client, Role::Approver, Role::Operator, Role:
 pub struct OperationsApi {
     store: Store,
     auth: Arc<Authenticator>,
+    checks: Arc<CreateChecks>,
 }
 
 impl OperationsApi {
-    /// Handlers over this store and authenticator.
+    /// Handlers over this store and authenticator, without create checks
+    /// ([`CreateChecks::none`]).
     pub fn new(store: Store, auth: Arc<Authenticator>) -> OperationsApi {
-        OperationsApi { store, auth }
+        OperationsApi::with_checks(store, auth, Arc::new(CreateChecks::none()))
     }
+
+    /// Handlers over this store and authenticator, refusing the creates `checks` refuses.
+    pub fn with_checks(
+        store: Store,
+        auth: Arc<Authenticator>,
+        checks: Arc<CreateChecks>,
+    ) -> OperationsApi {
+        OperationsApi {
+            store,
+            auth,
+            checks,
+        }
+    }
+}
+
+fn created_response(created: &Created) -> Response<pb::CreateWithdrawalResponse> {
+    let span = tracing::Span::current();
+    span.record("op_id", tracing::field::display(created.operation.op_id));
+    span.record("replayed", created.replayed);
+    tracing::info!(
+        state = created.operation.state.as_str(),
+        risk_flags = created.operation.risk_flags.len(),
+        "withdrawal accepted"
+    );
+    Response::new(pb::CreateWithdrawalResponse {
+        withdrawal: Some(convert::withdrawal(&created.operation)),
+        replayed: created.replayed,
+    })
 }
 
 #[tonic::async_trait]
@@ -43,6 +74,27 @@ impl OperationsService for OperationsApi {
         let body = request.into_inner();
         let key = convert::idempotency_key(&body.idempotency_key)?;
         let payload = convert::payload(caller.tenant_id, body.payload)?;
+        if let Err(refusal) = self
+            .checks
+            .check(&self.store, &payload)
+            .await
+            .map_err(store_status)?
+        {
+            // A retry of a create accepted before (say, before the registry changed) is still
+            // its replay; otherwise nothing is stored and no hold is placed.
+            return match self
+                .store
+                .created_with_key(&key, &payload)
+                .await
+                .map_err(store_status)?
+            {
+                Some(created) => Ok(created_response(&created)),
+                None => {
+                    tracing::info!(refusal = ?refusal, "withdrawal refused at create");
+                    Err(convert::refusal(refusal, &payload.network))
+                }
+            };
+        }
         // Stored with the operation: the workers' later steps on it join this trace.
         let trace_context = opledger_grpc::telemetry::traceparent(&tracing::Span::current());
         let created = self
@@ -58,18 +110,7 @@ impl OperationsService for OperationsApi {
             )
             .await
             .map_err(store_status)?;
-        let span = tracing::Span::current();
-        span.record("op_id", tracing::field::display(created.operation.op_id));
-        span.record("replayed", created.replayed);
-        tracing::info!(
-            state = created.operation.state.as_str(),
-            risk_flags = created.operation.risk_flags.len(),
-            "withdrawal accepted"
-        );
-        Ok(Response::new(pb::CreateWithdrawalResponse {
-            withdrawal: Some(convert::withdrawal(&created.operation)),
-            replayed: created.replayed,
-        }))
+        Ok(created_response(&created))
     }
 
     async fn get_withdrawal(

@@ -122,28 +122,10 @@ impl Config {
         {
             return invalid("rpc_headers", "names a network without an rpc URL");
         }
-        for network in config.rpc.keys() {
-            let Some(evidence) = config.evidence.get(network) else {
-                return invalid(
-                    "evidence",
-                    "needs an entry for every network of rpc (urls, quorum, confirmations or finalized)",
-                );
-            };
-            if evidence.finality().is_err() {
-                return invalid(
-                    "evidence.confirmations",
-                    "set exactly one of confirmations and finalized = true",
-                );
-            }
-            if evidence.quorum == 0 || evidence.quorum > evidence.urls.len() {
-                return invalid(
-                    "evidence.quorum",
-                    "must be at least 1 and at most the number of urls",
-                );
-            }
-        }
-        if config.evidence.keys().any(|n| !config.rpc.contains_key(n)) {
-            return invalid("evidence", "names a network without an rpc URL");
+        if let Err((field, problem)) =
+            opledger_chain::evidence::check_evidence(config.rpc.keys(), &config.evidence)
+        {
+            return invalid(field, problem);
         }
         let owner_ok = |owner: &str| {
             !owner.is_empty()

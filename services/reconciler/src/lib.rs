@@ -50,24 +50,17 @@ pub fn reconciler(config: &Config, store: Store) -> Result<Reconciler, StartErro
             config.rpc_ca.as_deref(),
             headers.into_iter().flatten(),
         )?;
-        let settings = config.evidence.get(network).ok_or(StartError::Evidence(
-            opledger_chain::evidence::ReaderError::Settings(
-                opledger_chain::evidence::SettingsError::Finality,
-            ),
-        ))?;
-        let evidence = settings
-            .reader(
-                timeout,
-                config.rpc_ca.as_deref(),
-                headers
-                    .into_iter()
-                    .flatten()
-                    .map(|(k, v)| (k.as_str(), v.0.as_str())),
-            )
-            .map_err(StartError::Evidence)?;
-        if evidence.quorum() < 2 {
-            tracing::warn!(%network, quorum = evidence.quorum(), "evidence rests on a single endpoint: set quorum 2 or more in production");
-        }
+        let evidence = opledger_chain::evidence::service_reader(
+            network,
+            config.evidence.get(network),
+            timeout,
+            config.rpc_ca.as_deref(),
+            headers
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| (k.as_str(), v.0.as_str())),
+        )
+        .map_err(StartError::Evidence)?;
         networks.insert(network.clone(), reconcile::Network { rpc, evidence });
     }
     let channel = opledger_grpc::client::channel(

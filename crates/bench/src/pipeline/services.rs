@@ -54,8 +54,8 @@ pub struct WatchTotals {
     pub longest: Duration,
     /// Operations moved to CONFIRMED.
     pub confirmed: u64,
-    /// Operations moved to FAILED_TERMINAL (reverted).
-    pub reverted: u64,
+    /// Operations escalated to FAILED_TERMINAL (reverted, nonce moved without us, tampered).
+    pub escalated: u64,
     /// Confirmations undone by a reorganization.
     pub reopened: u64,
 }
@@ -68,7 +68,7 @@ impl WatchTotals {
             busy: later.busy.saturating_sub(self.busy),
             longest: later.longest,
             confirmed: later.confirmed - self.confirmed,
-            reverted: later.reverted - self.reverted,
+            escalated: later.escalated - self.escalated,
             reopened: later.reopened - self.reopened,
         }
     }
@@ -164,8 +164,17 @@ pub async fn start(
     wallets: Wallets,
     trust_roots: Vec<opledger_signer::config::TrustRootConfig>,
     rpc_url: &str,
+    evidence_urls: &[String],
     settings: &Settings,
 ) -> anyhow::Result<Services> {
+    let evidence = opledger_chain::NetworkEvidence {
+        urls: evidence_urls.to_vec(),
+        quorum: evidence_urls.len(),
+        confirmations: Some(1),
+        finalized: false,
+        max_lag_blocks: 8,
+        insecure_clear_text: false,
+    };
     let mut tasks = Vec::new();
 
     let mut api = |store: Store, name: &'static str, make: opledger_grpc::server::MakeRoutes| {
@@ -245,7 +254,7 @@ pub async fn start(
         signer_url: format!("http://{signer_addr}"),
         signer_token: Secret(token.clone()),
         rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
-        confirmations: BTreeMap::from([(NETWORK.to_owned(), 1)]),
+        evidence: BTreeMap::from([(NETWORK.to_owned(), evidence.clone())]),
         poll_interval_ms: u64::try_from(settings.poll.as_millis())?,
         batch_size: settings.batch_size,
         watch_batch_size: settings.watch_batch_size,
@@ -280,7 +289,7 @@ pub async fn start(
                 t.busy += took;
                 t.longest = t.longest.max(took);
                 t.confirmed += pass.confirmed as u64;
-                t.reverted += pass.reverted as u64;
+                t.escalated += pass.escalated as u64;
                 t.reopened += pass.reopened as u64;
             }
             // The production loop also fee-bumps stuck transfers; once per new head here.
@@ -295,16 +304,7 @@ pub async fn start(
         signer_url: format!("http://{signer_addr}"),
         signer_token: Secret(token),
         rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
-        evidence: BTreeMap::from([(
-            NETWORK.to_owned(),
-            opledger_chain::NetworkEvidence {
-                urls: vec![rpc_url.to_owned()],
-                quorum: 1,
-                confirmations: Some(1),
-                finalized: false,
-                max_lag_blocks: 8,
-            },
-        )]),
+        evidence: BTreeMap::from([(NETWORK.to_owned(), evidence)]),
         ..opledger_reconciler::Config::default()
     };
     let store = connect(&urls.reconciler, RECONCILER_CONNECTIONS, "reconciler").await?;

@@ -30,6 +30,10 @@ pub struct NetworkEvidence {
     /// The largest spread of the endpoints' heads, in blocks, that still allows a verdict.
     #[serde(default = "default_max_lag")]
     pub max_lag_blocks: u64,
+    /// Development only (a dev cluster's in-network node): also accept `http://` to a host that
+    /// is not loopback. Never in production: a clear-text link can be made to say anything.
+    #[serde(default)]
+    pub insecure_clear_text: bool,
 }
 
 fn default_max_lag() -> u64 {
@@ -74,14 +78,36 @@ impl NetworkEvidence {
                 .into_iter()
                 .map(|(k, v)| (k.to_owned(), v.to_owned()))
                 .collect(),
+            allow_clear_text: self.insecure_clear_text,
         })
         .map_err(ReaderError::Setup)
     }
 }
 
+/// The reader of `network` for a service: its `[evidence]` entry (`None`: a configuration error),
+/// calls giving up after `timeout`, `ca_file` the only CA for `https://` endpoints when set,
+/// `headers` with every call. A quorum of one is logged as a warning: it is one node's word.
+pub fn service_reader<'a>(
+    network: &str,
+    settings: Option<&NetworkEvidence>,
+    timeout: Duration,
+    ca_file: Option<&Path>,
+    headers: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<EvidenceReader, ReaderError> {
+    let settings = settings.ok_or(ReaderError::Missing)?;
+    let reader = settings.reader(timeout, ca_file, headers)?;
+    if reader.quorum() < 2 {
+        tracing::warn!(%network, quorum = reader.quorum(), "evidence rests on a single endpoint: set quorum 2 or more in production");
+    }
+    Ok(reader)
+}
+
 /// Why a reader could not be built from settings.
 #[derive(Debug, thiserror::Error)]
 pub enum ReaderError {
+    /// The network has no `[evidence.<network>]` entry.
+    #[error("every network of rpc needs an [evidence.<network>] entry")]
+    Missing,
     /// The settings contradict themselves.
     #[error(transparent)]
     Settings(SettingsError),
@@ -137,6 +163,42 @@ pub fn no_evidence() -> &'static NoEvidenceCounter {
     COUNTER.get_or_init(NoEvidenceCounter::default)
 }
 
+/// Checks a service's `[evidence]` against its `[rpc]` networks: every network has an entry,
+/// each names its finality once and a quorum between 1 and its number of urls, and no entry
+/// names a network without an rpc URL. On a problem: `(field, problem)` for the configuration
+/// error.
+pub fn check_evidence<'a>(
+    networks: impl IntoIterator<Item = &'a String>,
+    evidence: &BTreeMap<String, NetworkEvidence>,
+) -> Result<(), (&'static str, &'static str)> {
+    let mut named = 0;
+    for network in networks {
+        named += 1;
+        let Some(entry) = evidence.get(network) else {
+            return Err((
+                "evidence",
+                "needs an entry for every network of rpc (urls, quorum, confirmations or finalized)",
+            ));
+        };
+        if entry.finality().is_err() {
+            return Err((
+                "evidence.confirmations",
+                "set exactly one of confirmations and finalized = true",
+            ));
+        }
+        if entry.quorum == 0 || entry.quorum > entry.urls.len() {
+            return Err((
+                "evidence.quorum",
+                "must be at least 1 and at most the number of urls",
+            ));
+        }
+    }
+    if evidence.len() > named {
+        return Err(("evidence", "names a network without an rpc URL"));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +210,7 @@ mod tests {
             confirmations,
             finalized,
             max_lag_blocks: 8,
+            insecure_clear_text: false,
         }
     }
 

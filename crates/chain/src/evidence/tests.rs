@@ -13,6 +13,7 @@ fn config(urls: &[&str], quorum: usize) -> EvidenceConfig {
         timeout: Duration::from_secs(2),
         ca_file: None,
         headers: Vec::new(),
+        allow_clear_text: false,
     }
 }
 

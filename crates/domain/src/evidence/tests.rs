@@ -297,7 +297,10 @@ fn no_verdict_escalates_after_the_window() {
         unchanged_secs: 10,
         ..timing
     };
-    assert_eq!(next_step(OperationState::Broadcast, none, fresh), Step::Wait);
+    assert_eq!(
+        next_step(OperationState::Broadcast, none, fresh),
+        Step::Wait
+    );
     let old = Timing {
         latest_attempt_age_secs: 400,
         unchanged_secs: 0,

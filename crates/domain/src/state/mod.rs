@@ -209,10 +209,10 @@ pub const TRANSITIONS: &[Transition] = &[
     row(S::Signing, S::Approved, &[A::Signer], H::Keep),
     // The signer's refusal that is evidence of tampering or a configuration fault ends it.
     row(S::Approved, S::FailedTerminal, &[A::Signer], H::Keep),
-    // A custodian's verified status update (webhook) may report what our own watcher would see.
-    row(S::Signed, S::Broadcast, &[A::Broadcaster, A::WebhookProcessor], H::Keep),
+    // A webhook about a self-signed transfer is a hint for the watcher, never a move.
+    row(S::Signed, S::Broadcast, &[A::Broadcaster], H::Keep),
     row(S::Signed, S::Unknown, &[A::Broadcaster], H::Keep),
-    row(S::Broadcast, S::Confirmed, &[A::ChainWatcher, A::Reconciler, A::WebhookProcessor], H::Settle),
+    row(S::Broadcast, S::Confirmed, &[A::ChainWatcher, A::Reconciler], H::Settle),
     row(S::Broadcast, S::Unknown, &[A::Broadcaster, A::ChainWatcher, A::Reconciler], H::Keep),
     row(S::Broadcast, S::FailedTerminal, &[A::ChainWatcher, A::Reconciler], H::Keep),
     row(S::Unknown, S::Broadcast, &[A::Reconciler, A::Operator], H::Keep),
