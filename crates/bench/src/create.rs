@@ -164,6 +164,8 @@ fn spawn_service(app_url: &str, port: u16) -> anyhow::Result<std::process::Child
         .env("OPLEDGER_OPERATIONS_LISTEN", format!("127.0.0.1:{port}"))
         .env("OPLEDGER_OPERATIONS_METRICS_LISTEN", "127.0.0.1:0")
         .env("OPLEDGER_OPERATIONS_DB_MAX_CONNECTIONS", "32")
+        // The benchmark measures creates, not executors: its tenants have no signer wallets.
+        .env("OPLEDGER_OPERATIONS_REQUIRE_EXECUTOR", "false")
         .env("RUST_LOG", "info")
         .stdout(std::process::Stdio::null())
         .spawn()?)

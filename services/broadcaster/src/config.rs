@@ -61,9 +61,10 @@ pub struct Config {
     pub bump_after_secs: u64,
     /// Blocks below the head within which confirmed inclusions are re-checked for reorganizations.
     pub reorg_window_blocks: u64,
-    /// Milliseconds between reads of the fair queue of due operations while a slot is free
-    /// (sooner when the last read was a full batch, used up): the longest a new withdrawal waits
-    /// to be seen. Also the pause between the chain watcher's passes.
+    /// Milliseconds between reads of the fair queue of due operations while a slot is free: once
+    /// the last read is used up (at once if it was a full batch), and every
+    /// max(`poll_interval_ms`, 200) while it is not, so a new withdrawal is seen within that long.
+    /// Also the pause between the chain watcher's passes.
     pub poll_interval_ms: u64,
     /// Due operations read from the fair queue at a time (each tenant's in turn).
     pub batch_size: u32,

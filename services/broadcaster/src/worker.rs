@@ -2,12 +2,13 @@
 //! and move each by compare-and-swap according to the classified result.
 //!
 //! Work comes from the store's fair queue ([`Store::next_due`]): every tenant's due operations in
-//! turn, without those in back-off; [`Broadcaster::run`] starts the next one whenever one of its
-//! `concurrency` slots frees up, so no pass of slow calls holds anyone back. A pass that cannot move an operation (the signer refused,
-//! was unavailable or busy, the call was interrupted, no RPC endpoint) puts it in back-off
-//! ([`Backoff`]): retried at once the first time, then after `base`, `2 base`, ... up to `max`.
-//! A refusal the signer makes final ends the operation there (FAILED_TERMINAL), which takes it
-//! out of the queue and clears its back-off.
+//! turn, without those in back-off. [`Broadcaster::run`] starts the next one whenever one of its
+//! `concurrency` slots frees up, each tenant within its share of the slots while others have
+//! work, so no pass of one tenant's slow calls holds another's back. A pass that cannot move an
+//! operation (the signer refused, was unavailable or busy, the call was interrupted, no RPC
+//! endpoint) puts it in back-off ([`Backoff`]): retried at once the first time, then after
+//! `base`, `2 base`, ... up to `max`. A refusal the signer makes final ends the operation there
+//! (FAILED_TERMINAL), which takes it out of the queue and clears its back-off.
 
 use futures::StreamExt;
 use opledger_chain::{Rpc, SubmitClass, Verdict};
@@ -28,6 +29,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use tracing::Instrument as _;
+
+/// The most often [`Broadcaster::run`] reads the queue again while its local copy still holds
+/// operations (each read ranks every due operation).
+pub const REFRESH: Duration = Duration::from_millis(200);
 
 /// How long [`Broadcaster::run`] lets operations in flight finish once told to stop.
 pub const DRAIN: Duration = Duration::from_secs(5);
@@ -229,6 +234,18 @@ impl InFlight {
     }
 }
 
+/// How often [`Broadcaster::run`] reads the queue again while a slot is free: every `poll` when
+/// its local copy is used up, at most every [`REFRESH`] (or `poll`, if longer) while it still
+/// holds operations, so that another tenant's new withdrawal is seen without a full read per
+/// finished operation.
+fn refresh_after(poll: Duration, queue: &VecDeque<Queued>) -> Duration {
+    if queue.is_empty() {
+        poll
+    } else {
+        poll.max(REFRESH)
+    }
+}
+
 /// Each tenant's share of `concurrency` slots among `tenants` (rounded up, at least one).
 fn fair_share(concurrency: usize, tenants: usize) -> usize {
     concurrency.div_ceil(tenants.max(1)).max(1)
@@ -276,11 +293,13 @@ impl Broadcaster {
     }
 
     /// Works until `stop` resolves, keeping up to `concurrency` operations in flight: whenever
-    /// one finishes, the next due one starts. Due operations come from the fair queue, read
-    /// again when the last read is `poll` old (or used up while more were due), so a tenant's new
-    /// withdrawal waits for at most one poll and one free slot, never for a whole pass of
-    /// another tenant's slow refusals. On `stop` it starts nothing more and lets what is in
-    /// flight finish for up to [`DRAIN`].
+    /// one finishes, the next due one starts, each tenant within its share of the slots while
+    /// others have work. Due operations come from the fair queue, read again when the local copy
+    /// is used up (at once if the last read was a full batch, else after `poll`) and every
+    /// `poll` or [`REFRESH`], whichever is longer, while it is not; so a tenant's new
+    /// withdrawal waits for one such read and one free slot, never for a whole pass of another
+    /// tenant's slow refusals. On `stop` it starts nothing more and lets what is in flight finish
+    /// for up to [`DRAIN`].
     pub async fn run(
         &self,
         batch: u32,
@@ -300,8 +319,9 @@ impl Broadcaster {
         let mut read: Option<(Instant, bool)> = None;
         loop {
             if running.len() < concurrency {
-                let stale = read
-                    .is_none_or(|(at, more)| at.elapsed() >= poll || (more && queue.is_empty()));
+                let stale = read.is_none_or(|(at, more)| {
+                    at.elapsed() >= refresh_after(poll, &queue) || (more && queue.is_empty())
+                });
                 if stale {
                     let due = tokio::select! {
                         () = &mut stop => break,
@@ -339,8 +359,9 @@ impl Broadcaster {
                     in_flight.start(task.id(), op_id, tenant_id);
                 }
             }
-            let next_read =
-                read.map_or(Duration::ZERO, |(at, _)| poll.saturating_sub(at.elapsed()));
+            let next_read = read.map_or(Duration::ZERO, |(at, _)| {
+                refresh_after(poll, &queue).saturating_sub(at.elapsed())
+            });
             tokio::select! {
                 () = &mut stop => break,
                 Some(done) = running.join_next_with_id(), if !running.is_empty() => {
@@ -428,7 +449,11 @@ impl Broadcaster {
                 "operation in back-off"
             ),
             Err(e) => {
-                tracing::warn!(op_id = %queued.due.op_id, error = %e.log_safe(), "cannot record the back-off");
+                tracing::warn!(
+                    op_id = %queued.due.op_id,
+                    error = %e.log_safe(),
+                    "cannot record the back-off"
+                );
             }
         }
     }
@@ -656,7 +681,12 @@ impl Broadcaster {
             Ok(_) => Ok(()),
             Err(status) => {
                 let reason = opledger_grpc::status::reason_of(&status);
-                tracing::warn!(op_id = %due.op_id, code = ?status.code(), reason = reason.as_deref().unwrap_or_default(), "signer did not sign");
+                tracing::warn!(
+                    op_id = %due.op_id,
+                    code = ?status.code(),
+                    reason = reason.as_deref().unwrap_or_default(),
+                    "signer did not sign"
+                );
                 Err(Deferral {
                     class: DeferralClass::of_signer(status.code()),
                     reason: reason.as_deref().and_then(ErrorReason::from_str_name),
