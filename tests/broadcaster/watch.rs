@@ -226,3 +226,45 @@ async fn a_stuck_transfer_is_fee_bumped_and_paid_once() -> anyhow::Result<()> {
     );
     stack.assert_invariants().await
 }
+
+#[tokio::test]
+async fn the_watcher_settles_nothing_while_one_of_its_two_endpoints_lies() -> anyhow::Result<()> {
+    use opledger_testkit::{RpcMode, RpcProxy};
+    let Chain {
+        stack,
+        acme,
+        node,
+        signer,
+    } = Chain::start().await?;
+    let (honest, liar) = (
+        RpcProxy::start(&node.rpc_url()).await?,
+        RpcProxy::start(&node.rpc_url()).await?,
+    );
+    let mut cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
+    cfg.evidence.insert(
+        opledger_tests::signer::NETWORK.to_owned(),
+        opledger_tests::chain::evidence(&[&honest.url(), &liar.url()], 2),
+    );
+    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
+    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
+    let w = stack.withdraw(&acme, "5000000000000000", BOB).await?;
+    approve(&stack, &acme, &w).await?;
+    assert_eq!(broadcaster.tick(64, 8).await, 1);
+    node.mine(CONFIRMATIONS).await?;
+    // Final on the chain; one endpoint hides the receipt, then names another fork's block.
+    for mode in [RpcMode::HideReceipts, RpcMode::ForkedReceipts] {
+        liar.set_mode(mode);
+        node.mine(1).await?;
+        assert_eq!(watcher.tick(64).await.confirmed, 0, "{mode:?}");
+        assert_eq!(stack.state(&w.withdrawal_id).await?, "BROADCAST");
+        assert_eq!(
+            stack.balance(acme.id, "treasury", "ETH").await?.1,
+            5_000_000_000_000_000,
+            "hold kept"
+        );
+    }
+    liar.set_mode(RpcMode::Honest);
+    node.mine(1).await?;
+    assert_eq!(watcher.tick(64).await.confirmed, 1, "both agree: settled");
+    stack.assert_invariants().await
+}

@@ -11,10 +11,11 @@ use futures::StreamExt;
 use opledger_chain::evidence::{B256, BlockRef, EvidenceReader, Pinned, no_evidence, reason_label};
 use opledger_domain::evidence::Step;
 use opledger_domain::evidence::{
-    Escalation, EscalationOwner, NoVerdict, StoredKind, Verdict, decide, watcher_step,
+    Escalation, EscalationOwner, NoVerdict, Verdict, decide, watcher_step,
 };
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::state::{Actor, OperationState};
+use opledger_evm::evidence::StoredAttempt;
 use opledger_grpc::telemetry;
 use opledger_store::broadcast::{Inclusion, Watching};
 use opledger_store::transition::TransitionRequest;
@@ -412,28 +413,28 @@ impl Watcher {
 
 /// The verdict on one operation at `pinned`, and the watcher's step.
 async fn judge(op: Watching, pinned: &Pinned) -> Judged {
-    let raws: Vec<(&[u8], StoredKind)> = op
+    let stored: Vec<StoredAttempt<'_>> = op
         .attempts
         .iter()
-        .map(|a| (a.signed.raw_tx.as_slice(), a.signed.kind.stored()))
+        .map(|a| StoredAttempt {
+            raw: &a.signed.raw_tx,
+            kind: a.signed.kind.stored(),
+            tx_hash: &a.signed.tx_hash,
+        })
         .collect();
-    let roles = opledger_evm::evidence::roles(&raws, &op.destination, op.amount);
-    let verdict = match op.attempts.first() {
-        None => Verdict::NeverSigned,
-        Some(original) => {
-            let reading = match original.signed.sender.parse() {
-                Ok(sender) => {
-                    let hashes: Vec<B256> = op
-                        .attempts
-                        .iter()
-                        .map(|a| a.signed.tx_hash.parse().unwrap_or(B256::ZERO))
-                        .collect();
-                    pinned.read(sender, &hashes).await
-                }
-                Err(_) => Err(opledger_domain::evidence::NoAgreement::Disagreement),
-            };
-            decide(&roles, original.signed.nonce, &reading)
+    let judged = opledger_evm::evidence::judge(&stored, &op.destination, op.amount);
+    let verdict = match (op.attempts.first(), judged.sender) {
+        (None, _) => Verdict::NeverSigned,
+        (Some(original), Some(sender)) => {
+            let reading = pinned.read(sender, &judged.hashes).await;
+            decide(&judged.roles, original.signed.nonce, &reading)
         }
+        // Undecodable: every role is a defect, whatever the chain says.
+        (Some(original), None) => decide(
+            &judged.roles,
+            original.signed.nonce,
+            &Err(opledger_domain::evidence::NoAgreement::Disagreement),
+        ),
     };
     if let Verdict::NoVerdict(NoVerdict::NoAgreement(no)) = verdict
         && let Some(network) = op.attempts.first().map(|a| a.network.clone())

@@ -11,9 +11,10 @@ use opledger_chain::evidence::{B256, EvidenceReader, Pinned, no_evidence, reason
 use opledger_chain::{Rpc, SubmitClass};
 use opledger_domain::evidence::{
     AttemptDefect, Escalation, EscalationOwner, NoAgreement, NoVerdict, Resolution, Role, Step,
-    StoredKind, Timing, Verdict, decide, next_step, resolution_allowed,
+    Timing, Verdict, decide, next_step, resolution_allowed,
 };
 use opledger_domain::state::{Actor, OperationState};
+use opledger_evm::evidence::StoredAttempt;
 use opledger_grpc::telemetry;
 use opledger_grpc::telemetry::grpc::TracedChannel;
 use opledger_proto::v1 as pb;
@@ -257,29 +258,29 @@ impl Reconciler {
             .await?
             .ok_or(StoreError::NotFound { what: "withdrawal" })?;
         let payload = &operation.payload;
-        let raws: Vec<(&[u8], StoredKind)> = attempts
+        let stored: Vec<StoredAttempt<'_>> = attempts
             .iter()
-            .map(|a| (a.signed.raw_tx.as_slice(), a.signed.kind.stored()))
+            .map(|a| StoredAttempt {
+                raw: &a.signed.raw_tx,
+                kind: a.signed.kind.stored(),
+                tx_hash: &a.signed.tx_hash,
+            })
             .collect();
-        let roles = opledger_evm::evidence::roles(
-            &raws,
+        let judged = opledger_evm::evidence::judge(
+            &stored,
             payload.destination.as_str(),
             payload.amount.get(),
         );
+        let roles = judged.roles;
         let pinned = match pinned {
             Some(pinned) => pinned,
             None => network.evidence.pin().await.map_err(|e| e.no_agreement()),
         };
-        let reading = match (&pinned, original.signed.sender.parse()) {
-            (Ok(pinned), Ok(sender)) => {
-                let hashes: Vec<B256> = attempts
-                    .iter()
-                    .map(|a| a.signed.tx_hash.parse().unwrap_or(B256::ZERO))
-                    .collect();
-                pinned.read(sender, &hashes).await
-            }
+        let reading = match (&pinned, judged.sender) {
+            (Ok(pinned), Some(sender)) => pinned.read(sender, &judged.hashes).await,
             (Err(no), _) => Err(*no),
-            (Ok(_), Err(_)) => Err(NoAgreement::Disagreement),
+            // Undecodable: every role is a defect, whatever the chain says.
+            (Ok(_), None) => Err(NoAgreement::Disagreement),
         };
         let mut verdict = decide(&roles, original.signed.nonce, &reading);
         // Attempts read before the chain: a replacement persisted (and mined) in between would
