@@ -20,7 +20,7 @@
 # Environment:
 #   OPLEDGER_DATABASE_URL     owner URL of an existing database to use instead of a local cluster
 #   OPLEDGER_DEV_APP_URL      URL the service uses with OPLEDGER_DATABASE_URL (default: the same)
-#   OPLEDGER_OPERATIONS_LISTEN  gRPC address (default 127.0.0.1:50051)
+#   OPLEDGER_OPERATIONS_LISTEN  gRPC address (default 127.0.0.1:15051)
 set -euo pipefail
 
 # shellcheck source=lib.sh
@@ -112,12 +112,12 @@ fi
 "$bin/opledger-admin" --database-url "$owner_url" credit --tenant demo --account treasury \
     --asset ETH --amount 1000000000000000000000 --key dev-stack-initial-funding-v1 >&2
 
-listen="${OPLEDGER_OPERATIONS_LISTEN:-127.0.0.1:50051}"
-approvals_listen="127.0.0.1:50052"
-signer_listen="127.0.0.1:50053"
-broadcaster_listen="127.0.0.1:50054"
-reconciler_listen="127.0.0.1:50055"
-inbox_listen="127.0.0.1:50056"
+listen="${OPLEDGER_OPERATIONS_LISTEN:-127.0.0.1:15051}"
+approvals_listen="127.0.0.1:15052"
+signer_listen="127.0.0.1:15053"
+broadcaster_listen="127.0.0.1:15054"
+reconciler_listen="127.0.0.1:15055"
+inbox_listen="127.0.0.1:15056"
 inbox_http="127.0.0.1:8088"
 anvil_port="${OPLEDGER_DEV_ANVIL_PORT:-8545}"
 anvil_url="http://127.0.0.1:$anvil_port"

@@ -137,3 +137,5 @@ fn the_field_parser_reads_docs_and_names() {
         ]
     );
 }
+
+mod start;

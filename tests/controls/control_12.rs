@@ -90,6 +90,18 @@ fn control_12_the_documented_retention_is_the_configured_retention() -> anyhow::
         "quarantine retention in docs/privacy.md differs from the code: {}",
         bodies.2
     );
+    let refused = privacy_rows(&doc)
+        .into_iter()
+        .find(|r| r.0.starts_with("refused webhook requests"))
+        .ok_or_else(|| anyhow::anyhow!("no refused webhook requests row"))?;
+    assert!(
+        refused.2.contains(&format!(
+            "counts: {} days (`retention_rejections_days`)",
+            config.retention_rejections_days
+        )),
+        "rejection retention in docs/privacy.md differs from the code: {}",
+        refused.2
+    );
     assert!(doc.contains(&format!(
         "every `retention_interval_secs` (default {})",
         config.retention_interval_secs

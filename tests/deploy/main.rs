@@ -16,12 +16,12 @@ use std::path::{Path, PathBuf};
 /// The six services: compose service name, Kubernetes workload name `opledger-<name>`, image and
 /// Dockerfile target `<name>`, settings `OPLEDGER_<NAME>_*`, and their ports.
 const SERVICES: [Service; 6] = [
-    service("operations", 50051, 9101),
-    service("approvals", 50052, 9102),
-    service("signer", 50053, 9103),
-    service("broadcaster", 50054, 9104),
-    service("reconciler", 50055, 9105),
-    service("inbox", 50056, 9106),
+    service("operations", 15051, 9101),
+    service("approvals", 15052, 9102),
+    service("signer", 15053, 9103),
+    service("broadcaster", 15054, 9104),
+    service("reconciler", 15055, 9105),
+    service("inbox", 15056, 9106),
 ];
 
 const fn service(name: &'static str, grpc: u16, metrics: u16) -> Service {
@@ -1362,7 +1362,7 @@ fn the_signers_network_policies_admit_only_broadcaster_and_reconciler_on_50053()
     assert!(policies.len() >= 3, "{} signer policies", policies.len());
     for p in &policies {
         for rule in array_at(&p.doc, "/spec/ingress") {
-            if ports(rule) != BTreeSet::from([("TCP".to_owned(), 50053)]) {
+            if ports(rule) != BTreeSet::from([("TCP".to_owned(), 15053)]) {
                 problems.push(format!("{}: ingress on {:?}", p.at(), ports(rule)));
             }
             let from = array_at(rule, "/from");
@@ -1405,7 +1405,7 @@ fn the_signers_network_policies_admit_only_broadcaster_and_reconciler_on_50053()
         strings(&main.doc["spec"]["policyTypes"]),
         ["Ingress", "Egress"]
     );
-    assert_none(problems, "signer ingress wider than its callers on 50053");
+    assert_none(problems, "signer ingress wider than its callers on 15053");
 }
 
 #[test]

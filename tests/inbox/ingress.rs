@@ -42,7 +42,7 @@ async fn a_bad_signature_is_401_and_keeps_only_minimal_metadata() -> anyhow::Res
     assert!(text.contains("no_valid_signature"), "{text}");
     assert_eq!(world.rows("inbox_events", "").await?, 0);
     let (reasons, prefixes): (Vec<String>, Vec<String>) = sqlx::query_as::<_, (String, String)>(
-        "SELECT reason, endpoint_id_prefix FROM webhook_rejections WHERE tenant_id = $1",
+        "SELECT reason, endpoint_id_prefix FROM webhook_rejection_counts WHERE tenant_id = $1",
     )
     .bind(acme.id.as_uuid())
     .fetch_all(stack.admin.pool())
@@ -107,6 +107,48 @@ async fn stale_and_future_timestamps_are_refused_within_300_seconds_accepted() -
         )
         .await?;
     assert_eq!((late, early), (200, 200));
+    world.stop().await
+}
+
+#[tokio::test]
+async fn a_secret_added_while_the_endpoint_is_cached_verifies_at_once() -> anyhow::Result<()> {
+    let world = World::start("chainwatch", &ALL_TYPES).await?;
+    let (stack, ep, sender) = (&world.stack, &world.ep, &world.sender);
+    let body = |n: u32| deposit(&format!("dep-{n}"), "treasury", "ETH", "1");
+    // The first request caches the endpoint with its one key (cache TTL in tests: 1 s).
+    let now = chrono::Utc::now().timestamp();
+    let (first, _) = sender
+        .send_signed(ep, &ep.secret, &event_id(), now, &body(1))
+        .await?;
+    let new_secret = SigningSecret::generate();
+    let sealed = ring()?.seal_secret(&ep.id, &new_secret).expect("sealed");
+    stack
+        .admin
+        .add_webhook_secret(&ep.id, &NewSecret::Hmac(sealed))
+        .await
+        .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
+    // Well inside the cache TTL: the cached keys refuse the new signature, the ingress re-reads
+    // the endpoint and the new secret verifies.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let (new, _) = sender
+        .send_signed(ep, &new_secret, &event_id(), now, &body(2))
+        .await?;
+    // A signature no key makes is still refused, and a burst of them is refused too.
+    let mut forged = Vec::new();
+    for n in 0..20 {
+        let (status, _) = sender
+            .send_signed(
+                ep,
+                &SigningSecret::generate(),
+                &event_id(),
+                now,
+                &body(10 + n),
+            )
+            .await?;
+        forged.push(status);
+    }
+    assert_eq!((first, new), (200, 200));
+    assert!(forged.iter().all(|s| *s == 401), "{forged:?}");
     world.stop().await
 }
 
@@ -202,7 +244,10 @@ async fn a_tenants_credential_on_another_tenants_endpoint_is_refused() -> anyhow
     assert_eq!(status, 401);
     assert_eq!(rows(stack, "inbox_events", "", globex.id).await?, 0);
     assert_eq!(world.rows("inbox_events", "").await?, 0);
-    assert_eq!(rows(stack, "webhook_rejections", "", globex.id).await?, 1);
+    assert_eq!(
+        rows(stack, "webhook_rejection_counts", "", globex.id).await?,
+        1
+    );
     world.stop().await
 }
 
@@ -367,5 +412,74 @@ async fn a_failed_commit_is_503_and_the_retry_is_processed_once() -> anyhow::Res
         .wait_rows("inbox_work", "AND status = 'DONE'", 1)
         .await?;
     assert_eq!(world.treasury().await?, (40, 0));
+    world.stop().await
+}
+
+#[tokio::test]
+async fn a_flood_of_refused_requests_leaves_a_bounded_number_of_rows_and_full_counters()
+-> anyhow::Result<()> {
+    use futures::StreamExt as _;
+    let world = World::start("chainwatch", &ALL_TYPES).await?;
+    let (ep, sender) = (&world.ep, &world.sender);
+    let now = chrono::Utc::now().timestamp();
+    let body = deposit("dep-flood", "treasury", "ETH", "1");
+    const EACH: usize = 1_000;
+    // Bad signatures on the tenant's real endpoint, and requests to endpoints that do not exist
+    // under sources the sender makes up (every one a new label and prefix).
+    let answers: Vec<anyhow::Result<u16>> = futures::stream::iter(0..2 * EACH)
+        .map(|n| {
+            let body = body.clone();
+            async move {
+                if n % 2 == 0 {
+                    let forged = SigningSecret::generate();
+                    Ok(sender
+                        .send_signed(ep, &forged, &event_id(), now, &body)
+                        .await?
+                        .0)
+                } else {
+                    let mut ghost = ep.clone();
+                    ghost.id = format!("whe_{}", uuid::Uuid::new_v4().simple());
+                    ghost.source = format!("probe-{n}");
+                    Ok(sender.send(&ghost, &event_id(), &body).await?.0)
+                }
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
+    for answer in answers {
+        *statuses.entry(answer?).or_default() += 1;
+    }
+    assert_eq!(statuses, [(401, EACH), (404, EACH)].into_iter().collect());
+
+    // Every refusal is counted; the rows are bounded: per minute, one for the real endpoint and
+    // at most 32 made-up (source, prefix) pairs plus `other` for the unknown ones.
+    let (rows, total, minutes): (i64, i64, i64) = sqlx::query_as(
+        "SELECT count(*), COALESCE(sum(count), 0)::bigint, count(DISTINCT minute) \
+         FROM webhook_rejection_counts",
+    )
+    .fetch_one(world.stack.admin.pool())
+    .await?;
+    assert_eq!(total, 2 * EACH as i64);
+    assert!(
+        rows <= minutes * (1 + 32 + 1),
+        "rows={rows} minutes={minutes}"
+    );
+    let other: (i64,) = sqlx::query_as(
+        "SELECT COALESCE(sum(count), 0)::bigint FROM webhook_rejection_counts \
+         WHERE tenant_id IS NULL AND source = 'other' AND endpoint_id_prefix = 'other'",
+    )
+    .fetch_one(world.stack.admin.pool())
+    .await?;
+    assert!(other.0 >= EACH as i64 - 33 * minutes, "other={}", other.0);
+    let inbox = &world.inbox;
+    let bad = "opledger_inbox_requests_total{outcome=\"bad_signature\"}";
+    let unknown = "opledger_inbox_requests_total{outcome=\"unknown_endpoint\"}";
+    assert_eq!(inbox.metric(bad).await?, EACH as f64);
+    assert_eq!(inbox.metric(unknown).await?, EACH as f64);
+
+    // A genuine delivery is still accepted after the flood.
+    assert_eq!(world.post(&body).await?, 200);
     world.stop().await
 }

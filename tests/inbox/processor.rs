@@ -210,3 +210,40 @@ async fn retention_purges_processed_and_quarantined_bodies_and_keeps_dead_letter
     );
     world.stop().await
 }
+
+#[tokio::test]
+async fn a_deposit_beyond_the_amount_range_is_a_dead_letter_and_credits_nothing()
+-> anyhow::Result<()> {
+    let world = World::start("chainwatch", &ALL_TYPES).await?;
+    let max = u128::MAX.to_string();
+    // The reproduction: two signed deposits of u128::MAX for one account.
+    assert_eq!(
+        world
+            .post(&deposit("0xdeposit-max-1", "treasury", "ETH", &max))
+            .await?,
+        200
+    );
+    world
+        .wait_rows("inbox_work", "AND status = 'DONE'", 1)
+        .await?;
+    assert_eq!(
+        world
+            .post(&deposit("0xdeposit-max-2", "treasury", "ETH", &max))
+            .await?,
+        200
+    );
+    world
+        .wait_rows("inbox_work", "AND status = 'DEAD'", 1)
+        .await?;
+    assert_eq!(
+        world.outcomes().await?,
+        ["DONE:CREDITED", "DEAD:AMOUNT_OUT_OF_RANGE"]
+    );
+    // Nothing of the second was committed; the account reads and still takes work.
+    assert_eq!(world.rows("ledger_credits", "").await?, 1);
+    assert_eq!(world.treasury().await?, (u128::MAX, 0));
+    world.stack.withdraw(&world.acme, "100", ALICE).await?;
+    assert_eq!(world.treasury().await?, (u128::MAX - 100, 100));
+    world.stack.assert_invariants().await?;
+    world.stop().await
+}

@@ -9,3 +9,4 @@ mod create;
 mod ledger;
 mod listing;
 mod memo;
+mod range;

@@ -52,34 +52,43 @@ pub async fn serve_api(
     serve(listener, service_name, make(store, auth), shutdown).await
 }
 
-/// Connects the store and binds the listen address: what every service does before serving.
-pub async fn connect_and_bind(
-    database_url: &str,
-    store_config: StoreConfig,
-    listen: SocketAddr,
-) -> Result<(Store, TcpListener), ServeError> {
-    let store = Store::connect(database_url, store_config)
-        .await
-        .map_err(|e: StoreError| ServeError::Database(e.log_safe()))?;
-    let listener = TcpListener::bind(listen)
-        .await
-        .map_err(|source| ServeError::Bind {
-            addr: listen,
-            source,
-        })?;
-    Ok((store, listener))
+/// Binds every address a service listens on, in order, before it opens any outbound connection
+/// (so a port cannot be taken by one of its own client sockets first, and a port that is in use
+/// fails the start at once, naming the address).
+pub async fn bind_all<const N: usize>(
+    addrs: [SocketAddr; N],
+) -> Result<[TcpListener; N], ServeError> {
+    let mut bound = Vec::with_capacity(N);
+    for addr in addrs {
+        bound.push(bind(addr).await?);
+    }
+    bound.try_into().map_err(|_| ServeError::Bind {
+        addr: addrs[0],
+        source: std::io::Error::other("listener count"),
+    })
 }
 
-/// Binds `addr` and serves this process's gRPC metrics there in the background.
-pub async fn spawn_metrics(addr: SocketAddr) -> Result<tokio::task::JoinHandle<()>, ServeError> {
-    let listener = TcpListener::bind(addr)
+/// Binds one listen address; the error names it.
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr)
         .await
-        .map_err(|source| ServeError::Bind { addr, source })?;
-    Ok(crate::metrics::spawn_endpoint(listener))
+        .map_err(|source| ServeError::Bind { addr, source })
 }
 
-/// Connects the store, binds `listen` and serves one API until Ctrl-C or SIGTERM, with its gRPC
-/// metrics on `metrics_listen`.
+/// Connects the store (after the listeners are bound: see [`bind_all`]).
+pub async fn connect(database_url: &str, store_config: StoreConfig) -> Result<Store, ServeError> {
+    Store::connect(database_url, store_config)
+        .await
+        .map_err(|e: StoreError| ServeError::Database(e.log_safe()))
+}
+
+/// Serves this process's gRPC metrics on `listener` in the background.
+pub fn spawn_metrics(listener: TcpListener) -> tokio::task::JoinHandle<()> {
+    crate::metrics::spawn_endpoint(listener)
+}
+
+/// Binds `listen` and `metrics_listen`, then connects the store, and serves one API until
+/// Ctrl-C or SIGTERM, with its gRPC metrics on `metrics_listen`.
 pub async fn run(
     database_url: &str,
     store_config: StoreConfig,
@@ -89,8 +98,9 @@ pub async fn run(
     service_name: &str,
     make: MakeRoutes,
 ) -> Result<(), ServeError> {
-    let (store, listener) = connect_and_bind(database_url, store_config, listen).await?;
-    let _metrics = spawn_metrics(metrics_listen).await?;
+    let [listener, metrics] = bind_all([listen, metrics_listen]).await?;
+    let store = connect(database_url, store_config).await?;
+    let _metrics = spawn_metrics(metrics);
     serve_api(
         listener,
         store,
@@ -128,7 +138,7 @@ pub async fn serve_tls(
         .await;
     let routes = routes
         .add_service(health_service)
-        .add_service(reflection()?);
+        .add_service(reflection_for(service_name)?);
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(listen = %addr, service = service_name, "listening");
     }
@@ -163,17 +173,47 @@ pub fn init_telemetry(service_name: &str) -> opledger_telemetry::Telemetry {
     opledger_telemetry::init(service_name)
 }
 
-/// The gRPC server-reflection service over every opledger proto.
-pub fn reflection() -> Result<
+/// Every opledger gRPC API, by its fully-qualified name.
+pub const API_NAMES: [&str; 5] = [
+    opledger_proto::v1::operations_service_server::SERVICE_NAME,
+    opledger_proto::v1::approvals_service_server::SERVICE_NAME,
+    opledger_proto::v1::signer_service_server::SERVICE_NAME,
+    opledger_proto::v1::operator_service_server::SERVICE_NAME,
+    opledger_proto::v1::inbox_service_server::SERVICE_NAME,
+];
+
+/// What a port serving `service_name` lists through reflection: that API when it is one of
+/// [`API_NAMES`] (a worker's port serves none), health and reflection itself, sorted.
+pub fn served_names(service_name: &str) -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = API_NAMES
+        .iter()
+        .copied()
+        .filter(|name| *name == service_name)
+        .collect();
+    names.push("grpc.health.v1.Health");
+    names.push("grpc.reflection.v1.ServerReflection");
+    names.sort_unstable();
+    names
+}
+
+/// The gRPC server-reflection service of a port serving `service_name`: it resolves symbols of
+/// every opledger proto but lists only what the port serves ([`served_names`]), so a client
+/// that trusts the list never meets UNIMPLEMENTED.
+pub fn reflection_for(
+    service_name: &str,
+) -> Result<
     tonic_reflection::server::v1::ServerReflectionServer<
         impl tonic_reflection::server::v1::ServerReflection,
     >,
     tonic_reflection::server::Error,
 > {
-    tonic_reflection::server::Builder::configure()
+    let mut builder = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(opledger_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET);
+    for name in served_names(service_name) {
+        builder = builder.with_service_name(name);
+    }
+    builder.build_v1()
 }
 
 /// Resolves when the process receives Ctrl-C or SIGTERM.
@@ -195,5 +235,30 @@ pub async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {},
         () = term => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_lists_only_the_api_it_serves() {
+        assert_eq!(
+            served_names("opledger.v1.SignerService"),
+            [
+                "grpc.health.v1.Health",
+                "grpc.reflection.v1.ServerReflection",
+                "opledger.v1.SignerService"
+            ]
+        );
+        // A worker's port (the broadcaster's health name is no API) lists no opledger API.
+        assert_eq!(
+            served_names("opledger.v1.Broadcaster"),
+            ["grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"]
+        );
+        for api in API_NAMES {
+            assert_eq!(served_names(api).len(), 3, "{api}");
+        }
     }
 }

@@ -36,6 +36,15 @@ pub fn store_status(error: StoreError) -> Status {
             "available balance of the source account does not cover the amount",
             &[],
         ),
+        StoreError::OutOfRange { what } => error_status(
+            Code::OutOfRange,
+            ErrorReason::AmountOutOfRange,
+            format!(
+                "{what} would exceed the amount range (at most \
+                 340282366920938463463374607431768211455 minimal units); nothing changed"
+            ),
+            &[("what", what)],
+        ),
         StoreError::NotFound { what } => error_status(
             Code::NotFound,
             ErrorReason::NotFound,

@@ -64,7 +64,7 @@ pub struct Global {
         global = true,
         value_name = "URL",
         env = "OPCTL_OPERATIONS_URL",
-        default_value = "http://127.0.0.1:50051"
+        default_value = "http://127.0.0.1:15051"
     )]
     pub operations: String,
     /// The approvals service (approve, reject).
@@ -73,7 +73,7 @@ pub struct Global {
         global = true,
         value_name = "URL",
         env = "OPCTL_APPROVALS_URL",
-        default_value = "http://127.0.0.1:50052"
+        default_value = "http://127.0.0.1:15052"
     )]
     pub approvals: String,
     /// The reconciler's operator API (unresolved, resolve).
@@ -82,7 +82,7 @@ pub struct Global {
         global = true,
         value_name = "URL",
         env = "OPCTL_RECONCILER_URL",
-        default_value = "http://127.0.0.1:50055"
+        default_value = "http://127.0.0.1:15055"
     )]
     pub reconciler: String,
     /// The inbox's operator API (inbox ...).
@@ -91,7 +91,7 @@ pub struct Global {
         global = true,
         value_name = "URL",
         env = "OPCTL_INBOX_URL",
-        default_value = "http://127.0.0.1:50056"
+        default_value = "http://127.0.0.1:15056"
     )]
     pub inbox: String,
     /// API key, sent as `authorization: Bearer <key>`; prefer the environment variable (a flag is
@@ -606,10 +606,10 @@ mod tests {
         let g = &cli.global;
         // The environment may override them; only check when it does not.
         if std::env::var_os("OPCTL_OPERATIONS_URL").is_none() {
-            assert_eq!(g.operations, "http://127.0.0.1:50051");
+            assert_eq!(g.operations, "http://127.0.0.1:15051");
         }
         if std::env::var_os("OPCTL_RECONCILER_URL").is_none() {
-            assert_eq!(g.reconciler, "http://127.0.0.1:50055");
+            assert_eq!(g.reconciler, "http://127.0.0.1:15055");
         }
         assert_eq!((g.timeout, g.json), (10, false));
     }

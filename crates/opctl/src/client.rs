@@ -167,7 +167,7 @@ fn bearer(key: &ApiKey) -> Result<MetadataValue<tonic::metadata::Ascii>, Failure
 fn endpoint(service: Service, url: &str, timeout: Duration) -> Result<Endpoint, Failure> {
     let problem = |what: &str| Failure::usage(format!("{}: {what}", service.flag()));
     let Some((scheme, _)) = url.split_once("://") else {
-        return Err(problem("expected a URL like http://127.0.0.1:50051"));
+        return Err(problem("expected a URL like http://127.0.0.1:15051"));
     };
     if scheme != "http" {
         return Err(problem(
@@ -188,9 +188,9 @@ mod tests {
     #[test]
     fn urls_are_checked_before_connecting() {
         let t = Duration::from_secs(1);
-        assert!(endpoint(Service::Operations, "http://127.0.0.1:50051", t).is_ok());
+        assert!(endpoint(Service::Operations, "http://127.0.0.1:15051", t).is_ok());
         for bad in [
-            "127.0.0.1:50051",
+            "127.0.0.1:15051",
             "https://example.com",
             "http://exa mple:1",
         ] {

@@ -419,8 +419,8 @@ mod tests {
     #[test]
     fn urls_lose_their_credentials() {
         assert_eq!(
-            redact_url("http://127.0.0.1:50051"),
-            "http://127.0.0.1:50051"
+            redact_url("http://127.0.0.1:15051"),
+            "http://127.0.0.1:15051"
         );
         assert_eq!(redact_url("http://a:b@host:1/p@q"), "http://host:1/p@q");
         assert_eq!(redact_url("host:1"), "host:1");

@@ -63,6 +63,13 @@ pub enum StoreError {
         /// The hold status the transition required.
         expected: &'static str,
     },
+    /// The change would take an account's balance (available + held) or an amount beyond the
+    /// amount type's range (unsigned 128 bits). Nothing changed.
+    #[error("{what} would exceed the amount range")]
+    OutOfRange {
+        /// What would have left the range.
+        what: &'static str,
+    },
     /// A stored value no longer parses as its domain type (corruption or a bypassed constraint).
     #[error("stored {what} is invalid")]
     Corrupt {
@@ -74,7 +81,33 @@ pub enum StoreError {
     Database(#[from] sqlx::Error),
 }
 
+/// The database's range constraints on ledger amounts (migration 16), and what each bounds.
+const RANGE_CONSTRAINTS: [(&str, &str); 5] = [
+    ("ledger_accounts_amount_range", "account balance"),
+    ("ledger_holds_amount_range", "hold amount"),
+    ("ledger_credits_amount_range", "credit amount"),
+    ("ledger_postings_amount_range", "posting amount"),
+    ("withdrawal_payloads_amount_range", "withdrawal amount"),
+];
+
 impl StoreError {
+    /// [`StoreError::OutOfRange`] when the database refused the statement on one of the ledger's
+    /// amount-range constraints, the error unchanged otherwise.
+    pub(crate) fn range(error: sqlx::Error) -> StoreError {
+        if let sqlx::Error::Database(db) = &error
+            && db.code().as_deref() == Some("23514")
+            && let Some(what) = db.constraint().and_then(|name| {
+                RANGE_CONSTRAINTS
+                    .iter()
+                    .find(|(constraint, _)| *constraint == name)
+                    .map(|(_, what)| *what)
+            })
+        {
+            return StoreError::OutOfRange { what };
+        }
+        StoreError::Database(error)
+    }
+
     /// True when the database could not be reached or timed out: the caller may retry.
     pub fn is_unavailable(&self) -> bool {
         matches!(

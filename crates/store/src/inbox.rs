@@ -318,6 +318,8 @@ pub enum CreditOutcome {
     AlreadyCredited,
     /// The same deposit id was credited before with different content.
     Conflicting,
+    /// The credit would take the account's balance beyond the amount range: nothing credited.
+    OutOfRange,
 }
 
 /// The processor's transaction over one claimed item: effects and the item's end commit together
@@ -400,8 +402,29 @@ impl WorkTx {
     ) -> Result<CreditOutcome> {
         let digest = deposit_credit_digest(&self.item.source, deposit_id);
         let tenant = self.item.tenant_id;
-        if ledger::credit_in(&mut self.tx, tenant, &digest, account, asset, amount).await? {
-            return Ok(CreditOutcome::Credited);
+        // In a savepoint: a credit refused by the range constraints fails its statement, and the
+        // item must still be finished (dead-lettered) in this transaction.
+        sqlx::query("SAVEPOINT deposit_credit")
+            .execute(&mut *self.tx)
+            .await?;
+        let credited =
+            ledger::credit_in(&mut self.tx, tenant, &digest, account, asset, amount).await;
+        match credited {
+            Err(StoreError::OutOfRange { .. }) => {
+                sqlx::query("ROLLBACK TO SAVEPOINT deposit_credit")
+                    .execute(&mut *self.tx)
+                    .await?;
+                return Ok(CreditOutcome::OutOfRange);
+            }
+            Err(other) => return Err(other),
+            Ok(inserted) => {
+                sqlx::query("RELEASE SAVEPOINT deposit_credit")
+                    .execute(&mut *self.tx)
+                    .await?;
+                if inserted {
+                    return Ok(CreditOutcome::Credited);
+                }
+            }
         }
         let stored = ledger::stored_credit(&mut self.tx, tenant, &digest).await?;
         Ok(match stored {
@@ -741,7 +764,10 @@ impl Store {
         })
     }
 
-    /// Keeps minimal metadata of a refused request (bad signature, unknown endpoint).
+    /// Counts a refused request (bad signature, unknown endpoint) in this minute's row of
+    /// `webhook_rejection_counts` for its tenant, source label, endpoint id prefix and reason:
+    /// minimal metadata, and a bounded number of rows however many requests are refused (labels
+    /// and prefixes naming no known endpoint are capped per minute, the rest count as `other`).
     pub async fn record_webhook_rejection(
         &self,
         tenant_id: Option<TenantId>,
@@ -749,16 +775,13 @@ impl Store {
         endpoint_id_prefix: &str,
         reason: &str,
     ) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO webhook_rejections (tenant_id, source, endpoint_id_prefix, reason) \
-             VALUES ($1, $2, $3, $4)",
-        )
-        .bind(tenant_id.map(|t| t.as_uuid()))
-        .bind(source)
-        .bind(endpoint_id_prefix)
-        .bind(reason)
-        .execute(&self.pool)
-        .await?;
+        sqlx::query("SELECT opledger_count_rejection($1, $2, $3, $4)")
+            .bind(tenant_id.map(|t| t.as_uuid()))
+            .bind(source)
+            .bind(endpoint_id_prefix)
+            .bind(reason)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 
@@ -1024,6 +1047,18 @@ impl Store {
             unhandled,
             oldest_unresolved_secs: oldest.unwrap_or(0.0).max(0.0),
         })
+    }
+
+    /// Deletes refused-request counts older than `keep`; returns how many rows went.
+    pub async fn purge_rejection_counts(&self, keep: Duration) -> Result<u64> {
+        Ok(sqlx::query(
+            "DELETE FROM webhook_rejection_counts \
+             WHERE minute < now() - $1::float8 * interval '1 second'",
+        )
+        .bind(keep.as_secs_f64())
+        .execute(&self.pool)
+        .await?
+        .rows_affected())
     }
 
     /// Enforces body retention: processed events' bodies after `processed`; UNHANDLED events'

@@ -94,7 +94,8 @@ pub(crate) async fn apply_hold_effect(
         .bind(op_id.as_uuid())
         .bind(name)
         .fetch_one(&mut *conn)
-        .await?;
+        .await
+        .map_err(StoreError::range)?;
     if !resolved {
         return Err(StoreError::HoldMismatch { expected: from });
     }
@@ -111,7 +112,9 @@ pub(crate) async fn apply_hold_effect(
 /// Credits an account inside the caller's transaction, keyed by `key_digest` (creating the account
 /// when missing), through `opledger_credit` (the only way a service credits): one journal entry,
 /// two postings, one `ledger_credits` row. Returns false, having written nothing, when the key
-/// already credited this tenant; compare with [`stored_credit`].
+/// already credited this tenant; compare with [`stored_credit`]. A credit that would take the
+/// account's balance beyond the amount range is [`StoreError::OutOfRange`]; the statement failed,
+/// so the caller's transaction must be rolled back (or the call made inside a savepoint).
 pub async fn credit_in(
     conn: &mut PgConnection,
     tenant_id: TenantId,
@@ -128,7 +131,8 @@ pub async fn credit_in(
             .bind(asset.as_str())
             .bind(amount.to_string())
             .fetch_one(&mut *conn)
-            .await?;
+            .await
+            .map_err(StoreError::range)?;
     Ok(entry.is_some())
 }
 

@@ -29,7 +29,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            listen: SocketAddr::from(([127, 0, 0, 1], 50052)),
+            listen: SocketAddr::from(([127, 0, 0, 1], 15052)),
             metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9102)),
             database_url: DatabaseUrl::default(),
             db_max_connections: 16,

@@ -94,13 +94,13 @@ fn default_security_owner() -> String {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            listen: SocketAddr::from(([127, 0, 0, 1], 50054)),
+            listen: SocketAddr::from(([127, 0, 0, 1], 15054)),
             metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9104)),
             database_url: DatabaseUrl::default(),
             db_max_connections: 8,
             db_acquire_timeout_secs: 5,
             worker_id: "broadcaster".to_owned(),
-            signer_url: "http://127.0.0.1:50053".to_owned(),
+            signer_url: "http://127.0.0.1:15053".to_owned(),
             signer_token: Secret::default(),
             signer_tls: None,
             rpc_ca: None,

@@ -111,18 +111,12 @@ pub fn watcher(config: &Config, store: Store) -> Result<watcher::Watcher, StartE
 
 /// Connects the store, starts the worker and serves health until Ctrl-C or SIGTERM.
 pub async fn run(config: Config) -> Result<(), StartError> {
-    let (store, listener) =
-        server::connect_and_bind(&config.database_url.0, config.store_config(), config.listen)
-            .await?;
+    let [listener, metrics_listener] =
+        server::bind_all([config.listen, config.metrics_listen]).await?;
+    let store = server::connect(&config.database_url.0, config.store_config()).await?;
     let worker = broadcaster(&config, store.clone())?;
     let bumper = worker.clone();
     let scraped = worker.clone();
-    let metrics_listener = tokio::net::TcpListener::bind(config.metrics_listen)
-        .await
-        .map_err(|source| ServeError::Bind {
-            addr: config.metrics_listen,
-            source,
-        })?;
     let metrics_app = axum::Router::new().route(
         "/metrics",
         axum::routing::get(move || {

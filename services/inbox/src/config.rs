@@ -14,6 +14,10 @@ pub const DEFAULT_RETENTION_PROCESSED_DAYS: u32 = 30;
 /// Days a quarantined or UNHANDLED body is kept (from arrival). Documented in `docs/privacy.md`.
 pub const DEFAULT_RETENTION_QUARANTINED_DAYS: u32 = 90;
 
+/// Days the per-minute counts of refused webhook requests are kept. Documented in
+/// `docs/privacy.md`.
+pub const DEFAULT_RETENTION_REJECTIONS_DAYS: u32 = 30;
+
 /// The inbox service's configuration.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -39,7 +43,8 @@ pub struct Config {
     pub request_timeout_ms: u64,
     /// Seconds a signature timestamp may differ from now, both ways (Standard Webhooks: 300).
     pub timestamp_tolerance_secs: i64,
-    /// Seconds an endpoint and its keys stay cached (a retired key works at most this long).
+    /// Seconds an endpoint and its keys stay cached (a retired key works at most this long; an
+    /// added key verifies at once: a refused signature re-reads the keys, at most every 100 ms).
     pub endpoint_cache_ttl_secs: u64,
     /// Names this processor in transition logs.
     pub worker_id: String,
@@ -60,6 +65,8 @@ pub struct Config {
     pub retention_processed_days: u32,
     /// Days a quarantined or UNHANDLED body is kept.
     pub retention_quarantined_days: u32,
+    /// Days the per-minute counts of refused webhook requests are kept.
+    pub retention_rejections_days: u32,
     /// Seconds between retention passes.
     pub retention_interval_secs: u64,
 }
@@ -67,7 +74,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            listen: SocketAddr::from(([127, 0, 0, 1], 50056)),
+            listen: SocketAddr::from(([127, 0, 0, 1], 15056)),
             http_listen: SocketAddr::from(([127, 0, 0, 1], 8088)),
             metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9106)),
             database_url: DatabaseUrl::default(),
@@ -87,6 +94,7 @@ impl Default for Config {
             compliance_owner: "compliance".to_owned(),
             retention_processed_days: DEFAULT_RETENTION_PROCESSED_DAYS,
             retention_quarantined_days: DEFAULT_RETENTION_QUARANTINED_DAYS,
+            retention_rejections_days: DEFAULT_RETENTION_REJECTIONS_DAYS,
             retention_interval_secs: 3600,
         }
     }
@@ -141,6 +149,12 @@ impl Config {
         if self.retention_processed_days == 0 || self.retention_quarantined_days == 0 {
             return Err(invalid(
                 "retention_processed_days",
+                "retention must be at least 1 day",
+            ));
+        }
+        if self.retention_rejections_days == 0 {
+            return Err(invalid(
+                "retention_rejections_days",
                 "retention must be at least 1 day",
             ));
         }

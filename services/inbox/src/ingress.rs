@@ -41,6 +41,11 @@ use tracing::Instrument as _;
 /// Endpoints cached at most this many at once (the cache is cleared when full).
 const CACHE_CAPACITY: usize = 10_000;
 
+/// A signature the cached keys refuse makes the ingress re-read the endpoint's keys (a secret
+/// added with `add-secret` verifies at once), at most once per this interval per endpoint, so a
+/// flood of bad signatures costs the database a bounded number of reads.
+const RELOAD_INTERVAL: Duration = Duration::from_millis(100);
+
 /// An endpoint with its keys opened, ready to verify.
 #[derive(Debug)]
 struct Resolved {
@@ -196,6 +201,25 @@ impl Ingress {
         {
             return Ok(Some(resolved.clone()));
         }
+        self.load(endpoint_id).await
+    }
+
+    /// The endpoint read again from the database after its cached keys refused a signature, or
+    /// `None` when it was loaded less than [`RELOAD_INTERVAL`] ago (or is gone, or the read
+    /// failed: the refusal stands).
+    async fn reloaded(&self, endpoint_id: &str) -> Option<Arc<Resolved>> {
+        if let Ok(mut cache) = self.cache.lock() {
+            match cache.get_mut(endpoint_id) {
+                Some((at, _)) if at.elapsed() < RELOAD_INTERVAL => return None,
+                // Claim this interval's reload before reading, so concurrent refusals read once.
+                Some((at, _)) => *at = Instant::now(),
+                None => {}
+            }
+        }
+        self.load(endpoint_id).await.ok().flatten()
+    }
+
+    async fn load(&self, endpoint_id: &str) -> Result<Option<Arc<Resolved>>, ()> {
         let endpoint = match self.store.webhook_endpoint(endpoint_id).await {
             Ok(Some(endpoint)) => endpoint,
             Ok(None) => return Ok(None),
@@ -304,8 +328,14 @@ impl Ingress {
             signature: single(headers, "webhook-signature"),
         };
         let now = chrono::Utc::now().timestamp();
-        let verified = match verify::verify(&resolved.keys, &signed, body, now, self.tolerance_secs)
+        let mut checked = verify::verify(&resolved.keys, &signed, body, now, self.tolerance_secs);
+        if let Err(verify::VerifyError::NoValidSignature | verify::VerifyError::NoKeys) = checked
+            && let Some(fresh) = self.reloaded(endpoint_id).await
+            && fresh.endpoint.source == source
         {
+            checked = verify::verify(&fresh.keys, &signed, body, now, self.tolerance_secs);
+        }
+        let verified = match checked {
             Ok(v) => v,
             Err(e) => {
                 let (status, outcome) = match e.code() {

@@ -73,12 +73,6 @@ pub fn processor(config: &Config, store: Store, ring: Arc<keys::KeyRing>) -> pro
     )
 }
 
-async fn bind(addr: std::net::SocketAddr) -> Result<TcpListener, ServeError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServeError::Bind { addr, source })
-}
-
 /// The three listening sockets of the service.
 #[derive(Debug)]
 pub struct Listeners {
@@ -92,13 +86,13 @@ pub struct Listeners {
 
 /// Connects the store, binds the configured addresses and serves until Ctrl-C or SIGTERM.
 pub async fn run(config: Config) -> Result<(), StartError> {
-    let (store, grpc) =
-        server::connect_and_bind(&config.database_url.0, config.store_config(), config.listen)
-            .await?;
+    let [grpc, http, metrics] =
+        server::bind_all([config.listen, config.http_listen, config.metrics_listen]).await?;
+    let store = server::connect(&config.database_url.0, config.store_config()).await?;
     let listeners = Listeners {
         grpc,
-        http: bind(config.http_listen).await?,
-        metrics: bind(config.metrics_listen).await?,
+        http,
+        metrics,
     };
     serve(&config, store, listeners, server::shutdown_signal()).await
 }
@@ -163,9 +157,10 @@ pub async fn serve(
         });
     }
     let retention = store.clone();
-    let (processed, quarantined, every) = (
+    let (processed, quarantined, rejections, every) = (
         Duration::from_secs(u64::from(config.retention_processed_days) * 86_400),
         Duration::from_secs(u64::from(config.retention_quarantined_days) * 86_400),
+        Duration::from_secs(u64::from(config.retention_rejections_days) * 86_400),
         Duration::from_secs(config.retention_interval_secs),
     );
     tasks.spawn(async move {
@@ -180,6 +175,11 @@ pub async fn serve(
                 }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e.log_safe(), "retention pass failed"),
+            }
+            match retention.purge_rejection_counts(rejections).await {
+                Ok(0) => {}
+                Ok(rows) => tracing::info!(rows, "refused-request counts purged"),
+                Err(e) => tracing::warn!(error = %e.log_safe(), "rejection retention failed"),
             }
             tokio::time::sleep(every).await;
         }

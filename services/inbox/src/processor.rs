@@ -291,6 +291,7 @@ impl Processor {
                     CreditOutcome::Credited => Decision::Done("CREDITED"),
                     CreditOutcome::AlreadyCredited => Decision::Done("ALREADY_CREDITED"),
                     CreditOutcome::Conflicting => self.dead("DEPOSIT_CONFLICT"),
+                    CreditOutcome::OutOfRange => self.dead("AMOUNT_OUT_OF_RANGE"),
                 })
             }
             Event::TransferStatus(t) => {

@@ -58,7 +58,7 @@ pub struct NetworkPolicy {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            listen: SocketAddr::from(([127, 0, 0, 1], 50051)),
+            listen: SocketAddr::from(([127, 0, 0, 1], 15051)),
             metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9101)),
             database_url: DatabaseUrl::default(),
             db_max_connections: 32,

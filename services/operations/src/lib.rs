@@ -70,12 +70,11 @@ pub async fn serve(
     .await
 }
 
-/// Connects the store, binds the configured address and serves until Ctrl-C or SIGTERM, with
-/// its gRPC metrics on `metrics_listen`.
+/// Binds the configured addresses, then connects the store, and serves until Ctrl-C or SIGTERM,
+/// with its gRPC metrics on `metrics_listen`.
 pub async fn run(config: Config) -> Result<(), ServeError> {
-    let (store, listener) =
-        server::connect_and_bind(&config.database_url.0, config.store_config(), config.listen)
-            .await?;
-    let _metrics = server::spawn_metrics(config.metrics_listen).await?;
+    let [listener, metrics] = server::bind_all([config.listen, config.metrics_listen]).await?;
+    let store = server::connect(&config.database_url.0, config.store_config()).await?;
+    let _metrics = server::spawn_metrics(metrics);
     serve(listener, store, &config, server::shutdown_signal()).await
 }

@@ -78,13 +78,13 @@ fn default_security_owner() -> String {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            listen: SocketAddr::from(([127, 0, 0, 1], 50055)),
+            listen: SocketAddr::from(([127, 0, 0, 1], 15055)),
             metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9105)),
             database_url: DatabaseUrl::default(),
             db_max_connections: 4,
             db_acquire_timeout_secs: 5,
             worker_id: "reconciler".to_owned(),
-            signer_url: "http://127.0.0.1:50053".to_owned(),
+            signer_url: "http://127.0.0.1:15053".to_owned(),
             signer_token: Secret::default(),
             signer_tls: None,
             rpc_ca: None,

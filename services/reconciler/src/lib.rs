@@ -98,17 +98,11 @@ pub fn routes(store: Store, reconciler: Reconciler, auth_ttl: Duration) -> Route
 /// Connects the store, runs passes every `poll_interval_ms` and serves health until Ctrl-C or
 /// SIGTERM.
 pub async fn run(config: Config) -> Result<(), StartError> {
-    let (store, listener) =
-        server::connect_and_bind(&config.database_url.0, config.store_config(), config.listen)
-            .await?;
+    let [listener, metrics_listener] =
+        server::bind_all([config.listen, config.metrics_listen]).await?;
+    let store = server::connect(&config.database_url.0, config.store_config()).await?;
     let worker = reconciler(&config, store.clone())?;
     let api = routes(store.clone(), worker.clone(), Duration::from_secs(30));
-    let metrics_listener = tokio::net::TcpListener::bind(config.metrics_listen)
-        .await
-        .map_err(|source| ServeError::Bind {
-            addr: config.metrics_listen,
-            source,
-        })?;
     let metrics = tokio::spawn(async move {
         if let Err(e) = axum::serve(metrics_listener, metrics::router(store)).await {
             tracing::error!(error = %e, "metrics endpoint stopped");

@@ -206,7 +206,7 @@ pub struct WalletConfig {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            listen: SocketAddr::from(([127, 0, 0, 1], 50053)),
+            listen: SocketAddr::from(([127, 0, 0, 1], 15053)),
             metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9103)),
             database_url: DatabaseUrl::default(),
             db_max_connections: 8,

@@ -67,11 +67,10 @@ pub async fn run(config: Config) -> Result<(), StartError> {
             "signer caller configured"
         );
     }
-    let (store, listener) =
-        server::connect_and_bind(&config.database_url.0, config.store_config(), config.listen)
-            .await?;
     let tls = config.tls.as_ref().map(tls_config).transpose()?;
-    let _metrics = server::spawn_metrics(config.metrics_listen).await?;
+    let [listener, metrics] = server::bind_all([config.listen, config.metrics_listen]).await?;
+    let store = server::connect(&config.database_url.0, config.store_config()).await?;
+    let _metrics = server::spawn_metrics(metrics);
     let signer = Signer::new(store, Arc::new(config), wallets);
     signer
         .register_wallets()
