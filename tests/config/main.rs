@@ -15,7 +15,12 @@ fn repo(path: &str) -> PathBuf {
 
 /// `(field, doc)` of each field of `pub struct Config` in a config.rs source, in order.
 fn fields(source: &str) -> Vec<(String, String)> {
-    let Some(start) = source.find("pub struct Config {") else {
+    fields_of(source, "pub struct Config {")
+}
+
+/// `(field, doc)` of each field of the struct that `header` opens, in order.
+fn fields_of(source: &str, header: &str) -> Vec<(String, String)> {
+    let Some(start) = source.find(header) else {
         return Vec::new();
     };
     let body = &source[start..];
@@ -86,6 +91,37 @@ fn section<T: Serialize + Default>(service: &str, note: &str) -> anyhow::Result<
     Ok(out)
 }
 
+/// The `[listener]` table every service shares.
+fn listener_section() -> anyhow::Result<String> {
+    let source = std::fs::read_to_string(repo("crates/grpc/src/config.rs"))?;
+    let defaults = toml::Value::try_from(opledger_grpc::config::ListenerConfig::default())?;
+    let defaults = defaults.as_table().cloned().unwrap_or_default();
+    let fields = fields_of(&source, "pub struct ListenerConfig {");
+    anyhow::ensure!(!fields.is_empty(), "no ListenerConfig fields found");
+    let mut out = String::from(
+        "## listener (every service)\n\nThe `[listener]` table of every service's file, or \
+         `OPLEDGER_<SERVICE>_LISTENER='{idle_timeout_ms = 40000, max_connections = 512}'` in the \
+         environment (an inline table; the keys not named keep their defaults). It applies to \
+         each listener of the service: gRPC, the inbox's webhook ingress, metrics.\n\n\
+         | key | default | meaning |\n|---|---|---|\n",
+    );
+    for (name, doc) in &fields {
+        out.push_str(&format!(
+            "| `{name}` | {} | {} |\n",
+            render_default(defaults.get(name), false),
+            doc.replace('|', "\\|")
+        ));
+    }
+    for key in defaults.keys() {
+        anyhow::ensure!(
+            fields.iter().any(|(n, _)| n == key),
+            "listener: key {key} has no documented field"
+        );
+    }
+    out.push('\n');
+    Ok(out)
+}
+
 fn reference() -> anyhow::Result<String> {
     let mut doc = String::from(
         "# Configuration reference\n\n\
@@ -107,6 +143,7 @@ fn reference() -> anyhow::Result<String> {
     doc.push_str(&section::<opledger_broadcaster::Config>("broadcaster", "")?);
     doc.push_str(&section::<opledger_reconciler::Config>("reconciler", "")?);
     doc.push_str(&section::<opledger_inbox::Config>("inbox", "")?);
+    doc.push_str(&listener_section()?);
     Ok(doc)
 }
 

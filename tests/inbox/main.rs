@@ -10,5 +10,6 @@ mod control_08;
 mod control_10;
 mod hints;
 mod ingress;
+mod listener;
 mod operator;
 mod processor;

@@ -4,6 +4,7 @@
 //! check), tenants with keys, and authenticated requests.
 
 pub mod chain;
+pub mod conn;
 pub mod inbox;
 pub mod signer;
 pub mod tls;

@@ -92,6 +92,95 @@ pub fn check_database(url: &DatabaseUrl, max_connections: u32) -> Result<(), Con
     Ok(())
 }
 
+/// Timeouts and limits of every listener of a service (`[listener]`; the same keys on every
+/// service). See [`crate::listener`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ListenerConfig {
+    /// Milliseconds a connection may deliver nothing before it is closed (an idle keep-alive
+    /// connection, a missing HTTP/2 preface, a request stalled in its headers or body).
+    pub idle_timeout_ms: u64,
+    /// Milliseconds an HTTP/1.1 request head may take to arrive (webhook and metrics listeners).
+    pub header_read_timeout_ms: u64,
+    /// Milliseconds a gRPC call may run before it is cancelled, and a webhook body may take to
+    /// arrive whole.
+    pub request_timeout_ms: u64,
+    /// Connections open at once per listener; one more is accepted and closed at once.
+    pub max_connections: usize,
+    /// Largest request header list, bytes counted as HTTP/2 does (name + value + 32 per entry):
+    /// gRPC answers RESOURCE_EXHAUSTED (`METADATA_TOO_LARGE`) above it, HTTP/1.1 answers 431.
+    pub max_header_list_bytes: u32,
+    /// Milliseconds between the server's HTTP/2 keep-alive pings.
+    pub http2_keepalive_interval_ms: u64,
+    /// Milliseconds a keep-alive ping may stay unanswered before the connection is closed.
+    pub http2_keepalive_timeout_ms: u64,
+}
+
+impl Default for ListenerConfig {
+    fn default() -> ListenerConfig {
+        ListenerConfig {
+            idle_timeout_ms: 60_000,
+            header_read_timeout_ms: 10_000,
+            request_timeout_ms: 30_000,
+            max_connections: 1024,
+            max_header_list_bytes: 16 * 1024,
+            http2_keepalive_interval_ms: 20_000,
+            http2_keepalive_timeout_ms: 10_000,
+        }
+    }
+}
+
+impl ListenerConfig {
+    /// Refuses limits that would close healthy connections or accept none.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |field, problem| Err(ConfigError::Invalid { field, problem });
+        if self.idle_timeout_ms == 0
+            || self.header_read_timeout_ms == 0
+            || self.request_timeout_ms == 0
+            || self.http2_keepalive_interval_ms == 0
+            || self.http2_keepalive_timeout_ms == 0
+        {
+            return invalid("listener", "timeouts must be at least 1 ms");
+        }
+        if self.max_connections == 0 {
+            return invalid("listener.max_connections", "must be at least 1");
+        }
+        if self.max_header_list_bytes < 1024
+            || self.max_header_list_bytes >= crate::edge::HARD_HEADER_LIST_BYTES
+        {
+            return invalid(
+                "listener.max_header_list_bytes",
+                "must be at least 1024 and below 65536 (HTTP/2's own limit)",
+            );
+        }
+        // A healthy client is read from at least once per keep-alive interval (its ping answer),
+        // and an HTTP/1.1 client sends nothing while its request runs.
+        if self.http2_keepalive_interval_ms >= self.idle_timeout_ms
+            || self.request_timeout_ms >= self.idle_timeout_ms
+        {
+            return invalid(
+                "listener.idle_timeout_ms",
+                "must exceed http2_keepalive_interval_ms and request_timeout_ms",
+            );
+        }
+        Ok(())
+    }
+
+    /// The limits these settings give.
+    pub fn limits(&self) -> crate::listener::Limits {
+        use std::time::Duration;
+        crate::listener::Limits {
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
+            request_timeout: Duration::from_millis(self.request_timeout_ms),
+            max_connections: self.max_connections,
+            max_header_list_bytes: self.max_header_list_bytes,
+            http2_keepalive_interval: Duration::from_millis(self.http2_keepalive_interval_ms),
+            http2_keepalive_timeout: Duration::from_millis(self.http2_keepalive_timeout_ms),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,6 +189,40 @@ mod tests {
     #[serde(deny_unknown_fields)]
     struct Sample {
         port: u16,
+    }
+
+    #[derive(Debug, Default, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct WithListener {
+        #[serde(default)]
+        listener: ListenerConfig,
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment::Jail's closure returns figment::Error
+    fn a_listener_table_in_the_environment_keeps_the_defaults_of_the_keys_it_does_not_name() {
+        let loaded = figment::Jail::try_with(|jail| {
+            jail.set_env(
+                "OPLLTEST_LISTENER",
+                "{idle_timeout_ms = 40000, max_connections = 7}",
+            );
+            let config: WithListener = load("OPLLTEST_", None).map_err(|e| e.to_string())?;
+            let expected = ListenerConfig {
+                idle_timeout_ms: 40_000,
+                max_connections: 7,
+                ..ListenerConfig::default()
+            };
+            assert_eq!(config.listener, expected);
+            assert!(config.listener.validate().is_ok());
+            jail.set_env("OPLLTEST_LISTENER", "{idle_timeout_ms = 100}");
+            let config: WithListener = load("OPLLTEST_", None).map_err(|e| e.to_string())?;
+            assert!(
+                config.listener.validate().is_err(),
+                "an idle timeout below the keep-alive interval would close healthy clients"
+            );
+            Ok(())
+        });
+        assert!(loaded.is_ok(), "{loaded:?}");
     }
 
     #[test]

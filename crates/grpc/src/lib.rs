@@ -9,12 +9,15 @@ pub mod auth;
 pub mod client;
 pub mod config;
 pub mod convert;
+pub mod edge;
+pub mod listener;
 pub mod metrics;
 pub mod server;
 pub mod status;
 mod store_error;
 
 pub use auth::{Authenticator, Principal};
+pub use server::ServeError;
 pub use status::{ErrorReason, error_status};
 pub use store_error::{approval_refusal_status, store_status};
 

@@ -222,11 +222,13 @@ pub fn router() -> axum::Router {
 }
 
 /// Serves [`router`] on `listener` in a background task.
-pub fn spawn_endpoint(listener: tokio::net::TcpListener) -> tokio::task::JoinHandle<()> {
+pub fn spawn_endpoint(
+    listener: tokio::net::TcpListener,
+    limits: crate::listener::Limits,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router()).await {
-            tracing::error!(error = %e, "metrics endpoint stopped");
-        }
+        let _ =
+            crate::listener::serve_http(listener, router(), limits, std::future::pending()).await;
     })
 }
 

@@ -2,6 +2,7 @@
 //! routes (every served call is traced by `opledger_telemetry::grpc::ServerLayer`).
 
 use crate::Authenticator;
+use crate::listener::{Acceptor, Limits};
 use opledger_store::{Store, StoreConfig, StoreError};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -10,7 +11,6 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tonic::service::Routes;
 use tonic::transport::ServerTlsConfig;
-use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
 /// Why a service could not start or stopped with an error.
@@ -82,31 +82,32 @@ pub async fn connect(database_url: &str, store_config: StoreConfig) -> Result<St
         .map_err(|e: StoreError| ServeError::Database(e.log_safe()))
 }
 
-/// Serves this process's gRPC metrics on `listener` in the background.
-pub fn spawn_metrics(listener: TcpListener) -> tokio::task::JoinHandle<()> {
-    crate::metrics::spawn_endpoint(listener)
+/// Serves this process's gRPC metrics on `listener` within `limits` in the background.
+pub fn spawn_metrics(listener: TcpListener, limits: Limits) -> tokio::task::JoinHandle<()> {
+    crate::metrics::spawn_endpoint(listener, limits)
 }
 
-/// Binds `listen` and `metrics_listen`, then connects the store, and serves one API until
-/// Ctrl-C or SIGTERM, with its gRPC metrics on `metrics_listen`.
+/// Binds `listen` and `metrics_listen`, then connects the store, and serves one API within the
+/// listener `limits` until Ctrl-C or SIGTERM, with its gRPC metrics on `metrics_listen`.
 pub async fn run(
     database_url: &str,
     store_config: StoreConfig,
-    listen: SocketAddr,
-    metrics_listen: SocketAddr,
+    (listen, metrics_listen): (SocketAddr, SocketAddr),
+    limits: Limits,
     auth_cache_ttl: Duration,
     service_name: &str,
     make: MakeRoutes,
 ) -> Result<(), ServeError> {
     let [listener, metrics] = bind_all([listen, metrics_listen]).await?;
     let store = connect(database_url, store_config).await?;
-    let _metrics = spawn_metrics(metrics);
-    serve_api(
+    let _metrics = spawn_metrics(metrics, limits);
+    let auth = Arc::new(Authenticator::new(store.clone(), auth_cache_ttl));
+    serve_with(
         listener,
-        store,
-        auth_cache_ttl,
         service_name,
-        make,
+        make(store, auth),
+        None,
+        limits,
         shutdown_signal(),
     )
     .await
@@ -132,6 +133,28 @@ pub async fn serve_tls(
     tls: Option<ServerTlsConfig>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
+    serve_with(
+        listener,
+        service_name,
+        routes,
+        tls,
+        Limits::default(),
+        shutdown,
+    )
+    .await
+}
+
+/// Serves `routes` plus health and reflection on `listener` (over TLS when `tls` is given)
+/// within the listener `limits` (see [`crate::listener`]; metadata over the limit and malformed
+/// requests get typed answers, see [`crate::edge`]), until `shutdown` resolves.
+pub async fn serve_with(
+    listener: TcpListener,
+    service_name: &str,
+    routes: Routes,
+    tls: Option<ServerTlsConfig>,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_service_status(service_name, ServingStatus::Serving)
@@ -142,18 +165,21 @@ pub async fn serve_tls(
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(listen = %addr, service = service_name, "listening");
     }
-    let mut builder = tonic::transport::Server::builder();
+    let mut builder = tonic::transport::Server::builder()
+        .timeout(limits.request_timeout)
+        .http2_keepalive_interval(Some(limits.http2_keepalive_interval))
+        .http2_keepalive_timeout(Some(limits.http2_keepalive_timeout))
+        .http2_max_header_list_size(crate::edge::HARD_HEADER_LIST_BYTES);
     if let Some(tls) = tls {
         builder = builder.tls_config(tls)?;
     }
+    let max_header_list_bytes = usize::try_from(limits.max_header_list_bytes).unwrap_or(usize::MAX);
     builder
         .layer(crate::metrics::MetricsLayer::new(service_name))
         .layer(opledger_telemetry::grpc::ServerLayer::new(service_name))
+        .layer(crate::edge::EdgeLayer::new(max_header_list_bytes))
         .add_routes(routes)
-        .serve_with_incoming_shutdown(
-            TcpIncoming::from(listener).with_nodelay(Some(true)),
-            shutdown,
-        )
+        .serve_with_incoming_shutdown(Acceptor::new(listener, &limits).into_incoming(), shutdown)
         .await?;
     Ok(())
 }
@@ -255,7 +281,10 @@ mod tests {
         // A worker's port (the broadcaster's health name is no API) lists no opledger API.
         assert_eq!(
             served_names("opledger.v1.Broadcaster"),
-            ["grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"]
+            [
+                "grpc.health.v1.Health",
+                "grpc.reflection.v1.ServerReflection"
+            ]
         );
         for api in API_NAMES {
             assert_eq!(served_names(api).len(), 3, "{api}");

@@ -1,7 +1,7 @@
 //! Typed configuration: defaults, then an optional TOML file, then `OPLEDGER_APPROVALS_*`
 //! environment variables, then validation.
 
-use opledger_grpc::config::{ConfigError, DatabaseUrl, check_database};
+use opledger_grpc::config::{ConfigError, DatabaseUrl, ListenerConfig, check_database};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -16,6 +16,10 @@ pub struct Config {
     /// Address of the Prometheus metrics endpoint (`GET /metrics`, HTTP/1.1): gRPC request
     /// counts by method and code, latency histograms.
     pub metrics_listen: SocketAddr,
+    /// Timeouts and limits of every listener of the service (`[listener]`, the same keys on every
+    /// service: see the listener section).
+    #[serde(default)]
+    pub listener: ListenerConfig,
     /// PostgreSQL URL of a login role in `opledger_approvals` (that service's own role only) (`OPLEDGER_APPROVALS_DATABASE_URL`).
     pub database_url: DatabaseUrl,
     /// Pooled database connections.
@@ -31,6 +35,7 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 15052)),
             metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9102)),
+            listener: ListenerConfig::default(),
             database_url: DatabaseUrl::default(),
             db_max_connections: 16,
             db_acquire_timeout_secs: 5,
@@ -44,6 +49,7 @@ impl Config {
     pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
         let config: Config = opledger_grpc::config::load("OPLEDGER_APPROVALS_", file)?;
         check_database(&config.database_url, config.db_max_connections)?;
+        config.listener.validate()?;
         Ok(config)
     }
 

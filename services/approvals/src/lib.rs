@@ -32,8 +32,8 @@ pub async fn run(config: Config) -> Result<(), ServeError> {
     server::run(
         url,
         config.store_config(),
-        config.listen,
-        config.metrics_listen,
+        (config.listen, config.metrics_listen),
+        config.listener.limits(),
         ttl,
         SERVICE_NAME,
         routes,

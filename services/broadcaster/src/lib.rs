@@ -133,11 +133,13 @@ pub async fn run(config: Config) -> Result<(), StartError> {
             }
         }),
     );
-    let metrics = tokio::spawn(async move {
-        if let Err(e) = axum::serve(metrics_listener, metrics_app).await {
-            tracing::error!(error = %e, "metrics endpoint stopped");
-        }
-    });
+    let limits = config.listener.limits();
+    let metrics = tokio::spawn(opledger_grpc::listener::serve_http(
+        metrics_listener,
+        metrics_app,
+        limits,
+        std::future::pending(),
+    ));
     let chain = watcher(&config, store)?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let poll = Duration::from_millis(config.poll_interval_ms);
@@ -168,10 +170,12 @@ pub async fn run(config: Config) -> Result<(), StartError> {
             }
         }
     });
-    let served = server::serve(
+    let served = server::serve_with(
         listener,
         SERVICE_NAME,
         Routes::default(),
+        None,
+        limits,
         server::shutdown_signal(),
     )
     .await;

@@ -1,7 +1,7 @@
 //! Typed configuration: defaults, then the TOML file named by `OPLEDGER_INBOX_CONFIG`, then
 //! `OPLEDGER_INBOX_*` environment variables, then validation.
 
-use opledger_grpc::config::{ConfigError, DatabaseUrl, Secret, check_database};
+use opledger_grpc::config::{ConfigError, DatabaseUrl, ListenerConfig, Secret, check_database};
 use opledger_webhook::seal::BodyKey;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
@@ -28,6 +28,10 @@ pub struct Config {
     pub http_listen: SocketAddr,
     /// Address of the Prometheus metrics endpoint (`GET /metrics`).
     pub metrics_listen: SocketAddr,
+    /// Timeouts and limits of every listener of the service (`[listener]`, the same keys on every
+    /// service: see the listener section).
+    #[serde(default)]
+    pub listener: ListenerConfig,
     /// PostgreSQL URL of a login role in `opledger_inbox` (that service's own role only).
     pub database_url: DatabaseUrl,
     /// Pooled database connections.
@@ -77,6 +81,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 15056)),
             http_listen: SocketAddr::from(([127, 0, 0, 1], 8088)),
             metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9106)),
+            listener: ListenerConfig::default(),
             database_url: DatabaseUrl::default(),
             db_max_connections: 16,
             db_acquire_timeout_secs: 5,
@@ -124,6 +129,7 @@ impl Config {
     /// Checks every value; the keys must parse.
     pub fn validate(&self) -> Result<(), ConfigError> {
         check_database(&self.database_url, self.db_max_connections)?;
+        self.listener.validate()?;
         self.body_keys()?;
         if self.max_body_bytes == 0 || self.max_body_bytes > 16 * 1024 * 1024 {
             return Err(invalid("max_body_bytes", "must be 1 to 16777216"));

@@ -80,6 +80,8 @@ pub struct IngressSettings {
     pub tolerance_secs: i64,
     /// How long an endpoint's keys stay cached.
     pub cache_ttl: Duration,
+    /// A request body must arrive whole within this (from its headers); else 408, nothing read.
+    pub body_timeout: Duration,
 }
 
 /// The ingress router.
@@ -102,7 +104,38 @@ pub fn router(
     Router::new()
         .route("/webhooks/{source}/{endpoint}", post(receive))
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            settings.body_timeout,
+            body_deadline,
+        ))
         .with_state(ingress)
+}
+
+/// Bounds the time a request body may take to arrive: a body still incomplete after the budget
+/// fails its read, and the request is answered 408 with nothing stored (a slow drip of body bytes
+/// cannot hold a request, or its memory, open).
+async fn body_deadline(
+    State(budget): State<Duration>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let body = opledger_grpc::listener::DeadlineBody::new(body, budget);
+    let expired = body.expired();
+    let response = next
+        .run(axum::extract::Request::from_parts(
+            parts,
+            axum::body::Body::new(body),
+        ))
+        .await;
+    if expired.load(std::sync::atomic::Ordering::Relaxed) {
+        return answer(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            "the request body did not arrive in time",
+        );
+    }
+    response
 }
 
 fn answer(status: StatusCode, code: &str, message: &str) -> Response {

@@ -116,22 +116,26 @@ pub async fn serve(
             timeout: Duration::from_millis(config.request_timeout_ms),
             tolerance_secs: config.timestamp_tolerance_secs,
             cache_ttl: Duration::from_secs(config.endpoint_cache_ttl_secs),
+            body_timeout: Duration::from_millis(config.listener.request_timeout_ms),
         },
     );
+    let limits = config.listener.limits();
     let mut tasks = tokio::task::JoinSet::new();
     let http = listeners.http;
-    tasks.spawn(async move {
-        if let Err(e) = axum::serve(http, ingress).await {
-            tracing::error!(error = %e, "webhook ingress stopped");
-        }
-    });
+    tasks.spawn(opledger_grpc::listener::serve_http(
+        http,
+        ingress,
+        limits,
+        std::future::pending(),
+    ));
     let metrics_router = metrics::router(store.clone(), stats);
     let metrics_listener = listeners.metrics;
-    tasks.spawn(async move {
-        if let Err(e) = axum::serve(metrics_listener, metrics_router).await {
-            tracing::error!(error = %e, "metrics endpoint stopped");
-        }
-    });
+    tasks.spawn(opledger_grpc::listener::serve_http(
+        metrics_listener,
+        metrics_router,
+        limits,
+        std::future::pending(),
+    ));
     let poll = Duration::from_millis(config.poll_interval_ms);
     // Parked items are woken on a timer, not before every item: the wake-up is a join over the
     // parked items and their operations.
@@ -184,10 +188,12 @@ pub async fn serve(
             tokio::time::sleep(every).await;
         }
     });
-    let served = server::serve(
+    let served = server::serve_with(
         listeners.grpc,
         SERVICE_NAME,
         routes(store, Duration::from_secs(30)),
+        None,
+        limits,
         shutdown,
     )
     .await;

@@ -61,10 +61,12 @@ pub async fn serve(
         store.clone(),
         Duration::from_secs(config.auth_cache_ttl_secs),
     ));
-    server::serve(
+    server::serve_with(
         listener,
         SERVICE_NAME,
         routes_with(store, auth, Arc::new(checks)),
+        None,
+        config.listener.limits(),
         shutdown,
     )
     .await
@@ -75,6 +77,6 @@ pub async fn serve(
 pub async fn run(config: Config) -> Result<(), ServeError> {
     let [listener, metrics] = server::bind_all([config.listen, config.metrics_listen]).await?;
     let store = server::connect(&config.database_url.0, config.store_config()).await?;
-    let _metrics = server::spawn_metrics(metrics);
+    let _metrics = server::spawn_metrics(metrics, config.listener.limits());
     serve(listener, store, &config, server::shutdown_signal()).await
 }

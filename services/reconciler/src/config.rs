@@ -2,7 +2,7 @@
 //! `OPLEDGER_RECONCILER_*` environment variables, then validation.
 
 use opledger_grpc::client::ClientTls;
-use opledger_grpc::config::{ConfigError, DatabaseUrl, Secret, check_database};
+use opledger_grpc::config::{ConfigError, DatabaseUrl, ListenerConfig, Secret, check_database};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -17,6 +17,10 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Address of the Prometheus metrics endpoint (`GET /metrics`, HTTP/1.1).
     pub metrics_listen: SocketAddr,
+    /// Timeouts and limits of every listener of the service (`[listener]`, the same keys on every
+    /// service: see the listener section).
+    #[serde(default)]
+    pub listener: ListenerConfig,
     /// PostgreSQL URL of a login role in `opledger_reconciler` (that service's own role only).
     pub database_url: DatabaseUrl,
     /// Pooled database connections.
@@ -80,6 +84,7 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 15055)),
             metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9105)),
+            listener: ListenerConfig::default(),
             database_url: DatabaseUrl::default(),
             db_max_connections: 4,
             db_acquire_timeout_secs: 5,
@@ -108,6 +113,7 @@ impl Config {
     pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
         let config: Config = opledger_grpc::config::load("OPLEDGER_RECONCILER_", file)?;
         check_database(&config.database_url, config.db_max_connections)?;
+        config.listener.validate()?;
         let invalid = |field, problem| Err(ConfigError::Invalid { field, problem });
         if config.signer_token.0.is_empty() {
             return invalid("signer_token", "is required");

@@ -103,11 +103,13 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     let store = server::connect(&config.database_url.0, config.store_config()).await?;
     let worker = reconciler(&config, store.clone())?;
     let api = routes(store.clone(), worker.clone(), Duration::from_secs(30));
-    let metrics = tokio::spawn(async move {
-        if let Err(e) = axum::serve(metrics_listener, metrics::router(store)).await {
-            tracing::error!(error = %e, "metrics endpoint stopped");
-        }
-    });
+    let limits = config.listener.limits();
+    let metrics = tokio::spawn(opledger_grpc::listener::serve_http(
+        metrics_listener,
+        metrics::router(store),
+        limits,
+        std::future::pending(),
+    ));
     let (stale, batch, poll) = (
         config.stale_broadcast_secs,
         config.batch_size,
@@ -123,7 +125,15 @@ pub async fn run(config: Config) -> Result<(), StartError> {
             }
         }
     });
-    let served = server::serve(listener, SERVICE_NAME, api, server::shutdown_signal()).await;
+    let served = server::serve_with(
+        listener,
+        SERVICE_NAME,
+        api,
+        None,
+        limits,
+        server::shutdown_signal(),
+    )
+    .await;
     let _ = stop_tx.send(());
     let _ = work.await;
     metrics.abort();

@@ -2,7 +2,7 @@
 //! then `OPLEDGER_SIGNER_*` environment variables, then validation. Networks, assets and wallets
 //! come from the file; passphrases never do (a file path or an environment variable name).
 
-use opledger_grpc::config::{ConfigError, DatabaseUrl, check_database};
+use opledger_grpc::config::{ConfigError, DatabaseUrl, ListenerConfig, check_database};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -18,6 +18,10 @@ pub struct Config {
     /// Address of the Prometheus metrics endpoint (`GET /metrics`, HTTP/1.1): gRPC request
     /// counts by method and code, latency histograms.
     pub metrics_listen: SocketAddr,
+    /// Timeouts and limits of every listener of the service (`[listener]`, the same keys on every
+    /// service: see the listener section).
+    #[serde(default)]
+    pub listener: ListenerConfig,
     /// PostgreSQL URL of a login role in `opledger_signer` (only signing columns are writable).
     pub database_url: DatabaseUrl,
     /// Pooled database connections.
@@ -208,6 +212,7 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 15053)),
             metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9103)),
+            listener: ListenerConfig::default(),
             database_url: DatabaseUrl::default(),
             db_max_connections: 8,
             db_acquire_timeout_secs: 5,
@@ -238,6 +243,7 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |field, problem| Err(ConfigError::Invalid { field, problem });
         check_database(&self.database_url, self.db_max_connections)?;
+        self.listener.validate()?;
         let owner_ok = |owner: &str| {
             !owner.is_empty()
                 && owner.len() <= 63

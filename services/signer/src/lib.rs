@@ -70,18 +70,20 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     let tls = config.tls.as_ref().map(tls_config).transpose()?;
     let [listener, metrics] = server::bind_all([config.listen, config.metrics_listen]).await?;
     let store = server::connect(&config.database_url.0, config.store_config()).await?;
-    let _metrics = server::spawn_metrics(metrics);
+    let limits = config.listener.limits();
+    let _metrics = server::spawn_metrics(metrics, limits);
     let signer = Signer::new(store, Arc::new(config), wallets);
     signer
         .register_wallets()
         .await
         .map_err(StartError::Register)?;
     let routes = routes(signer, callers);
-    Ok(server::serve_tls(
+    Ok(server::serve_with(
         listener,
         SERVICE_NAME,
         routes,
         tls,
+        limits,
         server::shutdown_signal(),
     )
     .await?)
