@@ -154,3 +154,84 @@ async fn health_and_reflection_are_served() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// A codec that sends its bytes as they are (the request message need not be protobuf) and
+/// reads answers as raw bytes.
+#[derive(Debug, Clone, Copy, Default)]
+struct RawCodec;
+
+impl tonic::codec::Codec for RawCodec {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = RawCodec;
+    type Decoder = RawCodec;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        RawCodec
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        RawCodec
+    }
+}
+
+impl tonic::codec::Encoder for RawCodec {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+
+    fn encode(
+        &mut self,
+        item: Vec<u8>,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        use bytes::BufMut as _;
+        dst.put_slice(&item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for RawCodec {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<Vec<u8>>, tonic::Status> {
+        use bytes::Buf as _;
+        Ok(Some(src.copy_to_bytes(src.remaining()).to_vec()))
+    }
+}
+
+#[tokio::test]
+async fn a_request_that_does_not_decode_is_invalid_argument_before_authentication()
+-> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", stack.addr))?
+        .connect()
+        .await?;
+    let mut grpc = tonic::client::Grpc::new(channel);
+    // The bytes (a string field holding invalid UTF-8), a wrong wire type, a truncated
+    // length-delimited field; to an API method and to health, without credentials.
+    let cases: [&[u8]; 3] = [&[0x0a, 0x02, 0xff, 0xfe], &[0x0d, 0x01], &[0x0a, 0x10, 0x61]];
+    for path in [
+        "/opledger.v1.OperationsService/GetBalance",
+        "/opledger.v1.OperationsService/CreateWithdrawal",
+        "/grpc.health.v1.Health/Check",
+    ] {
+        for bytes in cases {
+            grpc.ready().await?;
+            let answer = grpc
+                .unary(
+                    tonic::Request::new(bytes.to_vec()),
+                    tonic::codegen::http::uri::PathAndQuery::from_static(path),
+                    RawCodec,
+                )
+                .await;
+            let err = answer.expect_err("malformed bytes were accepted");
+            assert_eq!(err.code(), tonic::Code::InvalidArgument, "{path}: {err:?}");
+            assert_eq!(reason(&err), "MALFORMED_REQUEST", "{path}");
+        }
+    }
+    Ok(())
+}
