@@ -322,3 +322,70 @@ async fn the_inbox_login_setting_a_broadcast_withdrawal_confirmed_is_refused_by_
     assert_nothing_settled(world).await?;
     s.world.stop().await
 }
+
+#[tokio::test]
+async fn the_watcher_reads_hinted_withdrawals_before_older_ones() -> anyhow::Result<()> {
+    let s = signed().await?;
+    let (world, stack) = (&s.world, &s.world.stack);
+    broadcaster_moves(
+        world,
+        &s.op,
+        OperationState::Signed,
+        OperationState::Broadcast,
+    )
+    .await?;
+    // Two newer withdrawals in flight; the newest gets a webhook.
+    let mut newer = Vec::new();
+    for _ in 0..2 {
+        let w = stack.withdraw(&world.acme, "100", ALICE).await?;
+        approve(stack, &world.acme, &w).await?;
+        let tx_hash = sign(world, &s.signer, &w.withdrawal_id).await?;
+        broadcaster_moves(
+            world,
+            &w.withdrawal_id,
+            OperationState::Signed,
+            OperationState::Broadcast,
+        )
+        .await?;
+        newer.push((w.withdrawal_id, tx_hash));
+    }
+    let network = opledger_tests::signer::NETWORK;
+    let order = |rows: &[opledger_store::broadcast::Watching]| -> Vec<String> {
+        rows.iter().map(|w| w.op_id.to_string()).collect()
+    };
+    let oldest_first = order(
+        &stack
+            .admin
+            .watching(network, 3)
+            .await
+            .map_err(|e| anyhow::anyhow!(e.log_safe()))?,
+    );
+    assert_eq!(
+        oldest_first,
+        [s.op.clone(), newer[0].0.clone(), newer[1].0.clone()]
+    );
+
+    let (newest, newest_hash) = &newer[1];
+    let status = transfer_status(newest, "confirmed", newest_hash);
+    assert_eq!(world.post(&status).await?, 200);
+    world
+        .wait_rows("inbox_work", "AND status = 'DONE'", 1)
+        .await?;
+    // With a pass of one, the hinted withdrawal is the one judged, not the oldest.
+    let first = stack
+        .admin
+        .watching(network, 1)
+        .await
+        .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
+    assert_eq!(order(&first), [newest.as_str()]);
+    assert!(first[0].hinted);
+    let all = order(
+        &stack
+            .admin
+            .watching(network, 3)
+            .await
+            .map_err(|e| anyhow::anyhow!(e.log_safe()))?,
+    );
+    assert_eq!(all, [newest.clone(), s.op.clone(), newer[0].0.clone()]);
+    s.world.stop().await
+}

@@ -213,7 +213,11 @@ async fn a_request_that_does_not_decode_is_invalid_argument_before_authenticatio
     let mut grpc = tonic::client::Grpc::new(channel);
     // The bytes (a string field holding invalid UTF-8), a wrong wire type, a truncated
     // length-delimited field; to an API method and to health, without credentials.
-    let cases: [&[u8]; 3] = [&[0x0a, 0x02, 0xff, 0xfe], &[0x0d, 0x01], &[0x0a, 0x10, 0x61]];
+    let cases: [&[u8]; 3] = [
+        &[0x0a, 0x02, 0xff, 0xfe],
+        &[0x0d, 0x01],
+        &[0x0a, 0x10, 0x61],
+    ];
     for path in [
         "/opledger.v1.OperationsService/GetBalance",
         "/opledger.v1.OperationsService/CreateWithdrawal",

@@ -649,8 +649,23 @@ impl Bench {
         let confirmed = states.get("CONFIRMED").copied().unwrap_or(0);
         let total: i64 = states.values().sum();
         if confirmed != n || total != n {
+            // Why the others are not: each one's last move (actor and reason) and escalation.
+            let why: Vec<(String, String, String, String)> = sqlx::query_as(
+                "SELECT o.state, COALESCE(t.actor, '-'), COALESCE(t.reason, '-'), \
+                   COALESCE((SELECT string_agg(e.reason_code || '/' || e.owner, ',') \
+                     FROM escalations e WHERE e.tenant_id = o.tenant_id AND e.op_id = o.op_id), '-') \
+                 FROM withdrawal_ops o LEFT JOIN LATERAL ( \
+                   SELECT actor, reason FROM operation_transitions x \
+                   WHERE x.tenant_id = o.tenant_id AND x.op_id = o.op_id \
+                   ORDER BY x.transition_id DESC LIMIT 1) t ON true \
+                 WHERE o.tenant_id = ANY($1) AND o.state <> 'CONFIRMED'",
+            )
+            .bind(&tenants)
+            .fetch_all(&self.owner)
+            .await?;
             failures.push(format!(
-                "{confirmed} of {total} withdrawals CONFIRMED, expected all {n} (states {states:?})"
+                "{confirmed} of {total} withdrawals CONFIRMED, expected all {n} (states {states:?}; \
+                 the others' last move and escalations: {why:?})"
             ));
         }
         let (ops, with_one): (i64, i64) = sqlx::query_as(

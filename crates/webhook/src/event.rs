@@ -348,7 +348,7 @@ impl UnhandledReason {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unhandled {
     /// The body's `type` when it is a string, cut to its first
-    /// [`MAX_EVENT_TYPE_CHARS`] characters.
+    /// [`MAX_EVENT_TYPE_CHARS`] characters, control characters replaced by U+FFFD.
     pub event_type: Option<String>,
     /// Why it is not acted on.
     pub reason: UnhandledReason,
@@ -465,8 +465,16 @@ impl<V> Members<V> {
 }
 
 fn unhandled(event_type: Option<&str>, reason: UnhandledReason) -> Parsed {
+    // Control characters (a NUL above all, which no PostgreSQL text column can hold) are kept as
+    // U+FFFD: the raw body, sealed, keeps the original.
+    let kept = |t: &str| {
+        t.chars()
+            .take(MAX_EVENT_TYPE_CHARS)
+            .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+            .collect()
+    };
     Parsed::Unhandled(Unhandled {
-        event_type: event_type.map(|t| t.chars().take(MAX_EVENT_TYPE_CHARS).collect()),
+        event_type: event_type.map(kept),
         reason,
     })
 }

@@ -41,8 +41,8 @@ pub struct Config {
     #[serde(default)]
     pub networks: BTreeMap<String, NetworkPolicy>,
     /// Refuse a create whose tenant has no ACTIVE hot wallet that a signer registered for the
-    /// network (`signer_wallets`): FAILED_PRECONDITION, reason `SIGNER_NOT_CONFIGURED`, metadata
-    /// `missing = "executor"` and `network`; nothing is stored and no hold is placed.
+    /// network (`signer_wallets`): FAILED_PRECONDITION, reason `NO_EXECUTOR_FOR_NETWORK`,
+    /// metadata `network`; nothing is stored and no hold is placed.
     pub require_executor: bool,
     /// Seconds a found executor is remembered (a retired wallet may still be accepted this long;
     /// a missing one is looked up again at every create). 0: looked up at every create.

@@ -46,12 +46,12 @@ pub fn refusal(refusal: Refusal, network: &NetworkId) -> Status {
         ),
         Refusal::NoExecutor => error_status(
             Code::FailedPrecondition,
-            ErrorReason::SignerNotConfigured,
+            ErrorReason::NoExecutorForNetwork,
             format!(
                 "no signer holds an active hot wallet of this tenant for network {}",
                 network.as_str()
             ),
-            &[("missing", "executor"), ("network", network.as_str())],
+            &[("network", network.as_str())],
         ),
     }
 }

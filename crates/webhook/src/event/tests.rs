@@ -372,6 +372,17 @@ fn unknown_type_is_truncated_by_characters() {
 }
 
 #[test]
+fn control_characters_of_an_unknown_type_are_kept_as_replacement_characters() {
+    // A NUL cannot be stored in a text column: found by the hostile suite (a 503 forever).
+    let unhandled = unhandled_of(r#"{"type":"deposit.confirmed\u0000\u001b[31m"}"#);
+    assert_eq!(unhandled.reason, UnhandledReason::UnknownType);
+    assert_eq!(
+        unhandled.event_type.as_deref(),
+        Some("deposit.confirmed\u{fffd}\u{fffd}[31m")
+    );
+}
+
+#[test]
 fn malformed_bodies() {
     let cases: [(&[u8], MalformedBody); 12] = [
         (b"", MalformedBody::NotJson),
