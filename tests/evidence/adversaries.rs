@@ -18,7 +18,7 @@ async fn two_honest_endpoints_agree_on_a_final_inclusion() -> anyhow::Result<()>
     let pass = reader.pin().await?;
     assert_eq!(pass.pinned, world.block(2).await?);
     assert_eq!(pass.final_block, included);
-    let reading = pass.read(sender()?, &[tx]).await?;
+    let reading = pass.read(sender()?, 0, &[tx]).await?;
     assert_eq!(
         reading,
         Reading {
@@ -47,7 +47,7 @@ async fn a_read_is_one_batched_request_per_endpoint() -> anyhow::Result<()> {
     assert_eq!((pass.pinned.number, pass.final_block.number), (5, 4));
 
     let before: Vec<u64> = world.proxies.iter().map(|p| p.requests()).collect();
-    let reading = pass.read(sender()?, &[first, second]).await?;
+    let reading = pass.read(sender()?, 0, &[first, second]).await?;
     assert_eq!(
         reading.inclusions,
         vec![
@@ -68,9 +68,9 @@ async fn a_read_is_one_batched_request_per_endpoint() -> anyhow::Result<()> {
     }
     // The block hashes are kept for the rest of the pass: one request each from now on.
     let before: Vec<u64> = world.proxies.iter().map(|p| p.requests()).collect();
-    assert_eq!(pass.read(sender()?, &[first, second]).await?, reading);
+    assert_eq!(pass.read(sender()?, 0, &[first, second]).await?, reading);
     assert_eq!(
-        pass.read(sender()?, &[second]).await?.inclusions,
+        pass.read(sender()?, 0, &[second]).await?.inclusions,
         vec![Some(Inclusion {
             block: second_block,
             succeeded: true
@@ -94,7 +94,7 @@ async fn a_lagging_endpoint_gives_no_agreement() -> anyhow::Result<()> {
     assert_eq!(pass.pinned.number, 5);
     world.proxies[1].set_mode(RpcMode::Lag(3));
     assert_eq!(
-        pass.read(sender()?, &[tx]).await,
+        pass.read(sender()?, 0, &[tx]).await,
         Err(NoAgreement::TooFewAnswers {
             answered: 1,
             quorum: 2
@@ -124,7 +124,7 @@ async fn a_lagging_endpoint_within_max_lag_pins_its_lower_head() -> anyhow::Resu
     // the transfer is not included and the nonce is unconsumed, and both agree on that.
     let pass = reader.pin().await?;
     assert_eq!(pass.pinned, world.block(2).await?);
-    let reading = pass.read(sender()?, &[tx]).await?;
+    let reading = pass.read(sender()?, 0, &[tx]).await?;
     assert_eq!(reading.inclusions, vec![None]);
     assert_eq!((reading.nonce_at_pinned, reading.nonce_at_final), (0, 0));
     Ok(())
@@ -138,16 +138,35 @@ async fn an_endpoint_hiding_receipts_gives_no_agreement() -> anyhow::Result<()> 
     let reader = world.reader(2, Finality::Confirmations(1), 0)?;
 
     let pass = reader.pin().await?;
+    // Its "no receipt, nonce consumed" is refuted by its own block that consumed the nonce, which
+    // holds the transfer: it is no answer at all, and one answer is no quorum of two.
     assert_eq!(
-        pass.read(sender()?, &[tx]).await,
-        Err(NoAgreement::Disagreement)
+        pass.read(sender()?, 0, &[tx]).await,
+        Err(NoAgreement::TooFewAnswers {
+            answered: 1,
+            quorum: 2
+        })
     );
-    // With a quorum of 1 set explicitly, a pruned node alone would say "not included"; with the
-    // honest node beside it, the two still disagree.
+    // With a quorum of 1 set explicitly, the pruned node's claim still counts for nothing: the
+    // honest node's inclusion is the reading.
     let lenient = world.reader(1, Finality::Confirmations(1), 0)?;
+    let reading = lenient.pin().await?.read(sender()?, 0, &[tx]).await?;
+    assert_eq!(reading.inclusions.len(), 1);
+    assert!(reading.inclusions[0].is_some(), "{reading:?}");
+    // Alone, it gives no reading (before, it read as "nonce moved without our attempt": a paid
+    // transfer escalated as a compromised key).
+    let alone = EvidenceReader::new(&config(
+        vec![world.proxies[1].url()],
+        1,
+        Finality::Confirmations(1),
+        0,
+    ))?;
     assert_eq!(
-        lenient.pin().await?.read(sender()?, &[tx]).await,
-        Err(NoAgreement::Disagreement)
+        alone.pin().await?.read(sender()?, 0, &[tx]).await,
+        Err(NoAgreement::TooFewAnswers {
+            answered: 0,
+            quorum: 1
+        })
     );
     Ok(())
 }
@@ -162,17 +181,17 @@ async fn an_endpoint_rewriting_nonces_gives_no_agreement() -> anyhow::Result<()>
     // "The nonce never moved": the transfer could be taken for never sent.
     world.proxies[0].set_mode(RpcMode::RewriteNonce(-1));
     assert_eq!(
-        pass.read(sender()?, &[tx]).await,
+        pass.read(sender()?, 0, &[tx]).await,
         Err(NoAgreement::Disagreement)
     );
     // "The nonce moved" for a sender with nothing sent: a release could be taken for due.
     world.proxies[0].set_mode(RpcMode::RewriteNonce(1));
     assert_eq!(
-        pass.read(sender()?, &[]).await,
+        pass.read(sender()?, 0, &[]).await,
         Err(NoAgreement::Disagreement)
     );
     world.proxies[0].set_mode(RpcMode::Honest);
-    assert_eq!(pass.read(sender()?, &[]).await?.nonce_at_pinned, 1);
+    assert_eq!(pass.read(sender()?, 0, &[]).await?.nonce_at_pinned, 1);
     Ok(())
 }
 
@@ -185,7 +204,7 @@ async fn a_down_endpoint_below_quorum_gives_no_agreement() -> anyhow::Result<()>
     let pass = reader.pin().await?;
     world.proxies[1].set_mode(RpcMode::Down);
     assert_eq!(
-        pass.read(sender()?, &[tx]).await,
+        pass.read(sender()?, 0, &[tx]).await,
         Err(NoAgreement::TooFewAnswers {
             answered: 1,
             quorum: 2
@@ -201,7 +220,7 @@ async fn a_down_endpoint_below_quorum_gives_no_agreement() -> anyhow::Result<()>
     // Silence is never evidence, not even of absence.
     world.proxies[0].set_mode(RpcMode::Down);
     assert_eq!(
-        pass.read(sender()?, &[tx]).await,
+        pass.read(sender()?, 0, &[tx]).await,
         Err(NoAgreement::TooFewAnswers {
             answered: 0,
             quorum: 2
@@ -229,25 +248,23 @@ async fn three_endpoints_quorum_two_tolerate_one_down_but_not_one_lying() -> any
     // One down while pinning: the other two are a quorum.
     world.proxies[2].set_mode(RpcMode::Down);
     let pass = reader.pin().await?;
-    assert_eq!(pass.read(sender()?, &[tx]).await?, expected);
+    assert_eq!(pass.read(sender()?, 0, &[tx]).await?, expected);
     // One down after pinning: the same.
     world.proxies[2].set_mode(RpcMode::Honest);
     let pass = reader.pin().await?;
     world.proxies[0].set_mode(RpcMode::Down);
-    assert_eq!(pass.read(sender()?, &[tx]).await?, expected);
+    assert_eq!(pass.read(sender()?, 0, &[tx]).await?, expected);
 
-    // One lying among three answering: two agree, but the liar disagrees, so no verdict.
+    // One hiding a receipt among three: its claim is refuted by its own block (it does not
+    // count as an answer), and the two honest ones are a quorum.
     world.proxies[0].set_mode(RpcMode::Honest);
     world.proxies[1].set_mode(RpcMode::HideReceipts);
-    assert_eq!(
-        pass.read(sender()?, &[tx]).await,
-        Err(NoAgreement::Disagreement)
-    );
+    assert_eq!(pass.read(sender()?, 0, &[tx]).await?, expected);
     // One lying and one down: still no verdict.
     world.proxies[2].set_mode(RpcMode::Down);
     world.proxies[1].set_mode(RpcMode::RewriteNonce(5));
     assert_eq!(
-        pass.read(sender()?, &[tx]).await,
+        pass.read(sender()?, 0, &[tx]).await,
         Err(NoAgreement::Disagreement)
     );
     Ok(())
@@ -260,12 +277,15 @@ async fn an_endpoint_on_another_fork_gives_no_agreement() -> anyhow::Result<()> 
     world.anvil.mine(1).await?;
     world.proxies[1].set_mode(RpcMode::ForkedReceipts);
 
-    // Its receipt names a block that is not its canonical one at that height: no inclusion, so
-    // it disagrees with the honest node.
+    // Its receipt names a block that is not its canonical one at that height, and its own
+    // canonical block that consumed the nonce holds the transfer: no answer, no quorum of two.
     let reader = world.reader(2, Finality::Confirmations(1), 0)?;
     assert_eq!(
-        reader.pin().await?.read(sender()?, &[tx]).await,
-        Err(NoAgreement::Disagreement)
+        reader.pin().await?.read(sender()?, 0, &[tx]).await,
+        Err(NoAgreement::TooFewAnswers {
+            answered: 1,
+            quorum: 2
+        })
     );
     // Alone (a quorum of 1, set explicitly), its receipt still counts for nothing.
     let alone = EvidenceReader::new(&config(
@@ -274,8 +294,37 @@ async fn an_endpoint_on_another_fork_gives_no_agreement() -> anyhow::Result<()> 
         Finality::Confirmations(1),
         0,
     ))?;
-    let reading = alone.pin().await?.read(sender()?, &[tx]).await?;
+    assert_eq!(
+        alone.pin().await?.read(sender()?, 0, &[tx]).await,
+        Err(NoAgreement::TooFewAnswers {
+            answered: 0,
+            quorum: 1
+        })
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_nonce_consumed_by_a_transaction_that_is_none_of_ours_is_proven_by_its_block()
+-> anyhow::Result<()> {
+    let world = World::start(2).await?;
+    // The sender's nonce 0 is consumed by a transaction that is not the attempt we ask about.
+    let (_foreign, _) = world.send().await?;
+    world.anvil.mine(2).await?;
+    let ours = opledger_chain::evidence::B256::repeat_byte(0x42);
+    let reader = world.reader(2, Finality::Confirmations(2), 0)?;
+    let pass = reader.pin().await?;
+    let before: Vec<u64> = world.proxies.iter().map(|p| p.requests()).collect();
+    let reading = pass.read(sender()?, 0, &[ours]).await?;
+    // Both endpoints searched back to the consuming block and found only the foreign one there:
+    // "not included, nonce moved" is evidence here, not silence.
     assert_eq!(reading.inclusions, vec![None]);
-    assert_eq!(reading.nonce_at_pinned, 1);
+    assert_eq!((reading.nonce_at_pinned, reading.nonce_at_final), (1, 1));
+    for (proxy, before) in world.proxies.iter().zip(before) {
+        assert!(
+            proxy.requests() > before + 1,
+            "the consuming block was not looked up"
+        );
+    }
     Ok(())
 }

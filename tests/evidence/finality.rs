@@ -22,7 +22,7 @@ async fn inclusion_not_yet_final_is_not_final() -> anyhow::Result<()> {
         let pass = reader.pin().await?;
         assert_eq!(pass.pinned.number, head);
         assert_eq!(pass.final_block, world.block(0).await?);
-        let reading = pass.read(sender()?, &[tx]).await?;
+        let reading = pass.read(sender()?, 0, &[tx]).await?;
         assert_eq!(reading.inclusions, vec![inclusion]);
         assert!(reading.final_block.number < included.number);
         assert_eq!((reading.nonce_at_pinned, reading.nonce_at_final), (1, 0));
@@ -32,7 +32,7 @@ async fn inclusion_not_yet_final_is_not_final() -> anyhow::Result<()> {
     let pass = reader.pin().await?;
     assert_eq!(pass.pinned.number, 3);
     assert_eq!(pass.final_block, included);
-    let reading = pass.read(sender()?, &[tx]).await?;
+    let reading = pass.read(sender()?, 0, &[tx]).await?;
     assert_eq!(reading.inclusions, vec![inclusion]);
     assert_eq!((reading.nonce_at_pinned, reading.nonce_at_final), (1, 1));
     // Four: the final block moves on.
@@ -60,13 +60,13 @@ async fn finalized_tag() -> anyhow::Result<()> {
         (pass.pinned.number, pass.final_block),
         (64, world.block(0).await?)
     );
-    let reading = pass.read(sender()?, &[tx]).await?;
+    let reading = pass.read(sender()?, 0, &[tx]).await?;
     assert_eq!((reading.nonce_at_pinned, reading.nonce_at_final), (1, 0));
 
     world.anvil.mine(1).await?;
     let pass = reader.pin().await?;
     assert_eq!((pass.pinned.number, pass.final_block), (65, included));
-    let reading = pass.read(sender()?, &[tx]).await?;
+    let reading = pass.read(sender()?, 0, &[tx]).await?;
     assert_eq!(
         reading.inclusions,
         vec![Some(Inclusion {
@@ -97,7 +97,7 @@ async fn a_reorganization_makes_the_replaced_block_not_canonical() -> anyhow::Re
     assert_eq!(before.pinned.number, 4);
     assert_eq!(before.canonical(included).await, Ok(true));
     assert_eq!(
-        before.read(sender()?, &[tx]).await?.inclusions,
+        before.read(sender()?, 0, &[tx]).await?.inclusions,
         vec![Some(Inclusion {
             block: included,
             succeeded: true
@@ -111,14 +111,14 @@ async fn a_reorganization_makes_the_replaced_block_not_canonical() -> anyhow::Re
     assert_ne!(after.pinned, before.pinned);
     assert_eq!(after.canonical(included).await, Ok(false));
     assert_eq!(after.canonical(world.block(1).await?).await, Ok(true));
-    let reading = after.read(sender()?, &[tx]).await?;
+    let reading = after.read(sender()?, 0, &[tx]).await?;
     assert_eq!(reading.inclusions, vec![None]);
     assert_eq!((reading.nonce_at_pinned, reading.nonce_at_final), (0, 0));
 
     // The pass pinned before the reorganization reads nothing any more: its pinned block is
     // gone, so no endpoint answers at it.
     assert_eq!(
-        before.read(sender()?, &[tx]).await,
+        before.read(sender()?, 0, &[tx]).await,
         Err(NoAgreement::TooFewAnswers {
             answered: 0,
             quorum: 2
@@ -153,7 +153,7 @@ async fn a_reorganization_that_re_includes_the_transfer_moves_its_inclusion() ->
     let reader = world.reader(2, Finality::Confirmations(2), 0)?;
     let before = reader.pin().await?;
     assert_eq!(
-        before.read(sender()?, &[tx]).await?.inclusions,
+        before.read(sender()?, 0, &[tx]).await?.inclusions,
         vec![Some(Inclusion {
             block: first,
             succeeded: true
@@ -173,7 +173,7 @@ async fn a_reorganization_that_re_includes_the_transfer_moves_its_inclusion() ->
     let after = reader.pin().await?;
     assert_eq!(after.canonical(first).await, Ok(false));
     assert_eq!(after.canonical(moved).await, Ok(true));
-    let reading = after.read(sender()?, &[tx]).await?;
+    let reading = after.read(sender()?, 0, &[tx]).await?;
     assert_eq!(
         reading.inclusions,
         vec![Some(Inclusion {

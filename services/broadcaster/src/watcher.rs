@@ -426,7 +426,9 @@ async fn judge(op: Watching, pinned: &Pinned) -> Judged {
     let verdict = match (op.attempts.first(), judged.sender) {
         (None, _) => Verdict::NeverSigned,
         (Some(original), Some(sender)) => {
-            let reading = pinned.read(sender, &judged.hashes).await;
+            let reading = pinned
+                .read(sender, original.signed.nonce, &judged.hashes)
+                .await;
             decide(&judged.roles, original.signed.nonce, &reading)
         }
         // Undecodable: every role is a defect, whatever the chain says.

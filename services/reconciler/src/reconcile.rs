@@ -277,7 +277,11 @@ impl Reconciler {
             None => network.evidence.pin().await.map_err(|e| e.no_agreement()),
         };
         let reading = match (&pinned, judged.sender) {
-            (Ok(pinned), Some(sender)) => pinned.read(sender, &judged.hashes).await,
+            (Ok(pinned), Some(sender)) => {
+                pinned
+                    .read(sender, original.signed.nonce, &judged.hashes)
+                    .await
+            }
             (Err(no), _) => Err(*no),
             // Undecodable: every role is a defect, whatever the chain says.
             (Ok(_), None) => Err(NoAgreement::Disagreement),

@@ -22,6 +22,9 @@ pub(super) enum EndpointError {
     Inconsistent,
     /// The pinned block is no longer the endpoint's canonical block at its height.
     PinnedReplaced,
+    /// A block that consumed the sender's nonce holds one of our attempts whose receipt the
+    /// endpoint did not give (its receipt index lags its blocks): its "no receipt" is no evidence.
+    ReceiptMissing,
 }
 
 impl From<TransportError> for EndpointError {
@@ -49,6 +52,7 @@ impl EndpointError {
             EndpointError::MissingBlock => "missing block",
             EndpointError::Inconsistent => "inconsistent answer",
             EndpointError::PinnedReplaced => "pinned block replaced",
+            EndpointError::ReceiptMissing => "receipt missing for an included attempt",
         }
     }
 
@@ -202,6 +206,30 @@ impl Endpoint {
             nonces.push(waiter.await?.to::<u64>());
         }
         Ok((found, nonces))
+    }
+}
+
+impl Endpoint {
+    /// The sender's transaction count after the canonical block at `number`.
+    pub(super) async fn nonce_at(&self, sender: Address, number: u64) -> Result<u64> {
+        Ok(self
+            .provider
+            .get_transaction_count(sender)
+            .block_id(BlockId::number(number))
+            .await?)
+    }
+
+    /// The hash of the canonical block at `number` and the hashes of its transactions.
+    pub(super) async fn transactions_at(&self, number: u64) -> Result<(B256, Vec<B256>)> {
+        let block = self
+            .provider
+            .get_block_by_number(BlockNumberOrTag::Number(number))
+            .await?
+            .ok_or(EndpointError::MissingBlock)?;
+        if block.header.number != number {
+            return Err(EndpointError::Inconsistent);
+        }
+        Ok((block.header.hash, block.transactions.hashes().collect()))
     }
 }
 

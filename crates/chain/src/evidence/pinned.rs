@@ -248,13 +248,23 @@ impl Pinned {
     /// [`opledger_domain::evidence::agree`]. An inclusion counts only in a block at or below the
     /// pinned one that is the endpoint's canonical block at its height; nonces are read by block
     /// hash (EIP-1898, canonical required). An endpoint that fails in any way did not answer.
-    pub async fn read(&self, sender: Address, attempts: &[B256]) -> Result<Reading, NoAgreement> {
+    ///
+    /// `nonce` is the attempts' nonce. When no attempt is included and the nonce was consumed by
+    /// the final block, that absence must be proven, not assumed: the endpoint's block that
+    /// consumed the nonce is found and must hold none of the attempts (a node whose receipt index
+    /// lags its blocks would otherwise make our own mined transfer look like a foreign one).
+    pub async fn read(
+        &self,
+        sender: Address,
+        nonce: u64,
+        attempts: &[B256],
+    ) -> Result<Reading, NoAgreement> {
         let inner = &self.pass.reader.inner;
         let answers: Vec<Option<EndpointReading>> =
             join_all(inner.endpoints.iter().zip(&self.pass.endpoints).map(
                 |(e, pass)| async move {
                     let pass = pass.as_ref()?;
-                    match self.read_one(e, pass, sender, attempts).await {
+                    match self.read_one(e, pass, sender, nonce, attempts).await {
                         Ok(reading) => Some(EndpointReading {
                             head: pass.head,
                             reading,
@@ -275,6 +285,7 @@ impl Pinned {
         endpoint: &Endpoint,
         pass: &EndpointPass,
         sender: Address,
+        nonce: u64,
         attempts: &[B256],
     ) -> Result<Reading, EndpointError> {
         let pinned = B256::from(self.pinned.hash);
@@ -314,7 +325,11 @@ impl Pinned {
                     succeeded,
                 })
             })
-            .collect();
+            .collect::<Vec<Option<Inclusion>>>();
+        if inclusions.iter().all(Option::is_none) && nonce_at_final > nonce {
+            self.prove_absent(endpoint, pass, sender, nonce, attempts)
+                .await?;
+        }
         Ok(Reading {
             pinned: self.pinned,
             final_block: self.final_block,
@@ -322,6 +337,60 @@ impl Pinned {
             nonce_at_pinned,
             nonce_at_final,
         })
+    }
+
+    /// Finds the endpoint's canonical block that consumed `nonce` of `sender` (at or below the
+    /// final block, whose count is past it) and refuses the reading if that block holds one of
+    /// `attempts`: its missing receipt is then no evidence of absence. Searches back from the
+    /// final block in doubling steps, then halves the interval: a handful of requests for a
+    /// nonce consumed recently, at most about twice log2(height) otherwise (this path is rare).
+    async fn prove_absent(
+        &self,
+        endpoint: &Endpoint,
+        pass: &EndpointPass,
+        sender: Address,
+        nonce: u64,
+        attempts: &[B256],
+    ) -> Result<(), EndpointError> {
+        // `past` has the nonce consumed; `before` (when Some) does not.
+        let mut past = self.final_block.number;
+        let mut step = 1_u64;
+        let mut before = None;
+        while past > 0 {
+            let probe = past.saturating_sub(step);
+            if endpoint.nonce_at(sender, probe).await? > nonce {
+                past = probe;
+                step = step.saturating_mul(2);
+            } else {
+                before = Some(probe);
+                break;
+            }
+        }
+        if let Some(mut low) = before {
+            while past - low > 1 {
+                let mid = low + (past - low) / 2;
+                if endpoint.nonce_at(sender, mid).await? > nonce {
+                    past = mid;
+                } else {
+                    low = mid;
+                }
+            }
+        }
+        let (hash, transactions) = endpoint.transactions_at(past).await?;
+        // The block read by number must be the pinned chain's (the check re-reads the pinned
+        // block too, so nothing here comes from another fork).
+        if self
+            .canonical_hashes(endpoint, pass, &[past])
+            .await?
+            .get(&past)
+            != Some(&hash)
+        {
+            return Err(EndpointError::Inconsistent);
+        }
+        if attempts.iter().any(|a| transactions.contains(a)) {
+            return Err(EndpointError::ReceiptMissing);
+        }
+        Ok(())
     }
 
     /// The endpoint's canonical hashes at `numbers` (at or below the pinned block), from the
