@@ -219,18 +219,57 @@ impl Endpoint {
             .await?)
     }
 
-    /// The hash of the canonical block at `number` and the hashes of its transactions.
-    pub(super) async fn transactions_at(&self, number: u64) -> Result<(B256, Vec<B256>)> {
-        let block = self
-            .provider
-            .get_block_by_number(BlockNumberOrTag::Number(number))
-            .await?
-            .ok_or(EndpointError::MissingBlock)?;
-        if block.header.number != number {
+    /// The canonical block at `number`: its hash and, of each of its transactions, the hash,
+    /// the sender and the nonce.
+    pub(super) async fn transactions_at(&self, number: u64) -> Result<(B256, Vec<SentAt>)> {
+        let block: Option<BlockTransactions> = self
+            .client
+            .request(
+                "eth_getBlockByNumber",
+                (BlockNumberOrTag::Number(number), true),
+            )
+            .await?;
+        let block = block.ok_or(EndpointError::MissingBlock)?;
+        if block.number.to::<u64>() != number {
             return Err(EndpointError::Inconsistent);
         }
-        Ok((block.header.hash, block.transactions.hashes().collect()))
+        let sent = block
+            .transactions
+            .into_iter()
+            .map(|tx| SentAt {
+                hash: tx.hash,
+                from: tx.from,
+                nonce: tx.nonce.to::<u64>(),
+            })
+            .collect();
+        Ok((block.hash, sent))
     }
+}
+
+/// What a block says of one of its transactions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct SentAt {
+    /// The transaction's hash.
+    pub hash: B256,
+    /// Its sender.
+    pub from: Address,
+    /// Its nonce.
+    pub nonce: u64,
+}
+
+/// The parts of a block with full transactions that the proof of absence reads.
+#[derive(Debug, serde::Deserialize)]
+struct BlockTransactions {
+    number: U64,
+    hash: B256,
+    transactions: Vec<TransactionSent>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct TransactionSent {
+    hash: B256,
+    from: Address,
+    nonce: U64,
 }
 
 /// The hash of a block asked for by `number`: it must exist and be at that height.

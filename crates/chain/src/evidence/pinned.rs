@@ -340,8 +340,10 @@ impl Pinned {
     }
 
     /// Finds the endpoint's canonical block that consumed `nonce` of `sender` (at or below the
-    /// final block, whose count is past it) and refuses the reading if that block holds one of
-    /// `attempts`: its missing receipt is then no evidence of absence. Searches back from the
+    /// final block, whose count is past it) and the transaction in it that did: the reading
+    /// stands only if that transaction is none of `attempts` (a missing receipt is then evidence
+    /// of absence); if it is one of ours, or the block holds no transaction of the sender at that
+    /// nonce, this endpoint gave no answer. Searches back from the
     /// final block in doubling steps, then halves the interval: a handful of requests for a
     /// nonce consumed recently, at most about twice log2(height) otherwise (this path is rare).
     async fn prove_absent(
@@ -387,7 +389,14 @@ impl Pinned {
         {
             return Err(EndpointError::Inconsistent);
         }
-        if attempts.iter().any(|a| transactions.contains(a)) {
+        // The block must hold the very transaction that consumed the nonce: a node whose state
+        // ran ahead of its blocks (a nonce read as consumed before the including block is served)
+        // names no such transaction, and its reading is no evidence.
+        let consumer = transactions
+            .iter()
+            .find(|tx| tx.from == sender && tx.nonce == nonce)
+            .ok_or(EndpointError::Inconsistent)?;
+        if attempts.contains(&consumer.hash) {
             return Err(EndpointError::ReceiptMissing);
         }
         Ok(())
