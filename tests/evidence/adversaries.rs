@@ -197,7 +197,9 @@ async fn an_endpoint_rewriting_nonces_gives_no_agreement() -> anyhow::Result<()>
             "nonce {nonce}"
         );
     }
+    // Honest again, in a new pass (a pass keeps what each endpoint said during it).
     world.proxies[0].set_mode(RpcMode::Honest);
+    let pass = reader.pin().await?;
     assert_eq!(pass.read(sender()?, 0, &[]).await?.nonce_at_pinned, 1);
     Ok(())
 }
@@ -332,6 +334,46 @@ async fn a_nonce_consumed_by_a_transaction_that_is_none_of_ours_is_proven_by_its
             proxy.requests() > before + 1,
             "the consuming block was not looked up"
         );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn many_operations_are_read_in_one_batched_request_per_endpoint() -> anyhow::Result<()> {
+    let world = World::start(2).await?;
+    let (first, _) = world.send().await?;
+    let (second, _) = world.send().await?;
+    world.anvil.mine(2).await?;
+    let reader = world.reader(2, Finality::Confirmations(2), 0)?;
+    let pass = reader.pin().await?;
+    let queries = vec![
+        opledger_chain::evidence::Query {
+            sender: sender()?,
+            nonce: 0,
+            attempts: vec![first],
+        },
+        opledger_chain::evidence::Query {
+            sender: sender()?,
+            nonce: 1,
+            attempts: vec![second],
+        },
+    ];
+    let one_by_one = vec![
+        pass.read(sender()?, 0, &[first]).await,
+        pass.read(sender()?, 1, &[second]).await,
+    ];
+    // The same readings, and for both operations (both blocks' hashes now cached in the pass)
+    // exactly one request per endpoint.
+    let before: Vec<u64> = world.proxies.iter().map(|p| p.requests()).collect();
+    let together = pass.read_all(&queries).await;
+    assert_eq!(together, one_by_one);
+    assert!(
+        together
+            .iter()
+            .all(|r| r.as_ref().is_ok_and(|r| r.inclusions[0].is_some()))
+    );
+    for (proxy, before) in world.proxies.iter().zip(before) {
+        assert_eq!(proxy.requests(), before + 1);
     }
     Ok(())
 }

@@ -7,8 +7,9 @@
 //! kept. No agreement, or no answer, concludes nothing. Operations a webhook hinted at are judged
 //! first; the hint never settles anything by itself.
 
-use futures::StreamExt;
-use opledger_chain::evidence::{B256, BlockRef, EvidenceReader, Pinned, no_evidence, reason_label};
+use opledger_chain::evidence::{
+    B256, BlockRef, EvidenceReader, Pinned, Query, no_evidence, reason_label,
+};
 use opledger_domain::evidence::Step;
 use opledger_domain::evidence::{
     Escalation, EscalationOwner, NoVerdict, Verdict, decide, watcher_step,
@@ -23,9 +24,6 @@ use opledger_store::{Store, StoreError};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use tracing::Instrument as _;
-
-/// Evidence reads and moves in flight at once per pass.
-const WATCH_CONCURRENCY: usize = 16;
 
 /// One network the watcher follows.
 #[derive(Debug, Clone)]
@@ -123,14 +121,7 @@ impl Watcher {
                     continue;
                 }
             };
-            let judged: Vec<Judged> = futures::stream::iter(watching)
-                .map(|op| {
-                    let pinned = &pinned;
-                    async move { judge(op, pinned).await }
-                })
-                .buffer_unordered(WATCH_CONCURRENCY)
-                .collect()
-                .await;
+            let judged = judge_all(watching, &pinned).await;
             let judged = self.still_current(network, judged).await;
             let hinted: Vec<(TenantId, OperationId)> = judged
                 .iter()
@@ -411,43 +402,67 @@ impl Watcher {
     }
 }
 
-/// The verdict on one operation at `pinned`, and the watcher's step.
-async fn judge(op: Watching, pinned: &Pinned) -> Judged {
-    let stored: Vec<StoredAttempt<'_>> = op
-        .attempts
-        .iter()
-        .map(|a| StoredAttempt {
-            raw: &a.signed.raw_tx,
-            kind: a.signed.kind.stored(),
-            tx_hash: &a.signed.tx_hash,
+/// The verdicts on `ops` at `pinned`, and the watcher's steps: the chain is read for all of them
+/// at once (a few batched requests per endpoint, not one per operation).
+async fn judge_all(ops: Vec<Watching>, pinned: &Pinned) -> Vec<Judged> {
+    let prepared: Vec<(Watching, opledger_evm::evidence::Judged)> = ops
+        .into_iter()
+        .map(|op| {
+            let stored: Vec<StoredAttempt<'_>> = op
+                .attempts
+                .iter()
+                .map(|a| StoredAttempt {
+                    raw: &a.signed.raw_tx,
+                    kind: a.signed.kind.stored(),
+                    tx_hash: &a.signed.tx_hash,
+                })
+                .collect();
+            let judged = opledger_evm::evidence::judge(&stored, &op.destination, op.amount);
+            (op, judged)
         })
         .collect();
-    let judged = opledger_evm::evidence::judge(&stored, &op.destination, op.amount);
-    let verdict = match (op.attempts.first(), judged.sender) {
-        (None, _) => Verdict::NeverSigned,
-        (Some(original), Some(sender)) => {
-            let reading = pinned
-                .read(sender, original.signed.nonce, &judged.hashes)
-                .await;
-            decide(&judged.roles, original.signed.nonce, &reading)
-        }
-        // Undecodable: every role is a defect, whatever the chain says.
-        (Some(original), None) => decide(
-            &judged.roles,
-            original.signed.nonce,
-            &Err(opledger_domain::evidence::NoAgreement::Disagreement),
-        ),
-    };
-    if let Verdict::NoVerdict(NoVerdict::NoAgreement(no)) = verdict
-        && let Some(network) = op.attempts.first().map(|a| a.network.clone())
-    {
-        no_evidence().record(&network, reason_label(&no));
-    }
-    Judged {
-        step: watcher_step(verdict),
-        verdict,
-        op,
-    }
+    // One query per operation that has an original attempt and a decodable sender, in order.
+    let queries: Vec<Query> = prepared
+        .iter()
+        .filter_map(|(op, judged)| {
+            Some(Query {
+                sender: judged.sender?,
+                nonce: op.attempts.first()?.signed.nonce,
+                attempts: judged.hashes.clone(),
+            })
+        })
+        .collect();
+    let mut readings = pinned.read_all(&queries).await.into_iter();
+    prepared
+        .into_iter()
+        .map(|(op, judged)| {
+            let verdict = match (op.attempts.first(), judged.sender) {
+                (None, _) => Verdict::NeverSigned,
+                (Some(original), Some(_)) => {
+                    let reading = readings
+                        .next()
+                        .unwrap_or(Err(opledger_domain::evidence::NoAgreement::Disagreement));
+                    decide(&judged.roles, original.signed.nonce, &reading)
+                }
+                // Undecodable: every role is a defect, whatever the chain says.
+                (Some(original), None) => decide(
+                    &judged.roles,
+                    original.signed.nonce,
+                    &Err(opledger_domain::evidence::NoAgreement::Disagreement),
+                ),
+            };
+            if let Verdict::NoVerdict(NoVerdict::NoAgreement(no)) = verdict
+                && let Some(network) = op.attempts.first().map(|a| a.network.clone())
+            {
+                no_evidence().record(&network, reason_label(&no));
+            }
+            Judged {
+                step: watcher_step(verdict),
+                verdict,
+                op,
+            }
+        })
+        .collect()
 }
 
 /// The inclusion row for attempt `attempt` of `op` at `inclusion`.

@@ -173,38 +173,63 @@ impl Endpoint {
         Ok(found)
     }
 
-    /// The receipts of `attempts` and the sender's transaction count at each block of `at`
-    /// (by hash, EIP-1898, required canonical), in one request.
+    /// The receipts of `attempts` and each sender's transaction count at each block of `at`
+    /// (by hash, EIP-1898, required canonical), in batched requests of at most `batch_calls`
+    /// calls each (sent one after the other).
     pub(super) async fn receipts_and_nonces(
         &self,
         attempts: &[B256],
-        sender: Address,
+        senders: &[Address],
         at: &[B256],
-    ) -> Result<(Vec<Option<ReceiptAt>>, Vec<u64>)> {
-        let mut batch = self.client.new_batch();
-        let mut receipts = Vec::with_capacity(attempts.len());
-        for hash in attempts {
-            receipts.push(batch.add_call::<_, Option<TransactionReceipt>>(
-                "eth_getTransactionReceipt",
-                &(*hash,),
-            )?);
+        batch_calls: usize,
+    ) -> Result<(Vec<Option<ReceiptAt>>, Vec<Vec<u64>>)> {
+        enum Call {
+            Receipt(B256),
+            Count(Address, B256),
         }
-        let mut counts = Vec::with_capacity(at.len());
-        for block in at {
-            counts.push(batch.add_call::<_, U64>(
-                "eth_getTransactionCount",
-                &(sender, BlockId::hash_canonical(*block)),
-            )?);
-        }
-        batch.send().await?;
+        let calls: Vec<Call> = attempts
+            .iter()
+            .map(|hash| Call::Receipt(*hash))
+            .chain(
+                senders
+                    .iter()
+                    .flat_map(|sender| at.iter().map(move |block| Call::Count(*sender, *block))),
+            )
+            .collect();
         let mut found = Vec::with_capacity(attempts.len());
-        for (hash, waiter) in attempts.iter().zip(receipts) {
-            found.push(receipt_at(*hash, waiter.await?)?);
+        let mut counts = Vec::with_capacity(senders.len() * at.len());
+        // One request when everything fits (the usual case); receipts first, in order.
+        for chunk in calls.chunks(batch_calls.max(1)) {
+            let mut batch = self.client.new_batch();
+            let mut receipts = Vec::new();
+            let mut waiters = Vec::new();
+            for call in chunk {
+                match call {
+                    Call::Receipt(hash) => receipts.push((
+                        *hash,
+                        batch.add_call::<_, Option<TransactionReceipt>>(
+                            "eth_getTransactionReceipt",
+                            &(*hash,),
+                        )?,
+                    )),
+                    Call::Count(sender, block) => waiters.push(batch.add_call::<_, U64>(
+                        "eth_getTransactionCount",
+                        &(*sender, BlockId::hash_canonical(*block)),
+                    )?),
+                }
+            }
+            batch.send().await?;
+            for (hash, waiter) in receipts {
+                found.push(receipt_at(hash, waiter.await?)?);
+            }
+            for waiter in waiters {
+                counts.push(waiter.await?.to::<u64>());
+            }
         }
-        let mut nonces = Vec::with_capacity(at.len());
-        for waiter in counts {
-            nonces.push(waiter.await?.to::<u64>());
-        }
+        let nonces = counts
+            .chunks(at.len().max(1))
+            .map(<[u64]>::to_vec)
+            .collect();
         Ok((found, nonces))
     }
 }

@@ -10,7 +10,7 @@ use opledger_domain::evidence::{
     BlockRef, EndpointReading, Inclusion, NoAgreement, Reading, agree,
 };
 
-use super::endpoint::{Endpoint, EndpointError, ReceiptAt};
+use super::endpoint::{Endpoint, EndpointError, ReceiptAt, SentAt};
 use super::{EvidenceReader, Finality};
 
 /// Why no block could be pinned for a pass.
@@ -34,6 +34,21 @@ impl PinError {
             PinError::Head(e) | PinError::Pinned(e) | PinError::Final(e) => *e,
         }
     }
+}
+
+/// Calls in one JSON-RPC batch of [`Pinned::read_all`] (providers cap their batches).
+pub const BATCH_CALLS: usize = 500;
+
+/// One question of [`Pinned::read_all`]: an operation's sender, its attempts' nonce and the
+/// attempts' hashes (oldest first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Query {
+    /// The attempts' sender.
+    pub sender: Address,
+    /// The attempts' nonce.
+    pub nonce: u64,
+    /// The attempts' hashes, oldest first.
+    pub attempts: Vec<B256>,
 }
 
 /// One pass of reads at an agreed pinned block. Cheap to clone; every read of the pass shares
@@ -62,7 +77,15 @@ struct EndpointPass {
     head: u64,
     /// Its canonical block hashes by number, at or below the pinned block.
     hashes: Mutex<HashMap<u64, B256>>,
+    /// What the proofs of absence of this pass read: senders' counts by block number, and
+    /// blocks' transactions (hash, transactions), so that many operations of one sender cost one
+    /// search and one block read, not one each.
+    counts: Mutex<HashMap<(Address, u64), u64>>,
+    blocks: Mutex<HashMap<u64, Arc<BlockSent>>>,
 }
+
+/// A block's hash and what it says of each of its transactions.
+type BlockSent = (B256, Vec<SentAt>);
 
 impl EndpointPass {
     fn cached(&self, number: u64) -> Option<B256> {
@@ -71,6 +94,52 @@ impl EndpointPass {
             .unwrap_or_else(PoisonError::into_inner)
             .get(&number)
             .copied()
+    }
+
+    /// The sender's count after block `number`, read once per pass.
+    async fn nonce_at(
+        &self,
+        endpoint: &Endpoint,
+        sender: Address,
+        number: u64,
+    ) -> Result<u64, EndpointError> {
+        let key = (sender, number);
+        if let Some(count) = self
+            .counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            return Ok(*count);
+        }
+        let count = endpoint.nonce_at(sender, number).await?;
+        self.counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, count);
+        Ok(count)
+    }
+
+    /// The block at `number` with its transactions, read once per pass.
+    async fn transactions_at(
+        &self,
+        endpoint: &Endpoint,
+        number: u64,
+    ) -> Result<Arc<BlockSent>, EndpointError> {
+        if let Some(block) = self
+            .blocks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&number)
+        {
+            return Ok(block.clone());
+        }
+        let block = Arc::new(endpoint.transactions_at(number).await?);
+        self.blocks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(number, block.clone());
+        Ok(block)
     }
 
     fn remember(&self, found: HashMap<u64, B256>) {
@@ -227,6 +296,8 @@ impl EvidenceReader {
                         (lowest, pinned_hash),
                         (final_number, final_hash),
                     ])),
+                    counts: Mutex::default(),
+                    blocks: Mutex::default(),
                 }),
                 _ => None,
             })
@@ -259,16 +330,30 @@ impl Pinned {
         nonce: u64,
         attempts: &[B256],
     ) -> Result<Reading, NoAgreement> {
+        let query = Query {
+            sender,
+            nonce,
+            attempts: attempts.to_vec(),
+        };
+        self.read_all(std::slice::from_ref(&query))
+            .await
+            .pop()
+            .unwrap_or(Err(NoAgreement::Disagreement))
+    }
+
+    /// [`Pinned::read`] for many operations at once, in the same order: each endpoint is asked
+    /// for every receipt and every distinct sender's nonces in a few batched requests (at most
+    /// [`BATCH_CALLS`] calls each) instead of one request per operation. An endpoint whose
+    /// batch fails answers none of the queries; one whose answer to one query fails (an
+    /// unproven absence) answers the others.
+    pub async fn read_all(&self, queries: &[Query]) -> Vec<Result<Reading, NoAgreement>> {
         let inner = &self.pass.reader.inner;
-        let answers: Vec<Option<EndpointReading>> =
+        let per_endpoint: Vec<Option<Vec<Result<Reading, EndpointError>>>> =
             join_all(inner.endpoints.iter().zip(&self.pass.endpoints).map(
                 |(e, pass)| async move {
                     let pass = pass.as_ref()?;
-                    match self.read_one(e, pass, sender, nonce, attempts).await {
-                        Ok(reading) => Some(EndpointReading {
-                            head: pass.head,
-                            reading,
-                        }),
+                    match self.read_one(e, pass, queries).await {
+                        Ok(readings) => Some(readings),
                         Err(error) => {
                             log_silent(e.index, "read", &error);
                             None
@@ -277,17 +362,37 @@ impl Pinned {
                 },
             ))
             .await;
-        agree(&answers, inner.quorum, inner.max_lag)
+        (0..queries.len())
+            .map(|i| {
+                let answers: Vec<Option<EndpointReading>> = per_endpoint
+                    .iter()
+                    .zip(&self.pass.endpoints)
+                    .zip(&inner.endpoints)
+                    .map(|((readings, pass), e)| {
+                        let (readings, pass) = (readings.as_ref()?, pass.as_ref()?);
+                        match readings.get(i)? {
+                            Ok(reading) => Some(EndpointReading {
+                                head: pass.head,
+                                reading: reading.clone(),
+                            }),
+                            Err(error) => {
+                                log_silent(e.index, "read", error);
+                                None
+                            }
+                        }
+                    })
+                    .collect();
+                agree(&answers, inner.quorum, inner.max_lag)
+            })
+            .collect()
     }
 
     async fn read_one(
         &self,
         endpoint: &Endpoint,
         pass: &EndpointPass,
-        sender: Address,
-        nonce: u64,
-        attempts: &[B256],
-    ) -> Result<Reading, EndpointError> {
+        queries: &[Query],
+    ) -> Result<Vec<Result<Reading, EndpointError>>, EndpointError> {
         let pinned = B256::from(self.pinned.hash);
         let final_hash = B256::from(self.final_block.hash);
         let at: &[B256] = if final_hash == pinned {
@@ -295,13 +400,25 @@ impl Pinned {
         } else {
             &[pinned, final_hash]
         };
-        let (receipts, nonces) = endpoint.receipts_and_nonces(attempts, sender, at).await?;
-        let (nonce_at_pinned, nonce_at_final) = match nonces[..] {
-            [both] => (both, both),
-            [pinned, last] => (pinned, last),
-            _ => return Err(EndpointError::Inconsistent),
-        };
-
+        let hashes: Vec<B256> = queries
+            .iter()
+            .flat_map(|q| q.attempts.iter().copied())
+            .collect();
+        let mut senders: Vec<Address> = queries.iter().map(|q| q.sender).collect();
+        senders.sort_unstable();
+        senders.dedup();
+        let (receipts, nonces) = endpoint
+            .receipts_and_nonces(&hashes, &senders, at, BATCH_CALLS)
+            .await?;
+        let mut nonce_of: HashMap<Address, (u64, u64)> = HashMap::with_capacity(senders.len());
+        for (sender, counts) in senders.iter().zip(nonces) {
+            let pair = match counts[..] {
+                [both] => (both, both),
+                [pinned, last] => (pinned, last),
+                _ => return Err(EndpointError::Inconsistent),
+            };
+            nonce_of.insert(*sender, pair);
+        }
         let mut numbers: Vec<u64> = receipts
             .iter()
             .flatten()
@@ -311,32 +428,42 @@ impl Pinned {
         numbers.sort_unstable();
         numbers.dedup();
         let canonical = self.canonical_hashes(endpoint, pass, &numbers).await?;
-        let inclusions = receipts
-            .into_iter()
-            .map(|receipt| {
-                let ReceiptAt {
-                    number,
-                    hash,
-                    succeeded,
-                } = receipt?;
-                // Above the pinned block, or in a block that is not canonical: not included.
-                (canonical.get(&number) == Some(&hash)).then_some(Inclusion {
-                    block: to_block_ref(number, hash),
-                    succeeded,
+        let mut receipts = receipts.into_iter();
+        let mut readings = Vec::with_capacity(queries.len());
+        for query in queries {
+            let inclusions: Vec<Option<Inclusion>> = receipts
+                .by_ref()
+                .take(query.attempts.len())
+                .map(|receipt| {
+                    let ReceiptAt {
+                        number,
+                        hash,
+                        succeeded,
+                    } = receipt?;
+                    // Above the pinned block, or in a block that is not canonical: not included.
+                    (canonical.get(&number) == Some(&hash)).then_some(Inclusion {
+                        block: to_block_ref(number, hash),
+                        succeeded,
+                    })
                 })
-            })
-            .collect::<Vec<Option<Inclusion>>>();
-        if inclusions.iter().all(Option::is_none) && nonce_at_final > nonce {
-            self.prove_absent(endpoint, pass, sender, nonce, attempts)
-                .await?;
+                .collect();
+            let Some(&(nonce_at_pinned, nonce_at_final)) = nonce_of.get(&query.sender) else {
+                return Err(EndpointError::Inconsistent);
+            };
+            let proven = if inclusions.iter().all(Option::is_none) && nonce_at_final > query.nonce {
+                self.prove_absent(endpoint, pass, query).await
+            } else {
+                Ok(())
+            };
+            readings.push(proven.map(|()| Reading {
+                pinned: self.pinned,
+                final_block: self.final_block,
+                inclusions,
+                nonce_at_pinned,
+                nonce_at_final,
+            }));
         }
-        Ok(Reading {
-            pinned: self.pinned,
-            final_block: self.final_block,
-            inclusions,
-            nonce_at_pinned,
-            nonce_at_final,
-        })
+        Ok(readings)
     }
 
     /// Finds the endpoint's canonical block that consumed `nonce` of `sender` (at or below the
@@ -350,17 +477,20 @@ impl Pinned {
         &self,
         endpoint: &Endpoint,
         pass: &EndpointPass,
-        sender: Address,
-        nonce: u64,
-        attempts: &[B256],
+        query: &Query,
     ) -> Result<(), EndpointError> {
+        let Query {
+            sender,
+            nonce,
+            ref attempts,
+        } = *query;
         // `past` has the nonce consumed; `before` (when Some) does not.
         let mut past = self.final_block.number;
         let mut step = 1_u64;
         let mut before = None;
         while past > 0 {
             let probe = past.saturating_sub(step);
-            if endpoint.nonce_at(sender, probe).await? > nonce {
+            if pass.nonce_at(endpoint, sender, probe).await? > nonce {
                 past = probe;
                 step = step.saturating_mul(2);
             } else {
@@ -371,14 +501,15 @@ impl Pinned {
         if let Some(mut low) = before {
             while past - low > 1 {
                 let mid = low + (past - low) / 2;
-                if endpoint.nonce_at(sender, mid).await? > nonce {
+                if pass.nonce_at(endpoint, sender, mid).await? > nonce {
                     past = mid;
                 } else {
                     low = mid;
                 }
             }
         }
-        let (hash, transactions) = endpoint.transactions_at(past).await?;
+        let block = pass.transactions_at(endpoint, past).await?;
+        let (hash, transactions) = (block.0, &block.1);
         // The block read by number must be the pinned chain's (the check re-reads the pinned
         // block too, so nothing here comes from another fork).
         if self
