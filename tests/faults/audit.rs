@@ -362,10 +362,20 @@ impl Tally {
                     .node
                     .rpc("eth_getTransactionCount", json!([HOT_WALLET, "pending"]))
                     .await?;
+                // Why the broadcaster is not moving them, if it is backing off.
+                let backoff: Vec<(String, i32, String, f64)> = sqlx::query_as(
+                    "SELECT op_id::text, failures, last_reason, \
+                       extract(epoch FROM next_attempt_at - now())::float8 \
+                     FROM broadcast_backoff WHERE tenant_id = $1 ORDER BY op_id LIMIT 5",
+                )
+                .bind(c.acme.id.as_uuid())
+                .fetch_all(c.stack.admin.pool())
+                .await?;
                 anyhow::bail!(
                     "did not converge in {timeout:?}: {} operations pending ({}), {work_left} \
                      inbox items; chain: hot wallet nonce {latest} (pending {pending_nonce}), \
-                     txpool {} pending, {} queued",
+                     txpool {} pending, {} queued; broadcaster back-off (op, failures, last \
+                     reason, s until the next attempt): {backoff:?}",
                     pending.len(),
                     pending
                         .iter()

@@ -146,6 +146,11 @@ impl Cluster {
             submit_timeout_ms: 2_000,
             bump_after_secs: 4,
             poll_interval_ms: 100,
+            // The harness compresses time: a refused or interrupted signing is tried again
+            // within seconds (production: 1 s doubling to 60 s), so that the clients' 120 s
+            // convergence window is never spent waiting out a back-off its faults caused.
+            backoff_base_ms: 200,
+            backoff_max_ms: 5_000,
             ..opledger_broadcaster::Config::default()
         };
         let broadcaster_path = dir.join("broadcaster.toml");

@@ -3,7 +3,7 @@
 
 use crate::Authenticator;
 use crate::listener::{Acceptor, Limits};
-use opledger_store::{Store, StoreConfig, StoreError};
+use opledger_store::{Store, StoreConfig};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -75,11 +75,27 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
         .map_err(|source| ServeError::Bind { addr, source })
 }
 
-/// Connects the store (after the listeners are bound: see [`bind_all`]).
+/// How long a starting service keeps trying to reach its database before it gives up.
+pub const DATABASE_START_RETRY: Duration = Duration::from_secs(60);
+
+/// Connects the store (after the listeners are bound: see [`bind_all`]). A database that cannot
+/// be reached yet (a connection refused, reset or timed out) is tried again with back-off for up
+/// to [`DATABASE_START_RETRY`], so a service whose ports are already bound does not exit on a
+/// blip; anything else (a refused login, a bad URL) fails at once.
 pub async fn connect(database_url: &str, store_config: StoreConfig) -> Result<Store, ServeError> {
-    Store::connect(database_url, store_config)
-        .await
-        .map_err(|e: StoreError| ServeError::Database(e.log_safe()))
+    let started = tokio::time::Instant::now();
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match Store::connect(database_url, store_config.clone()).await {
+            Ok(store) => return Ok(store),
+            Err(e) if e.is_unavailable() && started.elapsed() < DATABASE_START_RETRY => {
+                tracing::warn!(error = %e.log_safe(), retry_in_ms = pause.as_millis() as u64, "database not reachable yet");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => return Err(ServeError::Database(e.log_safe())),
+        }
+    }
 }
 
 /// Serves this process's gRPC metrics on `listener` within `limits` in the background.
