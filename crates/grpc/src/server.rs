@@ -88,7 +88,7 @@ pub async fn connect(database_url: &str, store_config: StoreConfig) -> Result<St
     loop {
         match Store::connect(database_url, store_config.clone()).await {
             Ok(store) => return Ok(store),
-            Err(e) if e.is_unavailable() && started.elapsed() < DATABASE_START_RETRY => {
+            Err(e) if e.may_connect_later() && started.elapsed() < DATABASE_START_RETRY => {
                 tracing::warn!(error = %e.log_safe(), retry_in_ms = pause.as_millis() as u64, "database not reachable yet");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(5));

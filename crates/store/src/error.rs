@@ -123,6 +123,19 @@ impl StoreError {
 }
 
 impl StoreError {
+    /// Whether a failed first connection may succeed if tried again: the database unreachable,
+    /// the connection reset or cut mid-handshake, or the server not accepting connections yet
+    /// (SQLSTATE classes 08 and 57). A refused login, a missing database or a bad URL is not.
+    pub fn may_connect_later(&self) -> bool {
+        match self {
+            StoreError::Database(sqlx::Error::Database(db)) => db
+                .code()
+                .is_some_and(|code| code.starts_with("08") || code.starts_with("57")),
+            StoreError::Database(sqlx::Error::Protocol(_)) => true,
+            other => other.is_unavailable(),
+        }
+    }
+
     /// A description that is safe to log: for database errors the SQLSTATE, constraint and kind
     /// only, never the server's detail text (which can quote row values such as destinations).
     pub fn log_safe(&self) -> String {
