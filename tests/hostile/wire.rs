@@ -18,28 +18,8 @@ use tonic_types::StatusExt;
 /// How long one call may take before it counts as a hang.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The canonical name of a gRPC code (`INVALID_ARGUMENT`), the class of its answers.
-pub fn code_name(code: Code) -> &'static str {
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-    }
-}
+/// The canonical name of a gRPC code, the class of its answers.
+pub use opledger_proto::code_name;
 
 /// A gRPC message frame: the compression flag, a declared length and the bytes that follow
 /// (which may be shorter or longer than declared).

@@ -188,11 +188,6 @@ impl Acceptor {
         }
     }
 
-    /// The connections accepted and closed at once because `max_connections` were open.
-    pub fn refused(&self) -> u64 {
-        self.refused.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
     /// The stream of connections tonic's server takes.
     pub fn into_incoming(
         self,

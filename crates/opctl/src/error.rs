@@ -1,6 +1,7 @@
 //! Failures and exit codes: a gRPC status (with its `google.rpc.ErrorInfo`) or a local problem,
 //! classified as refused (1), usage (2) or transient (3).
 
+use opledger_proto::code_name;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use tonic::{Code, Status};
@@ -226,29 +227,6 @@ pub fn kind_of(code: Code) -> Kind {
     match code {
         Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => Kind::Transient,
         _ => Kind::Refused,
-    }
-}
-
-/// The canonical name of a gRPC code.
-pub fn code_name(code: Code) -> &'static str {
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
     }
 }
 
