@@ -3,6 +3,7 @@
 mod control_06;
 mod e2e;
 mod fairness;
+mod gate;
 mod submit;
 mod tls;
 mod watch;

@@ -175,11 +175,13 @@ pub struct InProcessSigner {
     /// Its address.
     pub addr: SocketAddr,
     server: tokio::task::JoinHandle<Result<(), opledger_grpc::server::ServeError>>,
+    sweep: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for InProcessSigner {
     fn drop(&mut self) {
         self.server.abort();
+        self.sweep.abort();
     }
 }
 
@@ -278,6 +280,10 @@ impl InProcessSigner {
             }
         }
         let callers = opledger_signer::callers(&config);
+        let sweep = tokio::spawn(opledger_signer::release_sweep(
+            store.clone(),
+            std::time::Duration::from_millis(config.release_sweep_ms),
+        ));
         let signer = Signer::new(store, Arc::new(config), Arc::new(wallets));
         signer
             .register_wallets()
@@ -292,7 +298,11 @@ impl InProcessSigner {
             tls,
             std::future::pending(),
         ));
-        Ok(InProcessSigner { addr, server })
+        Ok(InProcessSigner {
+            addr,
+            server,
+            sweep,
+        })
     }
 }
 

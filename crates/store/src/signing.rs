@@ -95,6 +95,9 @@ pub struct Attempt {
     pub signed: NewAttempt,
     /// When it was persisted.
     pub created_at: DateTime<Utc>,
+    /// True once the signer has seen this attempt's commit acknowledged (the signed-bytes gate,
+    /// `docs/serialization.md`): only released attempts may be submitted to a chain.
+    pub released: bool,
 }
 
 /// What must hold, under the operation's row lock, before a replacement is signed.
@@ -184,6 +187,7 @@ struct AttemptRow {
     max_fee_per_gas: String,
     max_priority_fee_per_gas: String,
     created_at: DateTime<Utc>,
+    released: bool,
 }
 
 impl AttemptRow {
@@ -213,6 +217,7 @@ impl AttemptRow {
                 })?,
             },
             created_at: self.created_at,
+            released: self.released,
         })
     }
 }
@@ -242,10 +247,12 @@ struct SigningInputRow {
     trust_seen: Option<i64>,
 }
 
-const SELECT_ATTEMPTS: &str = "SELECT attempt, kind, network, chain_id, sender, nonce, tx_hash, \
+const SELECT_ATTEMPTS: &str = "SELECT a.attempt, kind, network, chain_id, sender, nonce, tx_hash, \
      raw_tx, gas_limit, max_fee_per_gas::text AS max_fee_per_gas, \
-     max_priority_fee_per_gas::text AS max_priority_fee_per_gas, created_at \
-     FROM tx_attempts WHERE tenant_id = $1 AND op_id = $2 ORDER BY attempt";
+     max_priority_fee_per_gas::text AS max_priority_fee_per_gas, created_at, \
+     r.released_at IS NOT NULL AS released \
+     FROM tx_attempts a LEFT JOIN attempt_releases r USING (tenant_id, op_id, attempt) \
+     WHERE a.tenant_id = $1 AND a.op_id = $2 ORDER BY a.attempt";
 
 impl Store {
     /// The operation, its approvals' hashes and its lease, or `None` for another tenant's or a
@@ -371,12 +378,13 @@ impl Store {
         }
         let (tenants, op_ids) = crate::broadcast::unzip_keys(ops);
         let rows: Vec<KeyedAttemptRow> = sqlx::query_as(
-            "SELECT tenant_id, op_id, attempt, kind, network, chain_id, sender, nonce, tx_hash, \
+            "SELECT tenant_id, op_id, a.attempt, kind, network, chain_id, sender, nonce, tx_hash, \
              raw_tx, gas_limit, max_fee_per_gas::text AS max_fee_per_gas, \
-             max_priority_fee_per_gas::text AS max_priority_fee_per_gas, created_at \
-             FROM tx_attempts \
+             max_priority_fee_per_gas::text AS max_priority_fee_per_gas, created_at, \
+             r.released_at IS NOT NULL AS released \
+             FROM tx_attempts a LEFT JOIN attempt_releases r USING (tenant_id, op_id, attempt) \
              WHERE (tenant_id, op_id) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[])) \
-             ORDER BY tenant_id, op_id, attempt",
+             ORDER BY tenant_id, op_id, a.attempt",
         )
         .bind(tenants)
         .bind(op_ids)
@@ -490,10 +498,12 @@ impl Store {
             op_id,
             owner,
         };
-        let attempt = record_signed(&mut tx, sender, &claim, nonce, &signed).await?;
+        let mut attempt = record_signed(&mut tx, sender, &claim, nonce, &signed).await?;
         opledger_failpoint::hit("sign.before_commit");
         tx.commit().await?;
         opledger_failpoint::hit("sign.after_commit");
+        self.release_acknowledged(std::slice::from_mut(&mut attempt), tenant_id, op_id)
+            .await;
         Ok(Ok(attempt))
     }
 
@@ -528,6 +538,16 @@ impl Store {
         opledger_failpoint::hit("sign.before_commit");
         tx.commit().await?;
         opledger_failpoint::hit("sign.after_commit");
+        let keys: Vec<(TenantId, OperationId, u32)> = claims
+            .iter()
+            .zip(&attempts)
+            .map(|(c, a)| (c.tenant_id, c.op_id, a.attempt))
+            .collect();
+        if self.release(&keys).await.is_ok() {
+            for attempt in &mut attempts {
+                attempt.released = true;
+            }
+        }
         Ok(Some(attempts))
     }
 
@@ -608,7 +628,89 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
+        let mut attempt = attempt;
+        self.release_acknowledged(std::slice::from_mut(&mut attempt), tenant_id, op_id)
+            .await;
         Ok(Ok(attempt))
+    }
+
+    /// The signed-bytes gate, step two: releases attempts of `tenant_id`/`op_id` for submission
+    /// after the caller saw the commit that persisted them acknowledged. A failure leaves them
+    /// held back (the signer's sweep, [`Store::release_held`], releases them later) and is not
+    /// an error of the signing: the attempts are persisted.
+    async fn release_acknowledged(
+        &self,
+        attempts: &mut [Attempt],
+        tenant_id: TenantId,
+        op_id: OperationId,
+    ) {
+        let keys: Vec<(TenantId, OperationId, u32)> = attempts
+            .iter()
+            .map(|a| (tenant_id, op_id, a.attempt))
+            .collect();
+        if self.release(&keys).await.is_ok() {
+            for attempt in attempts {
+                attempt.released = true;
+            }
+        }
+    }
+
+    /// Releases `keys` (tenant, operation, attempt number) for submission. Call this ONLY after
+    /// seeing acknowledged a commit that was made after the attempts' own commit (their signing
+    /// commit, or a probe: [`Store::release_held`]): with synchronous replication that proves
+    /// they reached the standby. Releasing is idempotent.
+    pub async fn release(&self, keys: &[(TenantId, OperationId, u32)]) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let (tenants, ops, numbers) = unzip_attempt_keys(keys)?;
+        sqlx::query(
+            "UPDATE attempt_releases SET released_at = now() \
+             WHERE (tenant_id, op_id, attempt) IN \
+                   (SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int4[])) \
+               AND released_at IS NULL",
+        )
+        .bind(tenants)
+        .bind(ops)
+        .bind(numbers)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The signer's sweep: attempts persisted at least `min_age` ago (database clock) and still
+    /// held back, because the answer to their signing commit was lost or their release failed.
+    /// First a probe is committed on their release rows (`probed_at`); only if that commit is
+    /// acknowledged are they released, in a second transaction. The probe's commit comes after
+    /// the attempts' in the write-ahead log, so its acknowledgement proves theirs. Returns how
+    /// many were released.
+    pub async fn release_held(&self, min_age: Duration, limit: u32) -> Result<usize> {
+        let min_age_ms = i64::try_from(min_age.as_millis()).unwrap_or(i64::MAX);
+        let probed: Vec<(uuid::Uuid, uuid::Uuid, i32)> = sqlx::query_as(
+            "UPDATE attempt_releases r SET probed_at = now() \
+             FROM (SELECT h.tenant_id, h.op_id, h.attempt FROM attempt_releases h \
+                     JOIN tx_attempts a USING (tenant_id, op_id, attempt) \
+                    WHERE h.released_at IS NULL \
+                      AND a.created_at < now() - make_interval(secs => $1::float8 / 1000) \
+                    ORDER BY a.created_at LIMIT $2 FOR UPDATE OF h SKIP LOCKED) held \
+             WHERE (r.tenant_id, r.op_id, r.attempt) = (held.tenant_id, held.op_id, held.attempt) \
+             RETURNING r.tenant_id, r.op_id, r.attempt",
+        )
+        .bind(min_age_ms)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        opledger_failpoint::hit("release.after_probe");
+        let keys = probed
+            .into_iter()
+            .map(|(t, o, a)| {
+                let number =
+                    u32::try_from(a).map_err(|_| StoreError::Corrupt { what: "attempt" })?;
+                Ok((TenantId::from_uuid(t), OperationId::from_uuid(o), number))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.release(&keys).await?;
+        Ok(keys.len())
     }
 
     /// Records a security-relevant refusal (a fixed description, never a payload value).
@@ -705,11 +807,16 @@ async fn insert_attempt(
     signed: &NewAttempt,
 ) -> Result<Attempt> {
     let as_i64 = |v: u64| i64::try_from(v).map_err(|_| StoreError::Corrupt { what: "attempt" });
+    // The attempt and its release row (held back) in one statement: see `Store::release`.
     let (created_at,): (DateTime<Utc>,) = sqlx::query_as(
-        "INSERT INTO tx_attempts (tenant_id, op_id, attempt, kind, network, chain_id, sender, nonce, \
-           tx_hash, raw_tx, gas_limit, max_fee_per_gas, max_priority_fee_per_gas) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::numeric, $13::numeric) \
-         RETURNING created_at",
+        "WITH a AS ( \
+           INSERT INTO tx_attempts (tenant_id, op_id, attempt, kind, network, chain_id, sender, \
+             nonce, tx_hash, raw_tx, gas_limit, max_fee_per_gas, max_priority_fee_per_gas) \
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::numeric, $13::numeric) \
+           RETURNING tenant_id, op_id, attempt, created_at), \
+         r AS (INSERT INTO attempt_releases (tenant_id, op_id, attempt) \
+           SELECT tenant_id, op_id, attempt FROM a) \
+         SELECT created_at FROM a",
     )
     .bind(tenant_id.as_uuid())
     .bind(op_id.as_uuid())
@@ -731,5 +838,20 @@ async fn insert_attempt(
         network: network.to_owned(),
         signed: signed.clone(),
         created_at,
+        released: false,
     })
+}
+
+fn unzip_attempt_keys(
+    keys: &[(TenantId, OperationId, u32)],
+) -> Result<(Vec<uuid::Uuid>, Vec<uuid::Uuid>, Vec<i32>)> {
+    let mut tenants = Vec::with_capacity(keys.len());
+    let mut ops = Vec::with_capacity(keys.len());
+    let mut numbers = Vec::with_capacity(keys.len());
+    for (tenant, op, number) in keys {
+        tenants.push(tenant.as_uuid());
+        ops.push(op.as_uuid());
+        numbers.push(i32::try_from(*number).map_err(|_| StoreError::Corrupt { what: "attempt" })?);
+    }
+    Ok((tenants, ops, numbers))
 }

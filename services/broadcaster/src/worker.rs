@@ -21,6 +21,7 @@ use opledger_proto::v1::ErrorReason;
 use opledger_proto::v1::signer_service_client::SignerServiceClient;
 use opledger_store::broadcast::Due;
 use opledger_store::queue::{BackOff, Backoff, Queued};
+use opledger_store::signing::Attempt;
 use opledger_store::transition::TransitionRequest;
 use opledger_store::{Store, StoreError};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -94,6 +95,9 @@ pub enum DeferralClass {
     SignerFailed,
     /// SIGNED, and yet no stored attempt to submit.
     NoAttempt,
+    /// The latest stored attempt is held back by the signed-bytes gate: its signing commit was
+    /// not seen acknowledged yet (the signer's sweep releases it after a probe commit).
+    NotReleased,
     /// No RPC endpoint for the operation's network in this broadcaster's configuration.
     NoRpc,
     /// The store failed while working on it.
@@ -102,7 +106,7 @@ pub enum DeferralClass {
 
 impl DeferralClass {
     /// Every class, in metric order.
-    pub const ALL: [DeferralClass; 9] = [
+    pub const ALL: [DeferralClass; 10] = [
         DeferralClass::SignerUnavailable,
         DeferralClass::Interrupted,
         DeferralClass::SignerBusy,
@@ -110,6 +114,7 @@ impl DeferralClass {
         DeferralClass::CallerRefused,
         DeferralClass::SignerFailed,
         DeferralClass::NoAttempt,
+        DeferralClass::NotReleased,
         DeferralClass::NoRpc,
         DeferralClass::Store,
     ];
@@ -147,6 +152,7 @@ impl DeferralClass {
             DeferralClass::CallerRefused => "caller_refused",
             DeferralClass::SignerFailed => "signer_failed",
             DeferralClass::NoAttempt => "no_attempt",
+            DeferralClass::NotReleased => "not_released",
             DeferralClass::NoRpc => "no_rpc",
             DeferralClass::Store => "store",
         }
@@ -162,6 +168,7 @@ impl DeferralClass {
             DeferralClass::CallerRefused => "CALLER_REFUSED",
             DeferralClass::SignerFailed => "SIGNER_FAILED",
             DeferralClass::NoAttempt => "NO_ATTEMPT",
+            DeferralClass::NotReleased => "NOT_RELEASED",
             DeferralClass::NoRpc => "NO_RPC",
             DeferralClass::Store => "STORE",
         }
@@ -509,7 +516,9 @@ impl Broadcaster {
             return Ok(Outcome::Deferred(Deferral::of(DeferralClass::NoAttempt)));
         };
         opledger_failpoint::hit("broadcast.before_submit");
-        let class = self.submit(rpc, &latest.signed.raw_tx).await;
+        let Some(class) = self.submit(rpc, &latest).await else {
+            return Ok(Outcome::Deferred(Deferral::of(DeferralClass::NotReleased)));
+        };
         opledger_failpoint::hit("broadcast.after_submit");
         let to = match class.verdict() {
             Verdict::Broadcast => OperationState::Broadcast,
@@ -587,7 +596,10 @@ impl Broadcaster {
                 }
             };
             if let Some(latest) = latest {
-                let class = self.submit(rpc, &latest.signed.raw_tx).await;
+                let Some(class) = self.submit(rpc, &latest).await else {
+                    tracing::info!(%op_id, "fee bump held back by the signed-bytes gate: not submitted yet");
+                    continue;
+                };
                 span.in_scope(|| tracing::info!(%op_id, attempt = latest.attempt, class = class.as_str(), "fee bump submitted"));
                 classes.push(class);
             }
@@ -595,11 +607,15 @@ impl Broadcaster {
         classes
     }
 
-    /// Submits stored bytes and counts the result's class.
-    async fn submit(&self, rpc: &Rpc, raw: &[u8]) -> SubmitClass {
-        let class = rpc.send_raw_transaction(raw).await;
+    /// Submits an attempt's stored bytes and counts the result's class; `None` (nothing sent)
+    /// while the signed-bytes gate holds the attempt back.
+    async fn submit(&self, rpc: &Rpc, attempt: &Attempt) -> Option<SubmitClass> {
+        if !attempt.released {
+            return None;
+        }
+        let class = rpc.send_raw_transaction(&attempt.signed.raw_tx).await;
         self.submissions[class.index()].fetch_add(1, Ordering::Relaxed);
-        class
+        Some(class)
     }
 
     /// Submissions so far by class, in [`SubmitClass::ALL`] order.

@@ -442,14 +442,20 @@ impl Reconciler {
                 }
                 Step::SignCancel => {
                     let cancel = self.sign_cancel(op).await?;
-                    return Ok(Finding::CancelSubmitted(self.submit(op, &cancel).await?));
+                    return Ok(self
+                        .submit(op, &cancel)
+                        .await?
+                        .map_or(Finding::Waiting, Finding::CancelSubmitted));
                 }
                 Step::ResubmitCancel => {
                     // Rebroadcasting stored bytes is always safe.
                     let Some(latest) = assessment.attempts.last() else {
                         return Ok(Finding::NoVerdict);
                     };
-                    return Ok(Finding::CancelSubmitted(self.submit(op, latest).await?));
+                    return Ok(self
+                        .submit(op, latest)
+                        .await?
+                        .map_or(Finding::Waiting, Finding::CancelSubmitted));
                 }
             }
         }
@@ -557,12 +563,17 @@ impl Reconciler {
         Ok(())
     }
 
-    /// Submits exactly the stored bytes of `attempt`.
+    /// Submits exactly the stored bytes of `attempt`; `None` (nothing sent) while the
+    /// signed-bytes gate holds it back (its signing commit not seen acknowledged yet).
     async fn submit(
         &self,
         op: &Unresolved,
         attempt: &Attempt,
-    ) -> Result<SubmitClass, ReconcileError> {
+    ) -> Result<Option<SubmitClass>, ReconcileError> {
+        if !attempt.released {
+            tracing::info!(op_id = %op.op_id, "cancel held back by the signed-bytes gate: not submitted yet");
+            return Ok(None);
+        }
         let network = self
             .networks
             .get(&op.network)
@@ -572,7 +583,7 @@ impl Reconciler {
             .send_raw_transaction(&attempt.signed.raw_tx)
             .await;
         tracing::info!(op_id = %op.op_id, class = class.as_str(), "cancel replacement submitted");
-        Ok(class)
+        Ok(Some(class))
     }
 
     /// Asks the signer for a CANCEL replacement and returns it as persisted in the store.

@@ -66,6 +66,11 @@ pub struct Config {
     /// kept.
     #[serde(default = "default_operations_owner")]
     pub operations_owner: String,
+    /// Milliseconds between the signer's sweeps for signed attempts still held back by the
+    /// signed-bytes gate (their signing commit's answer was lost, or their release failed): an
+    /// attempt at least this old and unreleased is probed (a commit after its own, which must be
+    /// acknowledged) and then released for submission. See docs/serialization.md.
+    pub release_sweep_ms: u64,
 }
 
 fn default_security_owner() -> String {
@@ -227,6 +232,7 @@ impl Default for Config {
             trust_roots: Vec::new(),
             security_owner: default_security_owner(),
             operations_owner: default_operations_owner(),
+            release_sweep_ms: 1000,
         }
     }
 }
@@ -262,6 +268,9 @@ impl Config {
                 "operations_owner",
                 "must be 1 to 63 lowercase letters, digits, '-' or '_'",
             );
+        }
+        if !(100..=60_000).contains(&self.release_sweep_ms) {
+            return invalid("release_sweep_ms", "must be from 100 to 60000");
         }
         if self.callers.is_empty() {
             return invalid("callers", "must name at least one caller");

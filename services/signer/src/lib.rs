@@ -72,6 +72,8 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     let store = server::connect(&config.database_url.0, config.store_config()).await?;
     let limits = config.listener.limits();
     let _metrics = server::spawn_metrics(metrics, limits);
+    let sweep = std::time::Duration::from_millis(config.release_sweep_ms);
+    let _sweep = tokio::spawn(release_sweep(store.clone(), sweep));
     let signer = Signer::new(store, Arc::new(config), wallets);
     signer
         .register_wallets()
@@ -87,6 +89,29 @@ pub async fn run(config: Config) -> Result<(), StartError> {
         server::shutdown_signal(),
     )
     .await?)
+}
+
+/// The signed-bytes gate's sweep: every `every`, releases the signed attempts at least `every`
+/// old that are still held back (`Store::release_held`: a probe commit first, then the release).
+/// Runs until dropped (the service spawns it for its lifetime).
+pub async fn release_sweep(store: opledger_store::Store, every: std::time::Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match store.release_held(every, 256).await {
+            Ok(0) => {}
+            Ok(released) => {
+                tracing::warn!(
+                    released,
+                    "held-back signed attempts released after a probe commit"
+                );
+            }
+            Err(e) => {
+                tracing::warn!(error = %e.log_safe(), "cannot sweep held-back signed attempts")
+            }
+        }
+    }
 }
 
 /// The server TLS settings: identity, and the client CA when mutual TLS is configured.
