@@ -232,14 +232,16 @@ impl Store {
         Ok(moved)
     }
 
-    /// Live inclusions of CONFIRMED operations on `network` at or above `from_block`.
-    pub async fn recent_inclusions(
+    /// The distinct blocks (number, hash) holding confirmed inclusions on `network` at or above
+    /// `from_block`, lowest first: what a reorganization check must look at, one row per block
+    /// however many withdrawals each holds.
+    pub async fn recent_inclusion_blocks(
         &self,
         network: &str,
         from_block: u64,
-    ) -> Result<Vec<Inclusion>> {
-        let rows: Vec<(uuid::Uuid, uuid::Uuid, String, i64, String)> = sqlx::query_as(
-            "SELECT i.tenant_id, i.op_id, i.tx_hash, i.block_number, i.block_hash FROM inclusions i \
+    ) -> Result<Vec<(u64, String)>> {
+        let rows: Vec<(i64, String)> = sqlx::query_as(
+            "SELECT DISTINCT i.block_number, i.block_hash FROM inclusions i \
              JOIN withdrawal_ops o USING (tenant_id, op_id) \
              JOIN withdrawal_payloads p USING (tenant_id, op_id) \
              WHERE i.reorged_at IS NULL AND o.state = 'CONFIRMED' AND p.network = $1 \
@@ -247,6 +249,43 @@ impl Store {
         )
         .bind(network)
         .bind(i64::try_from(from_block).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|(block, hash)| {
+                let block =
+                    u64::try_from(block).map_err(|_| StoreError::Corrupt { what: "block" })?;
+                Ok((block, hash))
+            })
+            .collect()
+    }
+
+    /// The confirmed inclusions on `network` in exactly these blocks (number, hash), lowest first.
+    pub async fn inclusions_in(
+        &self,
+        network: &str,
+        blocks: &[(u64, String)],
+    ) -> Result<Vec<Inclusion>> {
+        if blocks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let numbers = blocks
+            .iter()
+            .map(|(n, _)| i64::try_from(*n).map_err(|_| StoreError::Corrupt { what: "block" }))
+            .collect::<Result<Vec<i64>>>()?;
+        let hashes: Vec<&str> = blocks.iter().map(|(_, h)| h.as_str()).collect();
+        let rows: Vec<(uuid::Uuid, uuid::Uuid, String, i64, String)> = sqlx::query_as(
+            "SELECT i.tenant_id, i.op_id, i.tx_hash, i.block_number, i.block_hash FROM inclusions i \
+             JOIN withdrawal_ops o USING (tenant_id, op_id) \
+             JOIN withdrawal_payloads p USING (tenant_id, op_id) \
+             WHERE i.reorged_at IS NULL AND o.state = 'CONFIRMED' AND p.network = $1 \
+               AND (i.block_number, i.block_hash) IN \
+                   (SELECT * FROM unnest($2::int8[], $3::text[])) \
+             ORDER BY i.block_number",
+        )
+        .bind(network)
+        .bind(numbers)
+        .bind(hashes)
         .fetch_all(&self.pool)
         .await?;
         rows.into_iter()

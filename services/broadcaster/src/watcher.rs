@@ -196,41 +196,55 @@ impl Watcher {
     /// Re-checks recent inclusions at or below the pinned block; returns how many the quorum
     /// agrees were reorganized away (and reopened). No agreement: no conclusion.
     async fn check_reorgs(&self, network: &str, watched: &Watched, pinned: &Pinned) -> usize {
-        let inclusions = match self
+        let blocks = match self
             .store
-            .recent_inclusions(
+            .recent_inclusion_blocks(
                 network,
                 pinned.pinned.number.saturating_sub(watched.reorg_window),
             )
             .await
         {
-            Ok(inclusions) => inclusions,
+            Ok(blocks) => blocks,
             Err(e) => {
                 tracing::warn!(error = %e.log_safe(), "cannot read recent inclusions");
                 return 0;
             }
         };
+        // Above the pinned block the pass cannot tell; the next pass will. The store only holds
+        // hashes the watcher parsed; one that does not parse is left alone.
+        let checked: Vec<((u64, String), BlockRef)> = blocks
+            .into_iter()
+            .filter(|(number, _)| *number <= pinned.pinned.number)
+            .filter_map(|(number, hash)| {
+                let parsed = hash.parse::<B256>().ok()?;
+                Some((
+                    (number, hash),
+                    BlockRef {
+                        number,
+                        hash: parsed.0,
+                    },
+                ))
+            })
+            .collect();
+        let refs: Vec<BlockRef> = checked.iter().map(|(_, block)| *block).collect();
+        let verdicts = pinned.canonical_all(&refs).await;
+        let mut gone = Vec::new();
+        for ((stored, _), verdict) in checked.into_iter().zip(verdicts) {
+            match verdict {
+                Ok(true) => {}
+                Ok(false) => gone.push(stored),
+                Err(no) => no_evidence().record(network, reason_label(&no)),
+            }
+        }
+        let inclusions = match self.store.inclusions_in(network, &gone).await {
+            Ok(inclusions) => inclusions,
+            Err(e) => {
+                tracing::warn!(error = %e.log_safe(), "cannot read reorganized inclusions");
+                return 0;
+            }
+        };
         let mut reopened = 0;
         for inclusion in inclusions {
-            // Above the pinned block the pass cannot tell; the next pass will.
-            if inclusion.block_number > pinned.pinned.number {
-                continue;
-            }
-            let Ok(hash) = inclusion.block_hash.parse::<B256>() else {
-                continue;
-            };
-            let block = BlockRef {
-                number: inclusion.block_number,
-                hash: hash.0,
-            };
-            match pinned.canonical(block).await {
-                Ok(true) => continue,
-                Ok(false) => {}
-                Err(no) => {
-                    no_evidence().record(network, reason_label(&no));
-                    continue;
-                }
-            }
             let span = tracing::info_span!(
                 "watcher.reopen",
                 opledger.service = "broadcaster",

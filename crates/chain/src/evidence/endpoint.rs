@@ -106,9 +106,15 @@ impl Endpoint {
         }
     }
 
-    /// The endpoint's head (`eth_blockNumber`).
-    pub(super) async fn head(&self) -> Result<u64> {
-        Ok(self.provider.get_block_number().await?)
+    /// The endpoint's head block: its number and hash, in one call (`eth_getBlockByNumber`
+    /// `latest`).
+    pub(super) async fn latest(&self) -> Result<(u64, B256)> {
+        let header: Option<Header> = self
+            .client
+            .request("eth_getBlockByNumber", (BlockNumberOrTag::Latest, false))
+            .await?;
+        let header = header.ok_or(EndpointError::MissingBlock)?;
+        Ok((header.number, header.hash))
     }
 
     /// The hash of the canonical block at `number`, and, when `finalized` is asked, the number of

@@ -212,13 +212,17 @@ impl EvidenceReader {
         let inner = &self.inner;
         let quorum = inner.quorum;
 
-        let heads: Vec<Option<u64>> = join_all(inner.endpoints.iter().map(|e| async move {
-            e.head()
-                .await
-                .map_err(|error| log_silent(e.index, "head", &error))
-                .ok()
-        }))
-        .await;
+        // Each endpoint's head block, number and hash in one call: when the endpoints stand at
+        // the same height (the usual case), that already names the pinned block's hash.
+        let latest: Vec<Option<(u64, B256)>> =
+            join_all(inner.endpoints.iter().map(|e| async move {
+                e.latest()
+                    .await
+                    .map_err(|error| log_silent(e.index, "head", &error))
+                    .ok()
+            }))
+            .await;
+        let heads: Vec<Option<u64>> = latest.iter().map(|l| l.map(|(n, _)| n)).collect();
         let answered: Vec<u64> = heads.iter().flatten().copied().collect();
         if answered.len() < quorum {
             return Err(PinError::Head(NoAgreement::TooFewAnswers {
@@ -244,9 +248,12 @@ impl EvidenceReader {
             inner
                 .endpoints
                 .iter()
-                .zip(&heads)
+                .zip(&latest)
                 .map(|(e, head)| async move {
-                    head.as_ref()?;
+                    let (number, hash) = (*head)?;
+                    if number == lowest && !tag {
+                        return Some((hash, None));
+                    }
                     e.block_and_finalized(lowest, tag)
                         .await
                         .map_err(|error| log_silent(e.index, "pinned block", &error))
@@ -565,26 +572,60 @@ impl Pinned {
     /// all agree, [`NoAgreement`] otherwise. A block above the pinned one is not canonical as of
     /// it.
     pub async fn canonical(&self, block: BlockRef) -> Result<bool, NoAgreement> {
+        self.canonical_all(std::slice::from_ref(&block))
+            .await
+            .pop()
+            .unwrap_or(Err(NoAgreement::Disagreement))
+    }
+
+    /// [`Pinned::canonical`] for many blocks at once, in the same order: each endpoint is asked
+    /// for the hashes it has not named in this pass yet in one batched request, instead of one
+    /// request per block.
+    pub async fn canonical_all(&self, blocks: &[BlockRef]) -> Vec<Result<bool, NoAgreement>> {
         let inner = &self.pass.reader.inner;
-        if block.number > self.pinned.number {
-            return Ok(false);
-        }
-        let answers: Vec<Option<bool>> =
-            join_all(inner.endpoints.iter().zip(&self.pass.endpoints).map(
-                |(e, pass)| async move {
-                    let pass = pass.as_ref()?;
-                    match self.canonical_hashes(e, pass, &[block.number]).await {
-                        Ok(found) => {
-                            Some(found.get(&block.number) == Some(&B256::from(block.hash)))
-                        }
-                        Err(error) => {
-                            log_silent(e.index, "canonical", &error);
-                            None
+        let mut numbers: Vec<u64> = blocks
+            .iter()
+            .map(|b| b.number)
+            .filter(|n| *n <= self.pinned.number)
+            .collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        let per_endpoint: Vec<Option<HashMap<u64, B256>>> = join_all(
+            inner
+                .endpoints
+                .iter()
+                .zip(&self.pass.endpoints)
+                .map(|(e, pass)| {
+                    let numbers = &numbers;
+                    async move {
+                        let pass = pass.as_ref()?;
+                        match self.canonical_hashes(e, pass, numbers).await {
+                            Ok(found) => Some(found),
+                            Err(error) => {
+                                log_silent(e.index, "canonical", &error);
+                                None
+                            }
                         }
                     }
-                },
-            ))
-            .await;
-        agreed(&answers, inner.quorum)
+                }),
+        )
+        .await;
+        blocks
+            .iter()
+            .map(|block| {
+                if block.number > self.pinned.number {
+                    return Ok(false);
+                }
+                let answers: Vec<Option<bool>> = per_endpoint
+                    .iter()
+                    .map(|found| {
+                        found
+                            .as_ref()
+                            .map(|f| f.get(&block.number) == Some(&B256::from(block.hash)))
+                    })
+                    .collect();
+                agreed(&answers, inner.quorum)
+            })
+            .collect()
     }
 }

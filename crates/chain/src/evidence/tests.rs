@@ -243,6 +243,6 @@ async fn configured_headers_go_with_every_call() -> Result<(), Box<dyn std::erro
         request.contains("x-api-key: provider-secret-1234"),
         "{request}"
     );
-    assert!(request.contains("eth_blocknumber"), "{request}");
+    assert!(request.contains("eth_getblockbynumber"), "{request}");
     Ok(())
 }
