@@ -53,6 +53,7 @@ const METRICS: &[(&str, MetricKind)] = &[
     ("opledger_oldest_unresolved_seconds", MetricKind::Gauge),
     ("opledger_oldest_waiting_seconds", MetricKind::Gauge),
     ("opledger_escalations", MetricKind::Gauge),
+    ("opledger_open_escalations", MetricKind::Gauge),
     // the broadcaster
     ("opledger_submissions_total", MetricKind::Counter),
     // every gRPC service

@@ -77,6 +77,12 @@ async fn control_09_no_verdict_within_the_window_ends_failed_terminal_with_owner
         "{body}"
     );
     assert!(body.contains("opledger_escalations 1"), "{body}");
+    assert!(
+        body.contains(
+            "opledger_open_escalations{owner=\"treasury-ops\",reason=\"NO_VERDICT_WITHIN_WINDOW\"} 1"
+        ),
+        "{body}"
+    );
     let age = sample(
         &body,
         "opledger_oldest_unresolved_seconds{state=\"FAILED_TERMINAL\"}",

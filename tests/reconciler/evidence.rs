@@ -213,6 +213,14 @@ async fn a_nonce_consumed_without_our_attempt_goes_to_security_with_the_hold() -
     .fetch_one(chain.stack.admin.pool())
     .await?;
     assert_eq!(events, 1);
+    // What the security team's paging alert (OpledgerSecurityEscalation) reads.
+    let gauges = chain.stack.admin.metrics_snapshot().await?.to_prometheus();
+    assert!(
+        gauges.contains(
+            "opledger_open_escalations{owner=\"security\",reason=\"NONCE_MOVED_WITHOUT_OUR_ATTEMPT\"} 1"
+        ),
+        "{gauges}"
+    );
     // No resolution releases it either: that needs evidence from outside the chain.
     let op = Unresolved {
         tenant_id: chain.acme.id,

@@ -21,6 +21,10 @@ pub struct Snapshot {
     pub oldest_waiting_secs: [f64; 3],
     /// Escalations recorded so far.
     pub escalations: i64,
+    /// FAILED_TERMINAL operations by the owner and reason code of their latest escalation: what
+    /// each owning team must resolve now (owners and reason codes are a checked vocabulary, never
+    /// an identifier).
+    pub open_escalations: Vec<(String, String, i64)>,
 }
 
 impl Store {
@@ -54,12 +58,23 @@ impl Store {
         )
         .fetch_one(&self.pool)
         .await?;
+        let open_escalations: Vec<(String, String, i64)> = sqlx::query_as(
+            "SELECT owner, reason_code, count(*) FROM ( \
+               SELECT DISTINCT ON (e.tenant_id, e.op_id) e.owner, e.reason_code \
+                 FROM escalations e JOIN withdrawal_ops o USING (tenant_id, op_id) \
+                WHERE o.state = 'FAILED_TERMINAL' \
+                ORDER BY e.tenant_id, e.op_id, e.escalated_at DESC, e.escalation_id DESC) latest \
+             GROUP BY owner, reason_code ORDER BY owner, reason_code",
+        )
+        .fetch_all(&self.pool)
+        .await?;
         Ok(Snapshot {
             by_state,
             oldest_unknown_secs: unknown,
             oldest_failed_terminal_secs: failed,
             oldest_waiting_secs: [approved, signing, signed],
             escalations,
+            open_escalations,
         })
     }
 }
@@ -100,6 +115,16 @@ impl Snapshot {
         out.push_str("# HELP opledger_escalations Operations escalated to an owner so far.\n");
         out.push_str("# TYPE opledger_escalations gauge\n");
         out.push_str(&format!("opledger_escalations {}\n", self.escalations));
+        out.push_str(
+            "# HELP opledger_open_escalations FAILED_TERMINAL operations by the owner and reason \
+             of their latest escalation (funds held until the owner resolves them).\n",
+        );
+        out.push_str("# TYPE opledger_open_escalations gauge\n");
+        for (owner, reason, count) in &self.open_escalations {
+            out.push_str(&format!(
+                "opledger_open_escalations{{owner=\"{owner}\",reason=\"{reason}\"}} {count}\n"
+            ));
+        }
         out
     }
 }

@@ -67,6 +67,23 @@ pub struct Pass {
     pub to_reconciler: usize,
     /// CONFIRMED operations whose inclusion a reorganization removed (back to BROADCAST).
     pub reopened: usize,
+    /// Where the pass spent its time, summed over its networks.
+    pub stages: Stages,
+}
+
+/// Time a watcher pass spent in each of its stages (for benchmarks and diagnosis).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stages {
+    /// Pinning the agreed block (the endpoints' heads and hashes).
+    pub pin: std::time::Duration,
+    /// Re-checking recent inclusions for reorganizations.
+    pub reorgs: std::time::Duration,
+    /// Reading the BROADCAST operations and their attempts from the store.
+    pub load: std::time::Duration,
+    /// Reading the chain evidence for them at the pinned block.
+    pub read: std::time::Duration,
+    /// Re-reading attempts, and recording confirmations, escalations and hand-overs.
+    pub record: std::time::Duration,
 }
 
 /// An operation's verdict, and the step it allows.
@@ -98,7 +115,15 @@ impl Watcher {
     pub async fn tick(&self, limit: u32) -> Pass {
         let mut pass = Pass::default();
         for (network, watched) in &self.networks {
-            let pinned = match watched.evidence.pin().await {
+            let mut clock = std::time::Instant::now();
+            let mut lap = |stage: &mut std::time::Duration| {
+                let now = std::time::Instant::now();
+                *stage += now - clock;
+                clock = now;
+            };
+            let pinned = watched.evidence.pin().await;
+            lap(&mut pass.stages.pin);
+            let pinned = match pinned {
                 Ok(pinned) => pinned,
                 Err(e) => {
                     no_evidence().record(network, reason_label(&e.no_agreement()));
@@ -114,7 +139,10 @@ impl Watcher {
             }
             pass.new_heads += 1;
             pass.reopened += self.check_reorgs(network, watched, &pinned).await;
-            let watching = match self.store.watching(network, limit).await {
+            lap(&mut pass.stages.reorgs);
+            let watching = self.store.watching(network, limit).await;
+            lap(&mut pass.stages.load);
+            let watching = match watching {
                 Ok(watching) => watching,
                 Err(e) => {
                     tracing::warn!(error = %e.log_safe(), "cannot read in-flight operations");
@@ -122,6 +150,7 @@ impl Watcher {
                 }
             };
             let judged = judge_all(watching, &pinned).await;
+            lap(&mut pass.stages.read);
             let judged = self.still_current(network, judged).await;
             let hinted: Vec<(TenantId, OperationId)> = judged
                 .iter()
@@ -157,6 +186,7 @@ impl Watcher {
             if let Err(e) = self.store.clear_hints(&hinted).await {
                 tracing::warn!(error = %e.log_safe(), "cannot clear webhook hints");
             }
+            lap(&mut pass.stages.record);
         }
         pass
     }

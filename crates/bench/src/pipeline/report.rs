@@ -113,7 +113,7 @@ pub(super) fn print(
             "{}: creates and approvals answered after {:.1} s, last confirmation after {:.1} s; \
              s after the first create when the last withdrawal was {}; median s per stage: {}; \
              watcher: {} passes on new heads, {:.0} ms mean, {:.0} ms \
-             longest, {} confirmed; outcomes: CONFIRMED {}, UNKNOWN {}, other unconfirmed {}; \
+             longest, {} confirmed, mean ms per pass {}; outcomes: CONFIRMED {}, UNKNOWN {}, other unconfirmed {}; \
              failed client calls {}{}",
             r.label,
             r.ingest_secs,
@@ -128,6 +128,18 @@ pub(super) fn print(
             },
             r.watch.longest.as_secs_f64() * 1000.0,
             r.watch.confirmed,
+            {
+                let per = |d: Duration| d.as_secs_f64() * 1000.0 / (r.watch.passes.max(1) as f64);
+                let st = &r.watch.stages;
+                format!(
+                    "(pin {:.0}, reorgs {:.0}, load {:.0}, read {:.0}, record {:.0})",
+                    per(st.pin),
+                    per(st.reorgs),
+                    per(st.load),
+                    per(st.read),
+                    per(st.record)
+                )
+            },
             count("CONFIRMED"),
             count("UNKNOWN"),
             total - count("CONFIRMED") - count("UNKNOWN"),

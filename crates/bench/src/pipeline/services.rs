@@ -58,6 +58,8 @@ pub struct WatchTotals {
     pub escalated: u64,
     /// Confirmations undone by a reorganization.
     pub reopened: u64,
+    /// Time those passes spent in each stage.
+    pub stages: opledger_broadcaster::watcher::Stages,
 }
 
 impl WatchTotals {
@@ -70,6 +72,13 @@ impl WatchTotals {
             confirmed: later.confirmed - self.confirmed,
             escalated: later.escalated - self.escalated,
             reopened: later.reopened - self.reopened,
+            stages: opledger_broadcaster::watcher::Stages {
+                pin: later.stages.pin.saturating_sub(self.stages.pin),
+                reorgs: later.stages.reorgs.saturating_sub(self.stages.reorgs),
+                load: later.stages.load.saturating_sub(self.stages.load),
+                read: later.stages.read.saturating_sub(self.stages.read),
+                record: later.stages.record.saturating_sub(self.stages.record),
+            },
         }
     }
 }
@@ -291,6 +300,11 @@ pub async fn start(
                 t.confirmed += pass.confirmed as u64;
                 t.escalated += pass.escalated as u64;
                 t.reopened += pass.reopened as u64;
+                t.stages.pin += pass.stages.pin;
+                t.stages.reorgs += pass.stages.reorgs;
+                t.stages.load += pass.stages.load;
+                t.stages.read += pass.stages.read;
+                t.stages.record += pass.stages.record;
             }
             // The production loop also fee-bumps stuck transfers; once per new head here.
             bumper.bump_stuck(NETWORK, bump_after, batch).await;
