@@ -468,7 +468,8 @@ async fn a_flood_of_refused_requests_leaves_a_bounded_number_of_rows_and_full_co
     );
     let other: (i64,) = sqlx::query_as(
         "SELECT COALESCE(sum(count), 0)::bigint FROM webhook_rejection_counts \
-         WHERE tenant_id IS NULL AND source = 'other' AND endpoint_id_prefix = 'other'",
+         WHERE tenant_id = '00000000-0000-0000-0000-000000000000' \
+           AND source = 'other' AND endpoint_id_prefix = 'other'",
     )
     .fetch_one(world.stack.admin.pool())
     .await?;

@@ -1,6 +1,8 @@
 //! The store against real PostgreSQL: the transition function, the compare-and-swap, hold
 //! resolution, and immutability enforced by the database itself.
 
+mod claims;
+mod distribution;
 mod immutability;
 mod roles;
 mod transitions;

@@ -17,6 +17,10 @@ use opledger_domain::state::OperationState;
 use sqlx::{PgConnection, Postgres, Transaction};
 use std::time::Duration;
 
+/// How many of the oldest due items name the tenants a claim tries, in order. More than the
+/// processors that can hold a claim at once, so that some candidate is always unlocked.
+const CLAIM_CANDIDATES: i64 = 128;
+
 /// A body sealed by the ingress (AEAD): which key, the nonce and the ciphertext.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SealedBody {
@@ -472,13 +476,14 @@ impl WorkTx {
         sqlx::query(
             "UPDATE inbox_work SET status = $2, parked_version = $3, outcome = $4, \
                owner = COALESCE($5, owner), attempts = attempts + 1, updated_at = now() \
-             WHERE inbox_id = $1 AND status = 'PENDING'",
+             WHERE tenant_id = $6 AND inbox_id = $1 AND status = 'PENDING'",
         )
         .bind(self.item.inbox_id)
         .bind(status)
         .bind(parked)
         .bind(outcome)
         .bind(owner)
+        .bind(self.item.tenant_id.as_uuid())
         .execute(&mut *self.tx)
         .await?;
         opledger_failpoint::hit("inbox.apply_before_commit");
@@ -747,7 +752,7 @@ impl Store {
             "INSERT INTO inbox_quarantine (inbox_id, tenant_id, body_hash, \
                body_key_id, body_nonce, body_ciphertext) \
              VALUES ($1, $2, $3, $4, $5, $6) \
-             ON CONFLICT (inbox_id, body_hash) DO NOTHING",
+             ON CONFLICT (tenant_id, inbox_id, body_hash) DO NOTHING",
         )
         .bind(inbox_id)
         .bind(endpoint.tenant_id.as_uuid())
@@ -801,7 +806,33 @@ impl Store {
 
     /// Claims the next due item (many processors are safe: `SKIP LOCKED`) in a transaction that
     /// will carry its effects; `None` when nothing is due.
+    ///
+    /// Every claim stays within one tenant, so that a tenant-distributed deployment routes it to
+    /// one shard (docs/distribution.md): first the tenants of the oldest due items, oldest first
+    /// (a read without locks), then, tenant by tenant, that tenant's oldest due item not locked
+    /// by another processor. The order across tenants is the same as before, oldest due item
+    /// first.
     pub async fn claim_work(&self) -> Result<Option<WorkTx>> {
+        let tenants: Vec<(uuid::Uuid,)> = sqlx::query_as(
+            "SELECT tenant_id FROM ( \
+               SELECT tenant_id, due_at, inbox_id FROM inbox_work \
+               WHERE status = 'PENDING' AND due_at <= now() \
+               ORDER BY due_at, inbox_id LIMIT $1) oldest \
+             GROUP BY tenant_id ORDER BY min(due_at), min(inbox_id)",
+        )
+        .bind(CLAIM_CANDIDATES)
+        .fetch_all(&self.pool)
+        .await?;
+        for (tenant,) in tenants {
+            if let Some(work) = self.claim_work_of(tenant).await? {
+                return Ok(Some(work));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Claims the tenant's oldest due item that no other processor holds.
+    async fn claim_work_of(&self, tenant: uuid::Uuid) -> Result<Option<WorkTx>> {
         let mut tx = self.pool.begin().await?;
         type Row = (
             i64,
@@ -816,10 +847,12 @@ impl Store {
         let row: Option<Row> = sqlx::query_as(
             "SELECT w.inbox_id, w.tenant_id, e.source, e.event_id, w.attempts, \
                e.body_key_id, e.body_nonce, e.body_ciphertext \
-             FROM inbox_work w JOIN inbox_events e ON e.inbox_id = w.inbox_id \
-             WHERE w.status = 'PENDING' AND w.due_at <= now() \
+             FROM inbox_work w \
+             JOIN inbox_events e ON e.tenant_id = w.tenant_id AND e.inbox_id = w.inbox_id \
+             WHERE w.tenant_id = $1 AND w.status = 'PENDING' AND w.due_at <= now() \
              ORDER BY w.due_at, w.inbox_id LIMIT 1 FOR UPDATE OF w SKIP LOCKED",
         )
+        .bind(tenant)
         .fetch_optional(&mut *tx)
         .await?;
         let Some((inbox_id, tenant, source, event_id, attempts, key_id, nonce, ciphertext)) = row
@@ -853,6 +886,7 @@ impl Store {
     /// item became a dead letter.
     pub async fn fail_work(
         &self,
+        tenant_id: TenantId,
         inbox_id: i64,
         error: &str,
         retry_in: Duration,
@@ -865,13 +899,14 @@ impl Store {
                status = CASE WHEN attempts + 1 >= $4 THEN 'DEAD' ELSE 'PENDING' END, \
                owner = CASE WHEN attempts + 1 >= $4 THEN $5 ELSE owner END, \
                outcome = CASE WHEN attempts + 1 >= $4 THEN 'ATTEMPTS_EXHAUSTED' ELSE outcome END \
-             WHERE inbox_id = $1 AND status = 'PENDING' RETURNING status",
+             WHERE tenant_id = $6 AND inbox_id = $1 AND status = 'PENDING' RETURNING status",
         )
         .bind(inbox_id)
         .bind(error)
         .bind(retry_in.as_secs_f64())
         .bind(max_attempts)
         .bind(owner)
+        .bind(tenant_id.as_uuid())
         .fetch_optional(&self.pool)
         .await?;
         Ok(matches!(row, Some((s,)) if s == "DEAD"))
@@ -894,12 +929,14 @@ impl Store {
             "SELECT * FROM ( \
                SELECT w.inbox_id, 'DEAD_LETTER' AS kind, e.source, e.event_type, e.received_at, \
                  w.owner, COALESCE(w.outcome, w.last_error) AS reason, w.attempts \
-               FROM inbox_work w JOIN inbox_events e ON e.inbox_id = w.inbox_id \
+               FROM inbox_work w \
+               JOIN inbox_events e ON e.tenant_id = w.tenant_id AND e.inbox_id = w.inbox_id \
                WHERE w.tenant_id = $1 AND w.status = 'DEAD' \
                UNION ALL \
                SELECT q.inbox_id, 'QUARANTINED', e.source, e.event_type, q.received_at, NULL, \
                  'DIFFERENT_BODY', 0 \
-               FROM inbox_quarantine q JOIN inbox_events e ON e.inbox_id = q.inbox_id \
+               FROM inbox_quarantine q \
+               JOIN inbox_events e ON e.tenant_id = q.tenant_id AND e.inbox_id = q.inbox_id \
                WHERE q.tenant_id = $1 AND q.resolved_at IS NULL \
                UNION ALL \
                SELECT inbox_id, 'UNHANDLED', source, event_type, received_at, NULL, \
@@ -1074,7 +1111,8 @@ impl Store {
                body_ciphertext = NULL, body_purged_at = now() \
              WHERE e.body_ciphertext IS NOT NULL AND ( \
                (e.kind = 'EVENT' AND EXISTS (SELECT 1 FROM inbox_work w \
-                  WHERE w.inbox_id = e.inbox_id AND w.status IN ('DONE', 'RESOLVED') \
+                  WHERE w.tenant_id = e.tenant_id AND w.inbox_id = e.inbox_id \
+                    AND w.status IN ('DONE', 'RESOLVED') \
                     AND w.updated_at < now() - $1::float8 * interval '1 second')) \
                OR (e.kind = 'UNHANDLED' AND e.received_at < now() - $2::float8 * interval '1 second'))",
         )

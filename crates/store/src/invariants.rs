@@ -6,7 +6,8 @@ use crate::{Result, Store};
 pub const CHECKS: &[(&str, &str)] = &[
     (
         "every journal entry balances to zero per asset",
-        "SELECT entry_id::text FROM ledger_postings GROUP BY entry_id, asset HAVING sum(amount) <> 0",
+        "SELECT entry_id::text FROM ledger_postings GROUP BY tenant_id, entry_id, asset \
+         HAVING sum(amount) <> 0",
     ),
     (
         "available equals the sum of available postings",

@@ -185,14 +185,15 @@ impl Processor {
                         Step::Finished
                     }
                     Err(e) => {
-                        self.failed(inbox_id, attempts, &owner, Retry::Store(e))
+                        self.failed(tenant_id, inbox_id, attempts, &owner, Retry::Store(e))
                             .await
                     }
                 }
             }
             Err(retry) => {
                 drop(work); // rolls back whatever the attempt did
-                self.failed(inbox_id, attempts, &owner, retry).await
+                self.failed(tenant_id, inbox_id, attempts, &owner, retry)
+                    .await
             }
         };
         // After the item's transaction ended: the look-up never holds a second connection.
@@ -223,7 +224,14 @@ impl Processor {
         }
     }
 
-    async fn failed(&self, inbox_id: i64, attempts: i32, owner: &str, retry: Retry) -> Step {
+    async fn failed(
+        &self,
+        tenant_id: TenantId,
+        inbox_id: i64,
+        attempts: i32,
+        owner: &str,
+        retry: Retry,
+    ) -> Step {
         let shift = u32::try_from(attempts.clamp(0, 20)).unwrap_or(20);
         let delay = self
             .policy
@@ -236,6 +244,7 @@ impl Processor {
         match self
             .store
             .fail_work(
+                tenant_id,
                 inbox_id,
                 retry.code(),
                 delay,
