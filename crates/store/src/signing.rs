@@ -686,31 +686,44 @@ impl Store {
     /// many were released.
     pub async fn release_held(&self, min_age: Duration, limit: u32) -> Result<usize> {
         let min_age_ms = i64::try_from(min_age.as_millis()).unwrap_or(i64::MAX);
-        let probed: Vec<(uuid::Uuid, uuid::Uuid, i32)> = sqlx::query_as(
-            "UPDATE attempt_releases r SET probed_at = now() \
-             FROM (SELECT h.tenant_id, h.op_id, h.attempt FROM attempt_releases h \
-                     JOIN tx_attempts a USING (tenant_id, op_id, attempt) \
-                    WHERE h.released_at IS NULL \
-                      AND a.created_at < now() - make_interval(secs => $1::float8 / 1000) \
-                    ORDER BY a.created_at LIMIT $2 FOR UPDATE OF h SKIP LOCKED) held \
-             WHERE (r.tenant_id, r.op_id, r.attempt) = (held.tenant_id, held.op_id, held.attempt) \
-             RETURNING r.tenant_id, r.op_id, r.attempt",
+        // Tenant by tenant, so that each claim stays within one tenant (docs/distribution.md).
+        let tenants: Vec<(uuid::Uuid,)> = sqlx::query_as(
+            "SELECT DISTINCT tenant_id FROM attempt_releases WHERE released_at IS NULL LIMIT $1",
         )
-        .bind(min_age_ms)
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
-        opledger_failpoint::hit("release.after_probe");
-        let keys = probed
-            .into_iter()
-            .map(|(t, o, a)| {
-                let number =
-                    u32::try_from(a).map_err(|_| StoreError::Corrupt { what: "attempt" })?;
-                Ok((TenantId::from_uuid(t), OperationId::from_uuid(o), number))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        self.release(&keys).await?;
-        Ok(keys.len())
+        let mut released = 0;
+        for (tenant,) in tenants {
+            let probed: Vec<(uuid::Uuid, i32)> = sqlx::query_as(
+                "UPDATE attempt_releases r SET probed_at = now() \
+                 FROM (SELECT h.tenant_id, h.op_id, h.attempt FROM attempt_releases h \
+                         JOIN tx_attempts a USING (tenant_id, op_id, attempt) \
+                        WHERE h.tenant_id = $3 AND h.released_at IS NULL \
+                          AND a.created_at < now() - make_interval(secs => $1::float8 / 1000) \
+                        ORDER BY a.created_at LIMIT $2 FOR UPDATE OF h SKIP LOCKED) held \
+                 WHERE (r.tenant_id, r.op_id, r.attempt) = (held.tenant_id, held.op_id, held.attempt) \
+                 RETURNING r.op_id, r.attempt",
+            )
+            .bind(min_age_ms)
+            .bind(i64::from(limit))
+            .bind(tenant)
+            .fetch_all(&self.pool)
+            .await?;
+            opledger_failpoint::hit("release.after_probe");
+            let tenant = TenantId::from_uuid(tenant);
+            let keys = probed
+                .into_iter()
+                .map(|(o, a)| {
+                    let number =
+                        u32::try_from(a).map_err(|_| StoreError::Corrupt { what: "attempt" })?;
+                    Ok((tenant, OperationId::from_uuid(o), number))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            self.release(&keys).await?;
+            released += keys.len();
+        }
+        Ok(released)
     }
 
     /// Records a security-relevant refusal (a fixed description, never a payload value).
