@@ -72,18 +72,19 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     let store = server::connect(&config.database_url.0, config.store_config()).await?;
     let limits = config.listener.limits();
     let _metrics = server::spawn_metrics(metrics, limits);
-    let signer = Signer::new(store, Arc::new(config), wallets);
+    let signer = Signer::new(store.clone(), Arc::new(config), wallets);
     signer
         .register_wallets()
         .await
         .map_err(StartError::Register)?;
     let routes = routes(signer, callers);
-    Ok(server::serve_with(
+    Ok(server::serve_ready(
         listener,
         SERVICE_NAME,
         routes,
         tls,
         limits,
+        &store,
         server::shutdown_signal(),
     )
     .await?)
