@@ -20,7 +20,7 @@
 #                               killed node's name and returns without waiting
 #   ha.sh wait-writable DIR [SECS]  wait until a write commits through the router (default 60 s)
 #   ha.sh stop DIR              stop HAProxy, both Patronis (and their PostgreSQLs) and etcd
-#   ha.sh destroy DIR           stop and remove DIR
+#   ha.sh destroy DIR           kill everything of DIR at once (no clean shutdown) and remove DIR
 #
 # Environment:
 #   OPLEDGER_PG_FAST=1          (start) fsync off on both nodes: tests only. synchronous_commit
@@ -51,7 +51,7 @@ PATRONI_LOOP_WAIT=1
 PATRONI_RETRY_TIMEOUT=3
 
 usage() {
-    sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -542,7 +542,26 @@ cmd_destroy() {
     if [[ ! -e "$DIR/.opledger-ha" && -n "$(ls -A "$DIR")" ]]; then
         die "refusing to remove $DIR: it is not empty and was not made by ha.sh"
     fi
-    cmd_stop "$DIR"
+    if has_topology; then
+        lock_dir
+        load_ports
+        # Thrown away: no clean shutdown needed. Patroni first, so it restarts nothing.
+        local pidfile node
+        for pidfile in "$DIR/haproxy.pid" "$DIR"/node*/patroni.pid; do
+            if pid_alive "$pidfile"; then
+                kill -KILL "$(tr -d '[:space:]' <"$pidfile")" 2>/dev/null || true
+            fi
+        done
+        for node in "${NODES[@]}"; do
+            if [[ -s "$DIR/$node/data/postmaster.pid" ]]; then
+                as_owner "$PG_BIN/pg_ctl" -D "$DIR/$node/data" -m immediate -w -t 10 stop \
+                    >/dev/null 2>&1 || true
+            fi
+        done
+        if pid_alive "$DIR/etcd.pid"; then
+            kill -KILL "$(tr -d '[:space:]' <"$DIR/etcd.pid")" 2>/dev/null || true
+        fi
+    fi
     log "removing $DIR"
     rm -rf "$DIR"
 }
