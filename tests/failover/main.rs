@@ -48,6 +48,8 @@ struct Readiness {
     serving: BTreeMap<&'static str, u64>,
     /// Seconds from the fault to the last NOT_SERVING answer of any service.
     last_not_serving: Option<f64>,
+    /// Per service, seconds from the fault to its first and its last NOT_SERVING answer.
+    window: BTreeMap<&'static str, (f64, f64)>,
 }
 
 /// Checks every service's health (all at once) every 50 ms, once the fault happened, until
@@ -75,7 +77,10 @@ async fn watch_readiness(
                 match answer {
                     Some(ServingStatus::NotServing) => {
                         *seen.not_serving.entry(name).or_default() += 1;
-                        seen.last_not_serving = Some(t0.elapsed().as_secs_f64());
+                        let at = t0.elapsed().as_secs_f64();
+                        seen.last_not_serving = Some(at);
+                        let w = seen.window.entry(name).or_insert((at, at));
+                        w.1 = at;
                     }
                     Some(ServingStatus::Serving) => *seen.serving.entry(name).or_default() += 1,
                     Some(_) | None => {}
@@ -249,7 +254,7 @@ async fn phase(
          last NOT_SERVING {:.2}s after the fault; writes committed this phase {}; converged in \
          {converged:.1}s; totals: operations={} webhooks={} transfers_mined={} states={:?}; \
          ambiguous (answer lost, retried)={:?} of which had committed={:?}; unanswered tries={:?}; \
-         readiness NOT_SERVING checks={:?} SERVING checks={:?}; violations={} double_payouts={} \
+         readiness NOT_SERVING checks={:?} (first and last, s after the fault: {:?}) SERVING checks={:?}; violations={} double_payouts={} \
          releases_without_evidence={}",
         secs(Write::Create),
         secs(Write::Approve),
@@ -265,6 +270,10 @@ async fn phase(
         t.ambiguous_happened,
         t.unanswered,
         seen.not_serving,
+        seen.window
+            .iter()
+            .map(|(name, (a, b))| format!("{name} {a:.1}-{b:.1}"))
+            .collect::<Vec<_>>(),
         seen.serving,
         report.violations.len(),
         report.double_payouts,
