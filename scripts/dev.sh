@@ -3,6 +3,10 @@
 #
 #   scripts/dev.sh            build, provision and run the suite in the foreground (Ctrl-C stops it)
 #   scripts/dev.sh --release  the same with optimised binaries
+#   scripts/dev.sh --ha       on a highly available database instead of the single cluster:
+#                             scripts/ha.sh in .data/dev-ha (etcd, a Patroni primary and a
+#                             synchronous standby, HAProxy in front; `bash scripts/ha.sh
+#                             switchover .data/dev-ha` or `kill-primary` fails it over live)
 #
 # With OPLEDGER_DATABASE_URL unset it provisions a PostgreSQL cluster under .data/dev-pg (kept
 # between runs, durable settings), creates the `opledger` database, applies migrations, creates
@@ -18,6 +22,7 @@
 # prints how to call them.
 #
 # Environment:
+#   OPLEDGER_DEV_HA=1         the same as --ha
 #   OPLEDGER_DATABASE_URL     owner URL of an existing database to use instead of a local cluster
 #   OPLEDGER_DEV_APP_URL      URL the service uses with OPLEDGER_DATABASE_URL (default: the same)
 #   OPLEDGER_OPERATIONS_LISTEN  gRPC address (default 127.0.0.1:15051)
@@ -30,10 +35,17 @@ cd "$OPLEDGER_REPO_ROOT"
 
 profile=debug
 cargo_flags=()
-if [[ "${1:-}" == "--release" ]]; then
-    profile=release
-    cargo_flags=(--release)
-fi
+ha="${OPLEDGER_DEV_HA:-0}"
+for arg in "$@"; do
+    case "$arg" in
+        --release)
+            profile=release
+            cargo_flags=(--release)
+            ;;
+        --ha) ha=1 ;;
+        *) die "unknown option '$arg' (options: --release, --ha)" ;;
+    esac
+done
 
 log "building the workspace binaries ($profile)"
 cargo build "${cargo_flags[@]}" -p opledger-operations -p opledger-approvals -p opledger-signer \
@@ -51,8 +63,15 @@ if [[ -n "${OPLEDGER_DATABASE_URL:-}" ]]; then
         printf -v "${service}_url" '%s' "$app_url"
     done
 else
-    bash scripts/pg.sh ensure-installed >/dev/null
-    cluster_url="$(bash scripts/pg.sh start "$OPLEDGER_REPO_ROOT/.data/dev-pg")"
+    if [[ "$ha" == 1 ]]; then
+        # A Patroni primary with a synchronous standby behind HAProxy (kept between runs);
+        # every service reaches the current primary through the router's one URL.
+        bash scripts/ha.sh ensure-installed >/dev/null
+        cluster_url="$(bash scripts/ha.sh start "$OPLEDGER_REPO_ROOT/.data/dev-ha")"
+    else
+        bash scripts/pg.sh ensure-installed >/dev/null
+        cluster_url="$(bash scripts/pg.sh start "$OPLEDGER_REPO_ROOT/.data/dev-pg")"
+    fi
     server="${cluster_url%/*}"
     if ! psql "$cluster_url" -tAc "SELECT 1 FROM pg_database WHERE datname = 'opledger'" | grep -q 1; then
         log "creating database opledger"
@@ -321,7 +340,9 @@ Or call the APIs, for example with grpcurl (reflection lists every method):
 EOF2
 
 cleanup() {
-    if [[ -z "${OPLEDGER_DATABASE_URL:-}" ]]; then
+    if [[ -z "${OPLEDGER_DATABASE_URL:-}" && "$ha" == 1 ]]; then
+        bash scripts/ha.sh stop "$OPLEDGER_REPO_ROOT/.data/dev-ha" || true
+    elif [[ -z "${OPLEDGER_DATABASE_URL:-}" ]]; then
         bash scripts/pg.sh stop "$OPLEDGER_REPO_ROOT/.data/dev-pg" || true
     fi
 }

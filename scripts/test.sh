@@ -3,7 +3,8 @@
 #
 #   bash scripts/test.sh [RUNNER ARGS...]
 #
-#   1. makes sure PostgreSQL is installed (scripts/pg.sh ensure-installed);
+#   1. makes sure PostgreSQL is installed (scripts/pg.sh ensure-installed), and etcd, Patroni and
+#      HAProxy for the failover suite (scripts/ha.sh ensure-installed, apt-get when missing);
 #   2. checks formatting (cargo fmt) and lints (cargo clippy -D warnings);
 #   3. builds the workspace binaries (tests run them as child processes, see opledger-testkit);
 #   4. starts a throwaway PostgreSQL cluster in .data/test-pg (destroyed on exit, whatever happens)
@@ -28,6 +29,9 @@ TEST_PG_DIR="$OPLEDGER_REPO_ROOT/.data/test-pg"
 ANVIL_SH="$OPLEDGER_REPO_ROOT/scripts/anvil.sh"
 
 log "PostgreSQL: $(bash "$PG_SH" ensure-installed)"
+# The failover suite's topology (tests/failover starts its own per test): etcd, Patroni, HAProxy.
+bash "$OPLEDGER_REPO_ROOT/scripts/ha.sh" ensure-installed >/dev/null
+log "HA topology tools: $(patroni --version 2>&1 | head -n1), etcd $(etcd --version 2>/dev/null | sed -n 's/^etcd Version: //p'), $("$(command -v haproxy || echo /usr/sbin/haproxy)" -v 2>/dev/null | head -n1 | cut -d" " -f1-3)"
 
 log "cargo fmt --all -- --check"
 cargo fmt --all -- --check ||

@@ -1,6 +1,6 @@
 //! Control 13: the serialization limits are written down (docs/serialization.md) and the statement
 //! matches the code: the lease default, the nonce row lock (an upsert held until commit), the queue claims, the fast-mode-only
-//! relaxed durability; and two writers racing on one operation through separate connection pools
+//! relaxed durability, the failover topology of `scripts/ha.sh`; and two writers racing on one operation through separate connection pools
 //! cannot both win.
 
 use crate::repo_file;
@@ -39,6 +39,31 @@ fn control_13_the_serialization_statement_exists_and_matches_the_code() -> anyho
     assert!(doc.contains("`opledger_store::transition::transition_in`"));
     assert!(transition.contains("pub async fn transition_in("));
     assert!(transition.contains("WHERE tenant_id = $1 AND op_id = $2 AND state = $3"));
+
+    // The failover topology is the one documented: strict synchronous replication, a crashed
+    // primary failed over at once, a router that follows Patroni's leader and cuts the sessions
+    // of a node that lost it.
+    let ha = repo_file("scripts/ha.sh")?;
+    for setting in [
+        "synchronous_mode: true",
+        "synchronous_mode_strict: true",
+        "synchronous_commit: \"on\"",
+        "primary_start_timeout: 0",
+        "use_pg_rewind: true",
+        "option httpchk OPTIONS /primary",
+        "on-marked-down shutdown-sessions",
+    ] {
+        assert!(ha.contains(setting), "scripts/ha.sh lacks {setting}");
+    }
+    for claim in [
+        "`synchronous_mode_strict: true`",
+        "`primary_start_timeout: 0`",
+        "`OPTIONS /primary`",
+        "`on-marked-down shutdown-sessions`",
+        "### The signed-bytes gate",
+    ] {
+        assert!(doc.contains(claim), "docs/serialization.md lacks {claim}");
+    }
 
     // Relaxed durability exists only in the tests' fast mode.
     let pg = repo_file("scripts/pg.sh")?;

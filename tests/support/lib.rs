@@ -156,7 +156,14 @@ impl Stack {
     /// A fresh database with the operations service configured by `operations` (its listen
     /// addresses and database URL are the Stack's own).
     pub async fn start_with(operations: opledger_operations::Config) -> anyhow::Result<Stack> {
-        let db = TestDatabase::create().await?;
+        Stack::start_in(TestDatabase::create().await?, operations).await
+    }
+
+    /// Like [`Stack::start_with`], on `db` (a database of a highly available topology, say).
+    pub async fn start_in(
+        db: TestDatabase,
+        operations: opledger_operations::Config,
+    ) -> anyhow::Result<Stack> {
         let admin = Store::from_pool(db.admin_pool().await?, StoreConfig::default());
         let connect = |role: ServiceRole| {
             let url = db.url_as(role);

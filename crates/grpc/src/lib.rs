@@ -1,7 +1,7 @@
 //! The gRPC edge shared by opledger services: API-key authentication, typed error statuses with
 //! `google.rpc.ErrorInfo`, the one mapping of store errors to statuses, conversions of the shared
 //! wire types, and the standard server furniture (health, reflection, logging, tracing, request
-//! metrics).
+//! metrics, readiness that follows the database).
 //!
 //! Services use this crate at their edge only. It never decides business outcomes.
 
@@ -12,6 +12,7 @@ pub mod convert;
 pub mod edge;
 pub mod listener;
 pub mod metrics;
+pub mod readiness;
 pub mod server;
 pub mod status;
 mod store_error;

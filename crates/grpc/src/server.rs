@@ -118,12 +118,13 @@ pub async fn run(
     let store = connect(database_url, store_config).await?;
     let _metrics = spawn_metrics(metrics, limits);
     let auth = Arc::new(Authenticator::new(store.clone(), auth_cache_ttl));
-    serve_with(
+    serve_ready(
         listener,
         service_name,
-        make(store, auth),
+        make(store.clone(), auth),
         None,
         limits,
+        &store,
         shutdown_signal(),
     )
     .await
@@ -171,10 +172,58 @@ pub async fn serve_with(
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
+    serve_reporting(listener, service_name, routes, tls, limits, None, shutdown).await
+}
+
+/// Like [`serve_with`], with `service_name`'s health following `store`'s database
+/// ([`crate::readiness`]): `NOT_SERVING` while it takes no writes (a failover), `SERVING` again
+/// once a primary answers. Every service's `run` serves through this.
+pub async fn serve_ready(
+    listener: TcpListener,
+    service_name: &str,
+    routes: Routes,
+    tls: Option<ServerTlsConfig>,
+    limits: Limits,
+    store: &Store,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    serve_reporting(
+        listener,
+        service_name,
+        routes,
+        tls,
+        limits,
+        Some(store),
+        shutdown,
+    )
+    .await
+}
+
+async fn serve_reporting(
+    listener: TcpListener,
+    service_name: &str,
+    routes: Routes,
+    tls: Option<ServerTlsConfig>,
+    limits: Limits,
+    store: Option<&Store>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_service_status(service_name, ServingStatus::Serving)
         .await;
+    // Aborted when serving ends (dropping a JoinHandle would leave the task running).
+    struct AbortOnDrop(Option<tokio::task::JoinHandle<()>>);
+    impl Drop for AbortOnDrop {
+        fn drop(&mut self) {
+            if let Some(task) = self.0.take() {
+                task.abort();
+            }
+        }
+    }
+    let _readiness = AbortOnDrop(
+        store.map(|store| crate::readiness::spawn(health, service_name.to_owned(), store)),
+    );
     let routes = routes
         .add_service(health_service)
         .add_service(reflection_for(service_name)?);

@@ -108,18 +108,33 @@ impl StoreError {
         StoreError::Database(error)
     }
 
-    /// True when the database could not be reached or timed out: the caller may retry.
+    /// True when the database could not be reached, timed out, or lost its primary under the
+    /// statement (a failover: the server shut down or crashed, the connection was cut, or the
+    /// node it reached is a standby now): the caller may retry, with the same idempotency key.
+    /// Whether a commit in flight happened is then unknown; every write path resolves it by its
+    /// own idempotency.
     pub fn is_unavailable(&self) -> bool {
-        matches!(
-            self,
+        match self {
             StoreError::Database(
                 sqlx::Error::Io(_)
-                    | sqlx::Error::PoolTimedOut
-                    | sqlx::Error::PoolClosed
-                    | sqlx::Error::Tls(_)
-            )
-        )
+                | sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::Tls(_),
+            ) => true,
+            StoreError::Database(sqlx::Error::Database(db)) => {
+                db.code().as_deref().is_some_and(primary_lost)
+            }
+            _ => false,
+        }
     }
+}
+
+/// SQLSTATEs of a primary lost under a session: connection exceptions (class 08),
+/// `admin_shutdown` (57P01: a switchover or a fast shutdown), `crash_shutdown` (57P02: another
+/// backend crashed), `cannot_connect_now` (57P03: starting or promoting), and
+/// `read_only_sql_transaction` (25006: the node was demoted to a standby).
+fn primary_lost(code: &str) -> bool {
+    code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "25006")
 }
 
 impl StoreError {
@@ -169,3 +184,21 @@ fn variant_name(error: &sqlx::Error) -> &'static str {
 
 /// Result of a store call.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::primary_lost;
+
+    #[test]
+    fn a_lost_primary_is_retryable_and_a_refusal_is_not() {
+        for code in [
+            "08006", "08003", "08001", "57P01", "57P02", "57P03", "25006",
+        ] {
+            assert!(primary_lost(code), "{code}");
+        }
+        // unique_violation, serialization_failure, query_canceled, insufficient_privilege.
+        for code in ["23505", "40001", "57014", "42501", "28P01"] {
+            assert!(!primary_lost(code), "{code}");
+        }
+    }
+}

@@ -87,7 +87,18 @@ impl TestDatabase {
     /// Creates a new database from the migrated template (making the template first if this
     /// cluster does not have it yet).
     pub async fn create() -> anyhow::Result<TestDatabase> {
-        let admin_url = admin_url()?;
+        TestDatabase::create_on(admin_url()?).await
+    }
+
+    /// Like [`TestDatabase::create`], on the cluster whose superuser URL (of its maintenance
+    /// database) is `admin_url` instead of the one [`TEST_DATABASE_URL_ENV`] names: a
+    /// highly available topology ([`crate::HaCluster`]), say.
+    pub async fn create_in(admin_url: &str) -> anyhow::Result<TestDatabase> {
+        let url = Url::parse(admin_url.trim()).context("the cluster's URL is not a valid URL")?;
+        TestDatabase::create_on(url).await
+    }
+
+    async fn create_on(admin_url: Url) -> anyhow::Result<TestDatabase> {
         let template = template_name();
 
         let mut conn = PgConnection::connect(admin_url.as_str())
@@ -138,7 +149,7 @@ impl TestDatabase {
 
     /// Drops this database (for tests that create many); every connection to it is closed.
     pub async fn drop_database(self) -> anyhow::Result<()> {
-        let admin_url = admin_url()?;
+        let admin_url = Url::parse(&self.admin).context("the cluster's URL")?;
         let mut conn = PgConnection::connect(admin_url.as_str())
             .await
             .with_context(|| format!("connecting to the test cluster at {admin_url}"))?;

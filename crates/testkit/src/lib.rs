@@ -4,6 +4,9 @@
 //! * [`TestDatabase`]: a fresh PostgreSQL database per test, cloned from a template database that
 //!   holds every migration of `opledger-store`. The cluster comes from `scripts/test.sh`, which
 //!   exports its superuser URL as `OPLEDGER_TEST_DATABASE_URL`.
+//! * [`HaCluster`]: a highly available PostgreSQL per test (`scripts/ha.sh`: etcd, a Patroni
+//!   primary and synchronous standby, HAProxy routing to the leader) that a test fails over by
+//!   SIGKILL of the primary's postmaster or by a switchover.
 //! * [`ChildService`]: a real service binary of the workspace run as a child process, its output
 //!   captured to a log file.
 //! * [`free_port`] and [`wait_for_tcp`]: loopback ports for those services.
@@ -19,6 +22,7 @@
 mod anvil;
 mod child;
 mod database;
+mod ha;
 mod proxy;
 mod rpc_proxy;
 mod token;
@@ -36,6 +40,7 @@ pub fn http_client() -> reqwest::ClientBuilder {
     reqwest::Client::builder()
 }
 pub use database::{ServiceRole, TEST_DATABASE_URL_ENV, TestDatabase, template_name};
+pub use ha::{HaCluster, HaMember};
 pub use proxy::{DROP_RESPONSE_GRACE, FaultMode, FaultProxy, ProxyStats};
 pub use rpc_proxy::{RpcMode, RpcProxy};
 pub use token::{

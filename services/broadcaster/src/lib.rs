@@ -140,7 +140,7 @@ pub async fn run(config: Config) -> Result<(), StartError> {
         limits,
         std::future::pending(),
     ));
-    let chain = watcher(&config, store)?;
+    let chain = watcher(&config, store.clone())?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let poll = Duration::from_millis(config.poll_interval_ms);
     let (batch, concurrency) = (config.batch_size, config.concurrency);
@@ -170,12 +170,13 @@ pub async fn run(config: Config) -> Result<(), StartError> {
             }
         }
     });
-    let served = server::serve_with(
+    let served = server::serve_ready(
         listener,
         SERVICE_NAME,
         Routes::default(),
         None,
         limits,
+        &store,
         server::shutdown_signal(),
     )
     .await;

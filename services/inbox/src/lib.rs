@@ -188,12 +188,13 @@ pub async fn serve(
             tokio::time::sleep(every).await;
         }
     });
-    let served = server::serve_with(
+    let served = server::serve_ready(
         listeners.grpc,
         SERVICE_NAME,
-        routes(store, Duration::from_secs(30)),
+        routes(store.clone(), Duration::from_secs(30)),
         None,
         limits,
+        &store,
         shutdown,
     )
     .await;

@@ -61,12 +61,13 @@ pub async fn serve(
         store.clone(),
         Duration::from_secs(config.auth_cache_ttl_secs),
     ));
-    server::serve_with(
+    server::serve_ready(
         listener,
         SERVICE_NAME,
-        routes_with(store, auth, Arc::new(checks)),
+        routes_with(store.clone(), auth, Arc::new(checks)),
         None,
         config.listener.limits(),
+        &store,
         shutdown,
     )
     .await

@@ -106,7 +106,7 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     let limits = config.listener.limits();
     let metrics = tokio::spawn(opledger_grpc::listener::serve_http(
         metrics_listener,
-        metrics::router(store),
+        metrics::router(store.clone()),
         limits,
         std::future::pending(),
     ));
@@ -125,12 +125,13 @@ pub async fn run(config: Config) -> Result<(), StartError> {
             }
         }
     });
-    let served = server::serve_with(
+    let served = server::serve_ready(
         listener,
         SERVICE_NAME,
         api,
         None,
         limits,
+        &store,
         server::shutdown_signal(),
     )
     .await;

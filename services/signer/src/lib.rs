@@ -74,18 +74,19 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     let _metrics = server::spawn_metrics(metrics, limits);
     let sweep = std::time::Duration::from_millis(config.release_sweep_ms);
     let _sweep = tokio::spawn(release_sweep(store.clone(), sweep));
-    let signer = Signer::new(store, Arc::new(config), wallets);
+    let signer = Signer::new(store.clone(), Arc::new(config), wallets);
     signer
         .register_wallets()
         .await
         .map_err(StartError::Register)?;
     let routes = routes(signer, callers);
-    Ok(server::serve_with(
+    Ok(server::serve_ready(
         listener,
         SERVICE_NAME,
         routes,
         tls,
         limits,
+        &store,
         server::shutdown_signal(),
     )
     .await?)
