@@ -20,6 +20,7 @@ use opledger_proto::v1 as pb;
 use opledger_proto::v1::ErrorReason;
 use opledger_proto::v1::signer_service_client::SignerServiceClient;
 use opledger_store::broadcast::Due;
+use opledger_store::pass::PassLocks;
 use opledger_store::queue::{BackOff, Backoff, Queued};
 use opledger_store::transition::TransitionRequest;
 use opledger_store::{Store, StoreError};
@@ -260,6 +261,7 @@ pub struct Broadcaster {
     rpcs: Arc<HashMap<String, Rpc>>,
     worker_id: String,
     backoff: Backoff,
+    pass_locks: Option<PassLocks>,
     submissions: Arc<[AtomicU64; 8]>,
     deferrals: Arc<[AtomicU64; DeferralClass::ALL.len()]>,
 }
@@ -281,6 +283,7 @@ impl Broadcaster {
             rpcs: Arc::new(rpcs),
             worker_id,
             backoff: crate::Config::default().backoff(),
+            pass_locks: None,
             submissions: Arc::default(),
             deferrals: Arc::default(),
         }
@@ -289,6 +292,14 @@ impl Broadcaster {
     /// The same worker with this back-off for operations a pass could not move.
     pub fn with_backoff(mut self, backoff: Backoff) -> Broadcaster {
         self.backoff = backoff;
+        self
+    }
+
+    /// The same worker taking each operation's pass lock before working on it
+    /// ([`PassLocks::try_lock`]), so that of several broadcasters on one database only one signs
+    /// and submits it; without, two that read the same queue may both submit the same bytes.
+    pub fn with_pass_locks(mut self, locks: PassLocks) -> Broadcaster {
+        self.pass_locks = Some(locks);
         self
     }
 
@@ -492,6 +503,34 @@ impl Broadcaster {
     }
 
     async fn step(&self, due: &Due) -> Result<Outcome, BroadcastError> {
+        let Some(locks) = &self.pass_locks else {
+            return self.pass(due).await;
+        };
+        // Another broadcaster's pass holds it: that one moves it.
+        let Some(lock) = locks.try_lock(due.tenant_id, due.op_id).await? else {
+            return Ok(Outcome::Skipped);
+        };
+        // The queue was read before the lock: the pass starts from the state found under it (a
+        // pass that finished meanwhile moved it on, one that died left it signed or not).
+        let state = lock.state;
+        let result = if matches!(
+            state,
+            OperationState::Approved | OperationState::Signing | OperationState::Signed
+        ) {
+            let now = Due {
+                state,
+                ..due.clone()
+            };
+            self.pass(&now).await
+        } else {
+            Ok(Outcome::Skipped)
+        };
+        lock.release().await;
+        result
+    }
+
+    /// One pass: signs if need be, submits the stored bytes and records the result.
+    async fn pass(&self, due: &Due) -> Result<Outcome, BroadcastError> {
         let rpc = self
             .rpcs
             .get(&due.network)
