@@ -4,7 +4,9 @@
 //! often pick the same operation. Before its pass, a broadcaster takes the operation's session
 //! advisory lock on a connection of its own ([`PassLocks::try_lock`]) and reads the state under
 //! it: a pass another broadcaster holds is skipped, and the state a finished one left is the one
-//! the next pass starts from, so only one replica calls the signer and submits the signed bytes.
+//! the next pass starts from, so only one replica calls the signer and submits the signed bytes;
+//! a fee bump takes the same lock and checks the latest attempt's age under it, so two replicas'
+//! watchers never bump one transfer together.
 //! The lock ends with its session: a broadcaster that dies (or whose connection is cut) loses it
 //! at once, and a pass that ends without [`PassLock::release`] closes its connection. Nothing here
 //! changes an operation; safety never rests on it (signing is idempotent, only stored bytes are
@@ -33,6 +35,9 @@ pub struct PassLock {
     key: i32,
     /// The operation's state when the lock was taken.
     pub state: OperationState,
+    /// How long before the lock was taken its latest attempt was persisted (by the database's
+    /// clock; `None`: no attempt).
+    pub latest_attempt_age: Option<std::time::Duration>,
 }
 
 /// The lock key of an operation: its tenant and id folded to 32 bits. Two operations that share
@@ -79,22 +84,27 @@ impl PassLocks {
             conn: Some(conn),
             key,
             state: OperationState::Requested,
+            latest_attempt_age: None,
         };
         let Some(conn) = lock.conn.as_mut() else {
             return Ok(None);
         };
-        let state: Option<(String,)> =
-            sqlx::query_as("SELECT state FROM withdrawal_ops WHERE tenant_id = $1 AND op_id = $2")
-                .bind(tenant_id.as_uuid())
-                .bind(op_id.as_uuid())
-                .fetch_optional(&mut **conn)
-                .await?;
-        let Some((state,)) = state else {
+        let found: Option<(String, Option<f64>)> = sqlx::query_as(
+            "SELECT o.state, (SELECT extract(epoch FROM now() - max(a.created_at))::float8 \
+               FROM tx_attempts a WHERE a.tenant_id = o.tenant_id AND a.op_id = o.op_id) \
+             FROM withdrawal_ops o WHERE o.tenant_id = $1 AND o.op_id = $2",
+        )
+        .bind(tenant_id.as_uuid())
+        .bind(op_id.as_uuid())
+        .fetch_optional(&mut **conn)
+        .await?;
+        let Some((state, age)) = found else {
             return Err(StoreError::NotFound { what: "operation" });
         };
         lock.state = state
             .parse()
             .map_err(|_| StoreError::Corrupt { what: "state" })?;
+        lock.latest_attempt_age = age.map(|secs| std::time::Duration::from_secs_f64(secs.max(0.0)));
         Ok(Some(lock))
     }
 }

@@ -596,42 +596,71 @@ impl Broadcaster {
             }
         };
         let mut classes = Vec::new();
+        let older_than = Duration::from_secs(older_than_secs);
         for (tenant_id, op_id) in stuck {
-            let mut request = tonic::Request::new(pb::SignReplacementRequest {
-                tenant_id: tenant_id.to_string(),
-                withdrawal_id: op_id.to_string(),
-                kind: pb::AttemptKind::FeeBump as i32,
-            });
-            if let Ok(value) = format!("Bearer {}", self.signer_token).parse() {
-                request.metadata_mut().insert("authorization", value);
-            }
-            let span = tracing::info_span!(
-                "broadcaster.bump",
-                opledger.service = "broadcaster",
-                %op_id
-            );
-            self.join_trace(&span, tenant_id, op_id).await;
-            let mut signer = self.signer.clone();
-            let bumped = signer.sign_replacement(request).instrument(span.clone());
-            if let Err(status) = bumped.await {
-                let reason = opledger_grpc::status::reason_of(&status).unwrap_or_default();
-                tracing::info!(%op_id, reason, "no fee bump");
+            let Some(locks) = &self.pass_locks else {
+                classes.extend(self.bump(rpc, tenant_id, op_id).await);
                 continue;
-            }
-            let latest = match self.store.attempts(tenant_id, op_id).await {
-                Ok(mut attempts) => attempts.pop(),
+            };
+            // Another broadcaster may be bumping it, or have just bumped it: decide under the
+            // operation's pass lock, on the state and latest attempt found there.
+            let lock = match locks.try_lock(tenant_id, op_id).await {
+                Ok(Some(lock)) => lock,
+                Ok(None) => continue,
                 Err(e) => {
-                    tracing::warn!(%op_id, error = %e.log_safe(), "cannot read the bump");
+                    tracing::warn!(%op_id, error = %e.log_safe(), "cannot lock the fee bump");
                     continue;
                 }
             };
-            if let Some(latest) = latest {
-                let class = self.submit(rpc, &latest.signed.raw_tx).await;
-                span.in_scope(|| tracing::info!(%op_id, attempt = latest.attempt, class = class.as_str(), "fee bump submitted"));
-                classes.push(class);
+            if lock.state == OperationState::Broadcast
+                && lock.latest_attempt_age.is_some_and(|age| age >= older_than)
+            {
+                classes.extend(self.bump(rpc, tenant_id, op_id).await);
             }
+            lock.release().await;
         }
         classes
+    }
+
+    /// Gets one fee bump signed and submits its stored bytes; its submission's class.
+    async fn bump(
+        &self,
+        rpc: &Rpc,
+        tenant_id: TenantId,
+        op_id: OperationId,
+    ) -> Option<SubmitClass> {
+        let mut request = tonic::Request::new(pb::SignReplacementRequest {
+            tenant_id: tenant_id.to_string(),
+            withdrawal_id: op_id.to_string(),
+            kind: pb::AttemptKind::FeeBump as i32,
+        });
+        if let Ok(value) = format!("Bearer {}", self.signer_token).parse() {
+            request.metadata_mut().insert("authorization", value);
+        }
+        let span = tracing::info_span!(
+            "broadcaster.bump",
+            opledger.service = "broadcaster",
+            %op_id
+        );
+        self.join_trace(&span, tenant_id, op_id).await;
+        let mut signer = self.signer.clone();
+        let bumped = signer.sign_replacement(request).instrument(span.clone());
+        if let Err(status) = bumped.await {
+            let reason = opledger_grpc::status::reason_of(&status).unwrap_or_default();
+            tracing::info!(%op_id, reason, "no fee bump");
+            return None;
+        }
+        let latest = match self.store.attempts(tenant_id, op_id).await {
+            Ok(mut attempts) => attempts.pop(),
+            Err(e) => {
+                tracing::warn!(%op_id, error = %e.log_safe(), "cannot read the bump");
+                return None;
+            }
+        };
+        let latest = latest?;
+        let class = self.submit(rpc, &latest.signed.raw_tx).await;
+        span.in_scope(|| tracing::info!(%op_id, attempt = latest.attempt, class = class.as_str(), "fee bump submitted"));
+        Some(class)
     }
 
     /// Submits stored bytes and counts the result's class.
