@@ -64,6 +64,8 @@ pub struct Tally {
     /// At the latest audit: signed attempts, how many of them were submitted, all their
     /// `eth_sendRawTransaction` calls, and the calls beyond each attempt's first.
     pub sends: Sends,
+    /// Replacements found racing (operation, attempt), each reported once.
+    pub races: BTreeSet<(uuid::Uuid, i32)>,
 }
 
 /// Submissions of our signed transactions, as the JSON-RPC proxy in front of the node counted

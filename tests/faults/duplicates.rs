@@ -90,7 +90,7 @@ impl Tally {
             let [(op, a, kind_a, _, at_a), (next_op, b, kind_b, _, at_b)] = pair else {
                 continue;
             };
-            if op == next_op && at_b - at_a < RACE_GAP_SECS {
+            if op == next_op && at_b - at_a < RACE_GAP_SECS && self.races.insert((*op, *b)) {
                 self.violations.push(format!(
                     "{label}: {op} attempts {a} ({kind_a}) and {b} ({kind_b}) persisted {:.3} s \
                      apart: two instances replaced it at once",
@@ -128,8 +128,9 @@ impl Tally {
         Ok(())
     }
 
-    /// The fault-free phase: each of `ids` (approved, converged) has one attempt, submitted
-    /// exactly once, one SIGNED, BROADCAST and CONFIRMED transition each and one settlement.
+    /// The fault-free phase: each of `ids` (approved, converged) has one original attempt, each of
+    /// its attempts submitted exactly once, one SIGNED, BROADCAST and CONFIRMED transition each and
+    /// one settlement.
     pub async fn audit_clean(
         &mut self,
         c: &Cluster,
@@ -163,7 +164,14 @@ impl Tally {
                 .and_then(|op| entries.get(&op).copied())
                 .unwrap_or_default();
             let m = moves.get(id).copied().unwrap_or_default();
-            if mine.len() != 1 || sent != [1] || m != (1, 1, 1) || (e.settle, e.reopen) != (1, 0) {
+            // A fee bump of a transfer still short of final depth after `bump_after_secs` is
+            // one worker's doing (a slow machine's), not duplicate work: each attempt counts.
+            let originals = mine.iter().filter(|r| r.2 == "ORIGINAL").count();
+            if originals != 1
+                || sent.iter().any(|n| *n != 1)
+                || m != (1, 1, 1)
+                || (e.settle, e.reopen) != (1, 0)
+            {
                 self.violations.push(format!(
                     "{label}: {id}: {} attempts submitted {sent:?} times; (SIGNED, BROADCAST, \
                      CONFIRMED) transitions {m:?}; {} settlements",
