@@ -14,7 +14,9 @@
 #                                       one and for eight sender addresses, vs the node's own
 #                                       eth_sendRawTransaction rate (installs the pinned anvil;
 #                                       ARGS go to `opledger-bench pipeline`, e.g.
-#                                       --withdrawals 200)
+#                                       --withdrawals 200; `--instances 1,2` measures each
+#                                       sender count with one and then two broadcaster and
+#                                       reconciler instances, and fails on duplicate work)
 #   scripts/bench.sh verify [ARGS...]   the signer's approval verification per withdrawal (the
 #                                       trust statement's signature, the quorum of 1, 2 and 3
 #                                       signed approvals) vs recomputing the payload hash, in the

@@ -1,7 +1,10 @@
 //! What the clients did (and were told), and the audit that compares it with the database and the
 //! chain after the system converged: every acknowledged operation and webhook present, at most
 //! one on-chain transfer per operation, every hold resolved at most once and only on evidence,
-//! ledger conservation, destinations paid exactly what was confirmed.
+//! ledger conservation, destinations paid exactly what was confirmed; and no duplicate work by
+//! the two instances of each worker: replacements of one operation never made twice at once,
+//! no operation settled or released twice in the ledger, one credit entry per deposit, and every
+//! submission of every signed transaction counted.
 
 use crate::cluster::Cluster;
 use opledger_proto::v1 as pb;
@@ -58,6 +61,27 @@ pub struct Tally {
     pub releases_without_evidence: u64,
     /// Operations seen UNKNOWN at an audit's start (resolved by the reconciler since).
     pub unknown_resolved: u64,
+    /// At the latest audit: signed attempts, how many of them were submitted, all their
+    /// `eth_sendRawTransaction` calls, and the calls beyond each attempt's first.
+    pub sends: Sends,
+    /// Replacements found racing (operation, attempt), each reported once.
+    pub races: BTreeSet<(uuid::Uuid, i32)>,
+}
+
+/// Submissions of our signed transactions, as the JSON-RPC proxy in front of the node counted
+/// them.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Sends {
+    /// Signed attempts.
+    pub attempts: u64,
+    /// Attempts submitted at least once.
+    pub submitted: u64,
+    /// `eth_sendRawTransaction` calls carrying one of them.
+    pub calls: u64,
+    /// Calls beyond each attempt's first (after a lost answer, a restart, a race).
+    pub repeated: u64,
+    /// The most calls one attempt got.
+    pub most: u64,
 }
 
 fn transient(status: &tonic::Status) -> bool {
@@ -107,8 +131,9 @@ pub enum Decision {
     Reject,
 }
 
-/// One approval or rejection, unless the withdrawal already left REQUESTED that way.
-pub async fn decide(c: &Cluster, id: &str, decision: Decision) -> Answer<()> {
+/// One approval or rejection through approvals instance `at` (`None`: the next in turn), unless
+/// the withdrawal already left REQUESTED that way.
+pub async fn decide_at(c: &Cluster, id: &str, decision: Decision, at: Option<usize>) -> Answer<()> {
     let w = match c.withdrawal(id).await {
         Ok(w) => w,
         Err(e) => {
@@ -128,7 +153,7 @@ pub async fn decide(c: &Cluster, id: &str, decision: Decision) -> Answer<()> {
             already: true,
         };
     }
-    let mut approvals = match c.approvals().await {
+    let (name, mut approvals) = match c.approvals_at(at) {
         Ok(client) => client,
         Err(e) => return Answer::Unanswered(e),
     };
@@ -149,10 +174,13 @@ pub async fn decide(c: &Cluster, id: &str, decision: Decision) -> Answer<()> {
             .map(|_| ()),
     };
     match answer {
-        Ok(()) => Answer::Done {
-            value: (),
-            already: false,
-        },
+        Ok(()) => {
+            c.answered_by(&name);
+            Answer::Done {
+                value: (),
+                already: false,
+            }
+        }
         Err(status) => Answer::from_status(status),
     }
 }
@@ -229,16 +257,18 @@ impl Tally {
         let request = create_request(key, amount, to);
         let id = self
             .until_answered(uncertain, || async {
-                let answer = match c.operations().await {
-                    Ok(mut client) => {
+                let (name, answer) = match c.operations_at(None) {
+                    Ok((name, mut client)) => (
+                        name,
                         client
                             .create_withdrawal(authed(&c.acme.client, request.clone()))
-                            .await
-                    }
+                            .await,
+                    ),
                     Err(e) => return Answer::Unanswered(e),
                 };
                 match answer {
                     Ok(answer) => {
+                        c.answered_by(&name);
                         let answer = answer.into_inner();
                         match answer.withdrawal {
                             Some(w) => Answer::Done {
@@ -267,7 +297,7 @@ impl Tally {
     /// Approves a withdrawal (its payload hash), retrying until it is approved; `uncertain` when
     /// an earlier call got no answer.
     pub async fn approve(&mut self, c: &Cluster, id: &str, uncertain: bool) -> anyhow::Result<()> {
-        self.until_answered(uncertain, || decide(c, id, Decision::Approve))
+        self.until_answered(uncertain, || decide_at(c, id, Decision::Approve, None))
             .await?;
         if let Some(op) = self.ops.get_mut(id) {
             op.approved = true;
@@ -278,7 +308,7 @@ impl Tally {
     /// Rejects a REQUESTED withdrawal, retrying until it is rejected; `uncertain` when an earlier
     /// call got no answer.
     pub async fn reject(&mut self, c: &Cluster, id: &str, uncertain: bool) -> anyhow::Result<()> {
-        self.until_answered(uncertain, || decide(c, id, Decision::Reject))
+        self.until_answered(uncertain, || decide_at(c, id, Decision::Reject, None))
             .await?;
         if let Some(op) = self.ops.get_mut(id) {
             op.rejected = true;
@@ -298,11 +328,15 @@ impl Tally {
     ) -> anyhow::Result<()> {
         let body = deposit_body(deposit_id, amount);
         self.until_answered(uncertain, || async {
-            match c.sender.send(&c.endpoint, event_id, &body).await {
-                Ok((200, text)) => Answer::Done {
-                    value: (),
-                    already: text.contains("\"duplicate\""),
-                },
+            let (name, sender) = c.sender_at(None);
+            match sender.send(&c.endpoint, event_id, &body).await {
+                Ok((200, text)) => {
+                    c.answered_by(&name);
+                    Answer::Done {
+                        value: (),
+                        already: text.contains("\"duplicate\""),
+                    }
+                }
                 Ok((status, text)) if status < 500 => {
                     Answer::Refused(anyhow::anyhow!("webhook refused: {status} {text}"))
                 }
@@ -321,7 +355,7 @@ impl Tally {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut saw_unknown = BTreeSet::new();
         loop {
-            c.heal().await?;
+            c.heal(false).await?;
             let states = states(c).await?;
             for (id, state) in &states {
                 if state == "UNKNOWN" {
@@ -548,6 +582,7 @@ impl Tally {
                 deposits.len()
             ));
         }
+        self.duplicate_work(c, label).await?;
         if self.violations.len() > before {
             eprintln!("audit {label}: {:?}", &self.violations[before..]);
         }

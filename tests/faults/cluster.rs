@@ -1,21 +1,28 @@
-//! The system under fault: the six real service binaries as child processes, talking to one
-//! PostgreSQL database through a fault proxy and (broadcaster, reconciler) to a real anvil node
-//! through another; any of them can be armed with a failpoint, killed with SIGKILL and restarted.
+//! The system under fault: two instances of each of the six real service binaries as child
+//! processes, talking to one PostgreSQL database through a fault proxy and (broadcasters,
+//! reconcilers) to a real anvil node through another, behind which a JSON-RPC proxy counts every
+//! submission of every signed transaction; any instance can be armed with a failpoint, killed with
+//! SIGKILL and restarted on its own. Clients spread their calls over the instances in turn (as a
+//! load balancer would); each broadcaster and reconciler has a signer instance of its own to call.
 
 use anyhow::Context;
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::approvals_service_client::ApprovalsServiceClient;
 use opledger_proto::v1::operations_service_client::OperationsServiceClient;
 use opledger_testkit::ServiceRole;
-use opledger_testkit::{Anvil, AnvilOptions, ChildService, FaultProxy, free_port, wait_for_tcp};
+use opledger_testkit::{
+    Anvil, AnvilOptions, ChildService, FaultProxy, RpcProxy, free_port, wait_for_tcp,
+};
 use opledger_tests::inbox::{Endpoint, Sender, body_keys, endpoint};
 use opledger_tests::signer::{
     CALLER_TOKEN, NETWORK, config as signer_config, signer_url, write_keystore,
 };
 use opledger_tests::{Stack, Tenant, authed};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tonic::transport::Channel;
 
@@ -29,11 +36,43 @@ pub const SERVICES: [&str; 6] = [
     "inbox",
 ];
 
+/// Instances of every service, all against the one database, unless `OPLEDGER_FAULT_INSTANCES`
+/// names another number (1 runs the harness as it was before replicas, for comparison).
+pub const INSTANCES: usize = 2;
+
+/// How many instances of every service run: [`INSTANCES`] or `OPLEDGER_FAULT_INSTANCES` (1 to 4).
+pub fn instances() -> usize {
+    static COUNT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *COUNT.get_or_init(|| {
+        std::env::var("OPLEDGER_FAULT_INSTANCES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .filter(|n| (1..=4).contains(n))
+            .unwrap_or(INSTANCES)
+    })
+}
+
+/// The name of instance `i` (from 0) of `service`: `broadcaster-1`, `broadcaster-2`, ...; it is
+/// also the instance's `worker_id` or `instance_id` behind a `faults-` prefix.
+pub fn instance(service: &str, i: usize) -> String {
+    format!("{service}-{}", i + 1)
+}
+
+/// Every instance, in start order.
+pub fn all_instances() -> Vec<String> {
+    SERVICES
+        .iter()
+        .flat_map(|s| (0..instances()).map(move |i| instance(s, i)))
+        .collect()
+}
+
 struct Service {
     bin: &'static str,
     env: Vec<(&'static str, String)>,
     ready_port: u16,
     child: Option<ChildService>,
+    /// Started with a failpoint armed (and not restarted unarmed since).
+    armed: bool,
 }
 
 /// A removed-on-drop folder for configuration files.
@@ -55,18 +94,25 @@ pub struct Cluster {
     pub node: Anvil,
     /// In front of PostgreSQL, for every service.
     pub db_proxy: FaultProxy,
-    /// In front of anvil, for the broadcaster and the reconciler.
+    /// In front of anvil, for the broadcasters and the reconcilers.
     pub node_proxy: FaultProxy,
+    /// Between `node_proxy` and anvil: counts every `eth_sendRawTransaction` by signed bytes.
+    pub rpc_recorder: RpcProxy,
     /// The inbox endpoint of `acme`.
     pub endpoint: Endpoint,
-    /// A sender to the inbox.
-    pub sender: Sender,
-    operations_port: u16,
-    approvals_port: u16,
-    services: BTreeMap<&'static str, Service>,
-    /// Services whose armed failpoint fired while they were starting (work left from earlier
+    /// A sender to each inbox instance's ingress.
+    senders: Vec<Sender>,
+    operations_ports: Vec<u16>,
+    approvals_ports: Vec<u16>,
+    services: BTreeMap<String, Service>,
+    /// Instances whose armed failpoint fired while they were starting (work left from earlier
     /// steps reached it before the harness saw the port): they crashed where the step wanted.
-    fired_at_start: std::collections::BTreeSet<String>,
+    fired_at_start: BTreeSet<String>,
+    /// The next instance a client call goes to (round robin over the instances).
+    turn: AtomicUsize,
+    /// Client calls answered, by the instance that answered them (operations, approvals and the
+    /// inbox's ingress: their transitions name the caller's key, not the instance).
+    answered: Mutex<BTreeMap<String, u64>>,
     _dir: TempDir,
 }
 
@@ -94,7 +140,7 @@ fn loopback(port: u16) -> SocketAddr {
 
 impl Cluster {
     /// Provisions the database, the tenant (1000 ETH in `treasury`), anvil, the proxies and the
-    /// configurations, and starts every service unarmed.
+    /// configurations, and starts every instance unarmed.
     pub async fn start() -> anyhow::Result<Cluster> {
         let stack = Stack::start().await?;
         let acme = stack.tenant("acme").await?;
@@ -115,7 +161,8 @@ impl Cluster {
             rest[..rest.find('/').context("app url")?].parse()?
         };
         let db_proxy = FaultProxy::start(pg).await?;
-        let node_proxy = FaultProxy::start(loopback(node.port())).await?;
+        let rpc_recorder = RpcProxy::start(&node.rpc_url()).await?;
+        let node_proxy = FaultProxy::start(rpc_recorder.addr()).await?;
         // Every service through the proxy, each as its own role.
         let url_of = |role| through(&stack.url(role), db_proxy.addr());
         let signer_db = through(&signer_url(&stack.db).await?, db_proxy.addr())?;
@@ -124,170 +171,204 @@ impl Cluster {
         std::fs::create_dir_all(&dir)?;
         let (keystore, passphrase) = write_keystore(&dir)?;
 
-        let ports: BTreeMap<&str, u16> = SERVICES.iter().map(|s| (*s, free_port())).collect();
-        let inbox_http = free_port();
-        let mut signer = signer_config(&signer_db, acme.id, &keystore, &passphrase, 1);
-        signer.listen = loopback(ports["signer"]);
-        signer.metrics_listen = loopback(0);
-        let signer_path = dir.join("signer.toml");
-        std::fs::write(&signer_path, toml::to_string(&signer)?)?;
+        let names = all_instances();
+        let ports: BTreeMap<&str, u16> = names.iter().map(|n| (n.as_str(), free_port())).collect();
+        let inbox_http: Vec<u16> = (0..instances()).map(|_| free_port()).collect();
+        let listen = |name: &str| format!("127.0.0.1:{}", ports[name]);
         let rpc = BTreeMap::from([(NETWORK.to_owned(), node_proxy.url("http"))]);
         // The watcher and the reconciler read evidence at real depth: three confirmations.
         let evidence = BTreeMap::from([(
             NETWORK.to_owned(),
             opledger_tests::chain::evidence(&[&node_proxy.url("http")], 1),
         )]);
-        let broadcaster = opledger_broadcaster::Config {
-            listen: loopback(ports["broadcaster"]),
-            metrics_listen: loopback(0),
-            database_url: opledger_grpc::config::DatabaseUrl(url_of(ServiceRole::Broadcaster)?),
-            worker_id: "faults-broadcaster".into(),
-            signer_url: format!("http://{}", loopback(ports["signer"])),
-            signer_token: opledger_grpc::config::Secret(CALLER_TOKEN.to_owned()),
-            rpc: rpc.clone(),
-            evidence: evidence.clone(),
-            submit_timeout_ms: 2_000,
-            bump_after_secs: 4,
-            poll_interval_ms: 100,
-            // The harness compresses time: a refused or interrupted signing is tried again
-            // within seconds (production: 1 s doubling to 60 s), so that the clients' 120 s
-            // convergence window is never spent waiting out a back-off its faults caused.
-            backoff_base_ms: 200,
-            backoff_max_ms: 5_000,
-            ..opledger_broadcaster::Config::default()
-        };
-        let broadcaster_path = dir.join("broadcaster.toml");
-        std::fs::write(&broadcaster_path, toml::to_string(&broadcaster)?)?;
-        let reconciler = opledger_reconciler::Config {
-            listen: loopback(ports["reconciler"]),
-            metrics_listen: loopback(0),
-            database_url: opledger_grpc::config::DatabaseUrl(url_of(ServiceRole::Reconciler)?),
-            worker_id: "faults-reconciler".into(),
-            signer_url: format!("http://{}", loopback(ports["signer"])),
-            signer_token: opledger_grpc::config::Secret(CALLER_TOKEN.to_owned()),
-            evidence,
-            rpc,
-            stale_broadcast_secs: 3,
-            cancel_after_secs: 6,
-            poll_interval_ms: 200,
-            rpc_timeout_ms: 2_000,
-            ..opledger_reconciler::Config::default()
-        };
-        let reconciler_path = dir.join("reconciler.toml");
-        std::fs::write(&reconciler_path, toml::to_string(&reconciler)?)?;
-
-        let listen = |name: &str| format!("127.0.0.1:{}", ports[name]);
         let mut services = BTreeMap::new();
-        services.insert(
-            "operations",
-            Service {
-                bin: "opledger-operations",
-                env: vec![
-                    (
-                        "OPLEDGER_OPERATIONS_DATABASE_URL",
-                        url_of(ServiceRole::Operations)?,
-                    ),
-                    ("OPLEDGER_OPERATIONS_LISTEN", listen("operations")),
-                    ("OPLEDGER_OPERATIONS_METRICS_LISTEN", "127.0.0.1:0".into()),
-                ],
-                ready_port: ports["operations"],
-                child: None,
-            },
-        );
-        services.insert(
-            "approvals",
-            Service {
-                bin: "opledger-approvals",
-                env: vec![
-                    (
-                        "OPLEDGER_APPROVALS_DATABASE_URL",
-                        url_of(ServiceRole::Approvals)?,
-                    ),
-                    ("OPLEDGER_APPROVALS_LISTEN", listen("approvals")),
-                    ("OPLEDGER_APPROVALS_METRICS_LISTEN", "127.0.0.1:0".into()),
-                ],
-                ready_port: ports["approvals"],
-                child: None,
-            },
-        );
-        for (name, bin, var, path) in [
-            (
-                "signer",
-                "opledger-signer",
-                "OPLEDGER_SIGNER_CONFIG",
-                &signer_path,
-            ),
-            (
-                "broadcaster",
-                "opledger-broadcaster",
-                "OPLEDGER_BROADCASTER_CONFIG",
-                &broadcaster_path,
-            ),
-            (
-                "reconciler",
-                "opledger-reconciler",
-                "OPLEDGER_RECONCILER_CONFIG",
-                &reconciler_path,
-            ),
-        ] {
+        let config_file = |name: &str, text: String| -> anyhow::Result<String> {
+            let path = dir.join(format!("{name}.toml"));
+            std::fs::write(&path, text)?;
+            Ok(path.display().to_string())
+        };
+        for i in 0..instances() {
+            let operations = instance("operations", i);
             services.insert(
-                name,
+                operations.clone(),
                 Service {
-                    bin,
-                    env: vec![(var, path.display().to_string())],
-                    ready_port: ports[name],
+                    bin: "opledger-operations",
+                    env: vec![
+                        (
+                            "OPLEDGER_OPERATIONS_DATABASE_URL",
+                            url_of(ServiceRole::Operations)?,
+                        ),
+                        ("OPLEDGER_OPERATIONS_LISTEN", listen(&operations)),
+                        ("OPLEDGER_OPERATIONS_METRICS_LISTEN", "127.0.0.1:0".into()),
+                    ],
+                    ready_port: ports[operations.as_str()],
                     child: None,
+                    armed: false,
+                },
+            );
+            let approvals = instance("approvals", i);
+            services.insert(
+                approvals.clone(),
+                Service {
+                    bin: "opledger-approvals",
+                    env: vec![
+                        (
+                            "OPLEDGER_APPROVALS_DATABASE_URL",
+                            url_of(ServiceRole::Approvals)?,
+                        ),
+                        ("OPLEDGER_APPROVALS_LISTEN", listen(&approvals)),
+                        ("OPLEDGER_APPROVALS_METRICS_LISTEN", "127.0.0.1:0".into()),
+                    ],
+                    ready_port: ports[approvals.as_str()],
+                    child: None,
+                    armed: false,
+                },
+            );
+
+            let name = instance("signer", i);
+            let mut signer = signer_config(&signer_db, acme.id, &keystore, &passphrase, 1);
+            signer.listen = loopback(ports[name.as_str()]);
+            signer.metrics_listen = loopback(0);
+            signer.instance_id = format!("faults-{name}");
+            let path = config_file(&name, toml::to_string(&signer)?)?;
+            services.insert(
+                name.clone(),
+                Service {
+                    bin: "opledger-signer",
+                    env: vec![("OPLEDGER_SIGNER_CONFIG", path)],
+                    ready_port: ports[name.as_str()],
+                    child: None,
+                    armed: false,
+                },
+            );
+
+            // Broadcaster i calls signer i, reconciler i the other signer: every signer
+            // instance serves both kinds of caller.
+            let name = instance("broadcaster", i);
+            let signer_port = ports[instance("signer", i).as_str()];
+            let broadcaster = opledger_broadcaster::Config {
+                listen: loopback(ports[name.as_str()]),
+                metrics_listen: loopback(0),
+                database_url: opledger_grpc::config::DatabaseUrl(url_of(ServiceRole::Broadcaster)?),
+                worker_id: format!("faults-{name}"),
+                signer_url: format!("http://{}", loopback(signer_port)),
+                signer_token: opledger_grpc::config::Secret(CALLER_TOKEN.to_owned()),
+                rpc: rpc.clone(),
+                evidence: evidence.clone(),
+                submit_timeout_ms: 2_000,
+                bump_after_secs: 4,
+                poll_interval_ms: 100,
+                // The harness compresses time: a refused or interrupted signing is tried again
+                // within seconds (production: 1 s doubling to 60 s), so that the clients' 120 s
+                // convergence window is never spent waiting out a back-off its faults caused.
+                backoff_base_ms: 200,
+                backoff_max_ms: 5_000,
+                ..opledger_broadcaster::Config::default()
+            };
+            let path = config_file(&name, toml::to_string(&broadcaster)?)?;
+            services.insert(
+                name.clone(),
+                Service {
+                    bin: "opledger-broadcaster",
+                    env: vec![("OPLEDGER_BROADCASTER_CONFIG", path)],
+                    ready_port: ports[name.as_str()],
+                    child: None,
+                    armed: false,
+                },
+            );
+
+            let name = instance("reconciler", i);
+            let signer_port = ports[instance("signer", (i + 1) % instances()).as_str()];
+            let reconciler = opledger_reconciler::Config {
+                listen: loopback(ports[name.as_str()]),
+                metrics_listen: loopback(0),
+                database_url: opledger_grpc::config::DatabaseUrl(url_of(ServiceRole::Reconciler)?),
+                worker_id: format!("faults-{name}"),
+                signer_url: format!("http://{}", loopback(signer_port)),
+                signer_token: opledger_grpc::config::Secret(CALLER_TOKEN.to_owned()),
+                evidence: evidence.clone(),
+                rpc: rpc.clone(),
+                stale_broadcast_secs: 3,
+                cancel_after_secs: 6,
+                poll_interval_ms: 200,
+                rpc_timeout_ms: 2_000,
+                ..opledger_reconciler::Config::default()
+            };
+            let path = config_file(&name, toml::to_string(&reconciler)?)?;
+            services.insert(
+                name.clone(),
+                Service {
+                    bin: "opledger-reconciler",
+                    env: vec![("OPLEDGER_RECONCILER_CONFIG", path)],
+                    ready_port: ports[name.as_str()],
+                    child: None,
+                    armed: false,
+                },
+            );
+
+            let name = instance("inbox", i);
+            services.insert(
+                name.clone(),
+                Service {
+                    bin: "opledger-inbox",
+                    env: vec![
+                        ("OPLEDGER_INBOX_DATABASE_URL", url_of(ServiceRole::Inbox)?),
+                        ("OPLEDGER_INBOX_LISTEN", listen(&name)),
+                        (
+                            "OPLEDGER_INBOX_HTTP_LISTEN",
+                            format!("127.0.0.1:{}", inbox_http[i]),
+                        ),
+                        ("OPLEDGER_INBOX_METRICS_LISTEN", "127.0.0.1:0".into()),
+                        ("OPLEDGER_INBOX_BODY_KEYS", body_keys()),
+                        ("OPLEDGER_INBOX_WORKER_ID", format!("faults-{name}")),
+                        ("OPLEDGER_INBOX_POLL_INTERVAL_MS", "50".into()),
+                        ("OPLEDGER_INBOX_RETRY_BASE_MS", "100".into()),
+                        ("OPLEDGER_INBOX_MAX_ATTEMPTS", "50".into()),
+                    ],
+                    ready_port: inbox_http[i],
+                    child: None,
+                    armed: false,
                 },
             );
         }
-        services.insert(
-            "inbox",
-            Service {
-                bin: "opledger-inbox",
-                env: vec![
-                    ("OPLEDGER_INBOX_DATABASE_URL", url_of(ServiceRole::Inbox)?),
-                    ("OPLEDGER_INBOX_LISTEN", listen("inbox")),
-                    (
-                        "OPLEDGER_INBOX_HTTP_LISTEN",
-                        format!("127.0.0.1:{inbox_http}"),
-                    ),
-                    ("OPLEDGER_INBOX_METRICS_LISTEN", "127.0.0.1:0".into()),
-                    ("OPLEDGER_INBOX_BODY_KEYS", body_keys()),
-                    ("OPLEDGER_INBOX_POLL_INTERVAL_MS", "50".into()),
-                    ("OPLEDGER_INBOX_RETRY_BASE_MS", "100".into()),
-                    ("OPLEDGER_INBOX_MAX_ATTEMPTS", "50".into()),
-                ],
-                ready_port: inbox_http,
-                child: None,
-            },
-        );
         let endpoint = endpoint(&stack, &acme, "chainwatch", &["deposit.confirmed"]).await?;
+        let instance_ports = |service: &str| -> Vec<u16> {
+            (0..instances())
+                .map(|i| ports[instance(service, i).as_str()])
+                .collect()
+        };
         let mut cluster = Cluster {
             stack,
             acme,
             node,
             db_proxy,
             node_proxy,
+            rpc_recorder,
             endpoint,
-            sender: Sender::new(loopback(inbox_http)),
-            operations_port: ports["operations"],
-            approvals_port: ports["approvals"],
+            senders: inbox_http
+                .iter()
+                .map(|port| Sender::new(loopback(*port)))
+                .collect(),
+            operations_ports: instance_ports("operations"),
+            approvals_ports: instance_ports("approvals"),
             services,
-            fired_at_start: std::collections::BTreeSet::new(),
+            fired_at_start: BTreeSet::new(),
+            turn: AtomicUsize::new(0),
+            answered: Mutex::new(BTreeMap::new()),
             _dir: TempDir(dir),
         };
-        for name in SERVICES {
-            cluster.start_service(name, "").await?;
+        for name in all_instances() {
+            cluster.start_service(&name, "").await?;
         }
         Ok(cluster)
     }
 
-    /// Starts `name` (killing a running instance first) with `failpoints` armed. Like a process
-    /// supervisor, starts it again when it exits before it listens (its first database
+    /// Starts the instance `name` (killing a running one first) with `failpoints` armed. Like a
+    /// process supervisor, starts it again when it exits before it listens (its first database
     /// connection may meet a proxy fault).
     pub async fn start_service(&mut self, name: &str, failpoints: &str) -> anyhow::Result<()> {
         self.kill(name);
-        let service = self.services.get_mut(name).context("no such service")?;
+        let service = self.services.get_mut(name).context("no such instance")?;
         let mut env = service.env.clone();
         env.push(("OPLEDGER_FAILPOINTS", failpoints.to_owned()));
         env.push(("RUST_LOG", "warn".to_owned()));
@@ -298,6 +379,7 @@ impl Cluster {
             .map(|name| format!("failpoint {}: abort", name.trim()))
             .filter(|line| line != "failpoint : abort")
             .collect();
+        service.armed = !armed.is_empty();
         loop {
             let mut child = ChildService::spawn(service.bin, &env)?;
             loop {
@@ -320,9 +402,10 @@ impl Cluster {
             // Its armed failpoint fired before the port was seen: the crash the step wanted
             // happened; it is started again unarmed and counts as having died there.
             let tail = child.log_tail(50);
-            if armed.iter().any(|line| tail.contains(line.as_str())) {
+            if service.armed && armed.iter().any(|line| tail.contains(line.as_str())) {
                 self.fired_at_start.insert(name.to_owned());
                 env.retain(|(key, _)| *key != "OPLEDGER_FAILPOINTS");
+                service.armed = false;
                 continue;
             }
             anyhow::ensure!(
@@ -334,7 +417,7 @@ impl Cluster {
         }
     }
 
-    /// SIGKILLs `name` if it runs.
+    /// SIGKILLs the instance `name` if it runs.
     pub fn kill(&mut self, name: &str) {
         if let Some(service) = self.services.get_mut(name)
             && let Some(mut child) = service.child.take()
@@ -343,57 +426,110 @@ impl Cluster {
         }
     }
 
-    /// True once `name`'s process has exited (a failpoint aborted it), within `timeout`.
-    pub async fn died(&mut self, name: &str, timeout: Duration) -> bool {
-        if self.fired_at_start.remove(name) {
-            return true;
-        }
+    fn running(&mut self, name: &str) -> bool {
+        self.services
+            .get_mut(name)
+            .and_then(|s| s.child.as_mut())
+            .is_some_and(ChildService::is_running)
+    }
+
+    /// How many armed instances of `service` have exited (a failpoint aborted them), once at
+    /// least one has, within `timeout` (0: none did).
+    pub async fn died(&mut self, service: &str, timeout: Duration) -> usize {
+        let armed: Vec<String> = (0..instances())
+            .map(|i| instance(service, i))
+            .filter(|n| self.fired_at_start.contains(n) || self.services[n].armed)
+            .collect();
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let running = self
-                .services
-                .get_mut(name)
-                .and_then(|s| s.child.as_mut())
-                .is_some_and(ChildService::is_running);
-            if !running {
-                return true;
+            let mut dead = 0;
+            for name in &armed {
+                if self.fired_at_start.remove(name) || !self.running(name) {
+                    dead += 1;
+                }
             }
-            if tokio::time::Instant::now() >= deadline {
-                return false;
+            if dead > 0 || tokio::time::Instant::now() >= deadline {
+                return dead;
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
     }
 
-    /// Every service that is not running is started again, unarmed.
-    pub async fn heal(&mut self) -> anyhow::Result<()> {
-        for name in SERVICES {
-            let running = self
-                .services
-                .get_mut(name)
-                .and_then(|s| s.child.as_mut())
-                .is_some_and(ChildService::is_running);
-            if !running {
-                self.start_service(name, "").await?;
+    /// Every instance that is not running is started again, unarmed; with `disarm`, so is every
+    /// instance still running armed (its step is over).
+    pub async fn heal(&mut self, disarm: bool) -> anyhow::Result<()> {
+        for name in all_instances() {
+            let armed = self.services.get(&name).is_some_and(|s| s.armed);
+            if !self.running(&name) || (disarm && armed) {
+                self.start_service(&name, "").await?;
             }
         }
         Ok(())
     }
 
-    /// A client of the operations service.
-    pub async fn operations(&self) -> anyhow::Result<OperationsServiceClient<Channel>> {
-        let channel = Channel::from_shared(format!("http://{}", loopback(self.operations_port)))?
-            .timeout(Duration::from_secs(10))
-            .connect_lazy();
-        Ok(OperationsServiceClient::new(channel))
+    /// The instance of `service` the next client call goes to, in turn.
+    fn next(&self) -> usize {
+        self.turn.fetch_add(1, Ordering::Relaxed) % instances()
     }
 
-    /// A client of the approvals service.
-    pub async fn approvals(&self) -> anyhow::Result<ApprovalsServiceClient<Channel>> {
-        let channel = Channel::from_shared(format!("http://{}", loopback(self.approvals_port)))?
+    /// Counts a client call `instance` answered.
+    pub fn answered_by(&self, instance: &str) {
+        let mut answered = self
+            .answered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *answered.entry(instance.to_owned()).or_default() += 1;
+    }
+
+    /// Client calls answered so far, by instance.
+    pub fn answered(&self) -> BTreeMap<String, u64> {
+        self.answered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn channel(port: u16) -> anyhow::Result<Channel> {
+        Ok(Channel::from_shared(format!("http://{}", loopback(port)))?
             .timeout(Duration::from_secs(10))
-            .connect_lazy();
-        Ok(ApprovalsServiceClient::new(channel))
+            .connect_lazy())
+    }
+
+    /// A client of the operations instance `i` (`None`: the next in turn), and its name.
+    pub fn operations_at(
+        &self,
+        i: Option<usize>,
+    ) -> anyhow::Result<(String, OperationsServiceClient<Channel>)> {
+        let i = i.unwrap_or_else(|| self.next());
+        let channel = Self::channel(self.operations_ports[i])?;
+        Ok((
+            instance("operations", i),
+            OperationsServiceClient::new(channel),
+        ))
+    }
+
+    /// A client of the next operations instance in turn.
+    pub async fn operations(&self) -> anyhow::Result<OperationsServiceClient<Channel>> {
+        Ok(self.operations_at(None)?.1)
+    }
+
+    /// A client of the approvals instance `i` (`None`: the next in turn), and its name.
+    pub fn approvals_at(
+        &self,
+        i: Option<usize>,
+    ) -> anyhow::Result<(String, ApprovalsServiceClient<Channel>)> {
+        let i = i.unwrap_or_else(|| self.next());
+        let channel = Self::channel(self.approvals_ports[i])?;
+        Ok((
+            instance("approvals", i),
+            ApprovalsServiceClient::new(channel),
+        ))
+    }
+
+    /// A sender to the ingress of inbox instance `i` (`None`: the next in turn), and its name.
+    pub fn sender_at(&self, i: Option<usize>) -> (String, &Sender) {
+        let i = i.unwrap_or_else(|| self.next());
+        (instance("inbox", i), &self.senders[i])
     }
 
     /// The withdrawal as the API shows it now.

@@ -1,18 +1,23 @@
-//! The fault harness: the six real service processes against real PostgreSQL and a real anvil
-//! node, with every step boundary of the pipeline killed in turn (a failpoint aborts the process
-//! as SIGKILL would), then a seeded soak of random kills, proxy faults in front of PostgreSQL and
-//! the node, duplicate and reordered webhooks and chain reorganizations. After each run the system
-//! is left to converge and audited against what every client was told (`audit.rs`).
+//! The fault harness: two instances of each of the six real service processes against one real
+//! PostgreSQL database and a real anvil node, with every step boundary of the pipeline killed in
+//! turn (a failpoint aborts the process as SIGKILL would), then a seeded soak of random kills of
+//! single instances, proxy faults in front of PostgreSQL and the node, duplicate and reordered
+//! webhooks and chain reorganizations. After each run the system is left to converge and audited
+//! against what every client was told and for duplicate work (`audit.rs`); at the end it prints
+//! what each instance did.
 //!
 //! It ends with one summary line. Every random choice comes from one seed, printed in that line:
 //! `OPLEDGER_SOAK_SEED=<seed>` replays a run, `OPLEDGER_SOAK_STEPS=<n>` makes the soak longer
-//! (default 75 steps; `scripts/soak.sh` runs a long one).
+//! (default 75 steps; `OPLEDGER_SOAK_STEPS=1000 bash scripts/test.sh -p opledger-tests --test
+//! faults` runs a long one), `OPLEDGER_FAULT_INSTANCES=1` runs one
+//! instance of each service instead of two.
 
 mod audit;
 mod cluster;
+mod duplicates;
 
-use audit::{Answer, Decision, Tally, create_request, decide, deposit_body};
-use cluster::{Cluster, SERVICES};
+use audit::{Answer, Decision, Tally, create_request, decide_at, deposit_body};
+use cluster::{Cluster, all_instances, instance, instances};
 use opledger_proto::v1 as pb;
 use opledger_testkit::FaultMode;
 use opledger_tests::authed;
@@ -77,6 +82,9 @@ fn destinations(rng: &mut StdRng) -> Vec<String> {
 
 const CONVERGE: Duration = Duration::from_secs(120);
 
+/// Withdrawals of the fault-free phase.
+const CLEAN_WITHDRAWALS: usize = 12;
+
 async fn approved_withdrawal(
     tally: &mut Tally,
     c: &Cluster,
@@ -101,15 +109,23 @@ async fn kill_at(
     trigger: Trigger,
     to: &str,
 ) -> anyhow::Result<()> {
-    c.start_service(service, &format!("{failpoint}=abort"))
-        .await?;
+    // A call the client makes is sent to the first instance, which alone is armed; work the
+    // instances take from the database may reach either, so every instance is armed for it.
+    let armed = match trigger {
+        Trigger::Create | Trigger::Approve | Trigger::Reject | Trigger::Webhook => 1,
+        Trigger::Pipeline | Trigger::Unknown | Trigger::Processor => instances(),
+    };
+    for i in 0..armed {
+        c.start_service(&instance(service, i), &format!("{failpoint}=abort"))
+            .await?;
+    }
     let amount = u128::from(rng.random_range(1_000_u32..1_000_000)) * 1_000_000_000;
     match trigger {
         Trigger::Create => {
             let key = uuid::Uuid::new_v4().to_string();
             let first = c
-                .operations()
-                .await?
+                .operations_at(Some(0))?
+                .1
                 .create_withdrawal(authed(&c.acme.client, create_request(&key, amount, to)))
                 .await;
             anyhow::ensure!(first.is_err(), "{failpoint}: the create was answered");
@@ -125,7 +141,7 @@ async fn kill_at(
             } else {
                 Decision::Reject
             };
-            let first = decide(c, &id, decision).await;
+            let first = decide_at(c, &id, decision, Some(0)).await;
             anyhow::ensure!(
                 matches!(first, Answer::Unanswered(_)),
                 "{failpoint}: the call was answered"
@@ -162,7 +178,8 @@ async fn kill_at(
             let event = format!("msg_{}", uuid::Uuid::new_v4().simple());
             let deposit = format!("dep-{}", uuid::Uuid::new_v4().simple());
             let first = c
-                .sender
+                .sender_at(Some(0))
+                .1
                 .send(&c.endpoint, &event, &deposit_body(&deposit, amount))
                 .await;
             let answered = matches!(first, Ok((200, _)));
@@ -188,16 +205,18 @@ async fn expect_death(
     service: &str,
     failpoint: &str,
 ) -> anyhow::Result<()> {
-    if c.died(service, Duration::from_secs(30)).await {
-        tally.kills += 1;
-        tally.failpoint_kills += 1;
+    let dead = c.died(service, Duration::from_secs(30)).await as u64;
+    if dead > 0 {
+        tally.kills += dead;
+        tally.failpoint_kills += dead;
     } else {
         tally.violations.push(format!(
             "{service} never reached {failpoint} (binary built without failpoints? build with \
              `cargo build --workspace --bins`)"
         ));
     }
-    c.heal().await
+    // The instance that did not reach the failpoint is started again unarmed too.
+    c.heal(true).await
 }
 
 /// One step of the soak, chosen by the seeded generator.
@@ -213,11 +232,12 @@ async fn soak_step(
     let dest = &to[rng.random_range(0..to.len())];
     if step % 5 == 4 {
         // A process dies at an arbitrary moment of whatever it was doing.
-        let victim = SERVICES[rng.random_range(0..SERVICES.len())];
+        let instances = all_instances();
+        let victim = &instances[rng.random_range(0..instances.len())];
         c.kill(victim);
         tally.kills += 1;
         tokio::time::sleep(Duration::from_millis(rng.random_range(0..300))).await;
-        c.heal().await?;
+        c.heal(false).await?;
     }
     if step % 3 == 2 {
         // Connections to the database and the node are cut; some new ones fail too.
@@ -313,8 +333,22 @@ async fn fault_harness_every_step_killed_then_a_seeded_soak_leaves_no_violation(
     eprintln!("fault harness seed={seed} steps={steps} (replay: OPLEDGER_SOAK_SEED={seed})");
     let mut rng = StdRng::seed_from_u64(seed);
     let to = destinations(&mut rng);
+    let started = std::time::Instant::now();
     let mut c = Cluster::start().await?;
     let mut tally = Tally::default();
+    let mut phases = vec![("start", started.elapsed())];
+
+    // Fault-free first: both instances of every worker take work from one database, and none
+    // of it is done twice (one attempt, one submission, one settlement per withdrawal).
+    let mut clean = Vec::new();
+    for i in 0..CLEAN_WITHDRAWALS {
+        let amount = u128::from(rng.random_range(1_000_u32..1_000_000)) * 1_000_000_000;
+        clean.push(approved_withdrawal(&mut tally, &c, amount, &to[i % to.len()]).await?);
+    }
+    tally.converge(&mut c, CONVERGE).await?;
+    tally.audit(&c, "fault-free").await?;
+    tally.audit_clean(&c, &clean, "fault-free").await?;
+    phases.push(("fault-free", started.elapsed()));
 
     for (i, (service, failpoint, trigger)) in FAILPOINTS.iter().enumerate() {
         let dest = to[i % to.len()].clone();
@@ -323,6 +357,8 @@ async fn fault_harness_every_step_killed_then_a_seeded_soak_leaves_no_violation(
         )
         .await?;
     }
+
+    phases.push(("every step killed", started.elapsed()));
 
     let mut held_back = None;
     for step in 0..steps {
@@ -337,15 +373,28 @@ async fn fault_harness_every_step_killed_then_a_seeded_soak_leaves_no_violation(
     }
     tally.converge(&mut c, CONVERGE).await?;
     tally.audit(&c, "soak end").await?;
+    phases.push(("soak", started.elapsed()));
+    let timeline: Vec<String> = phases
+        .iter()
+        .map(|(name, at)| format!("{name} {:.1}", at.as_secs_f64()))
+        .collect();
+    println!(
+        "fault harness phases (s since start when each ended): {}",
+        timeline.join(", ")
+    );
 
+    for (name, did) in duplicates::per_instance(&c).await? {
+        println!("fault harness instance {name}: {did}");
+    }
     let (db, node) = (c.db_proxy.stats(), c.node_proxy.stats());
     let proxy_faults = db.faulted + db.severed + node.faulted + node.severed;
     println!(
         "fault harness: seed={seed} operations={} webhooks={} faults: kills={} (failpoints={}, \
          sigkill={}) proxy={} (db cut={} db refused={} node cut={} node faulted={}) reorgs={} \
          duplicate_webhooks={} reordered_webhooks={}; indeterminate={} (had happened={}, \
-         happened on retry={}) unknown_resolved={}; invariant_checks={} violations={} \
-         double_payouts={} releases_without_evidence={}",
+         happened on retry={}) unknown_resolved={}; attempts={} submitted={} sends={} \
+         repeated_sends={} most_sends={}; invariant_checks={} violations={} double_payouts={} \
+         releases_without_evidence={}",
         tally.ops.len(),
         tally.webhooks.len(),
         tally.kills,
@@ -363,6 +412,11 @@ async fn fault_harness_every_step_killed_then_a_seeded_soak_leaves_no_violation(
         tally.indeterminate_happened,
         tally.indeterminate_now,
         tally.unknown_resolved,
+        tally.sends.attempts,
+        tally.sends.submitted,
+        tally.sends.calls,
+        tally.sends.repeated,
+        tally.sends.most,
         tally.audits,
         tally.violations.len(),
         tally.double_payouts,
@@ -383,8 +437,8 @@ async fn fault_harness_every_step_killed_then_a_seeded_soak_leaves_no_violation(
         tally.kills
     );
     assert!(proxy_faults >= 200, "only {proxy_faults} proxy faults");
-    for name in SERVICES {
-        c.kill(name);
+    for name in all_instances() {
+        c.kill(&name);
     }
     Ok(())
 }

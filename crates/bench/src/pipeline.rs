@@ -3,7 +3,12 @@
 //! every second, all services in-process under their own database roles. Measures confirmed
 //! withdrawals per second, create -> CONFIRMED latency and CPU per 1,000 withdrawals, for one
 //! sender address and for several, against the node's own `eth_sendRawTransaction` rate measured
-//! in the same run, and verifies every phase in SQL and on chain.
+//! in the same run, and verifies every phase in SQL and on chain. With `--instances 1,2` each
+//! sender count is measured with one and then with two broadcaster (worker and watcher) and
+//! reconciler instances against the one database, and every phase counts duplicate work (a
+//! signed transaction submitted more than once, as a JSON-RPC proxy in front of the node sees
+//! it; a second attempt, BROADCAST or CONFIRMED move or settlement of one withdrawal), which
+//! fails the benchmark.
 
 mod cpu;
 mod node;
@@ -88,6 +93,10 @@ pub struct Args {
     /// directly.
     #[arg(long, default_value_t = 1)]
     evidence_endpoints: usize,
+    /// Broadcaster and reconciler instances of each phase, against the one database: every
+    /// sender count is measured once per value, in this order (`1,2` alternates one and two).
+    #[arg(long, value_delimiter = ',', default_values_t = [1_usize])]
+    instances: Vec<usize>,
 }
 
 const DB: &str = "opledger_bench_pipeline";
@@ -150,6 +159,10 @@ struct Baseline {
 struct PhaseResult {
     label: String,
     senders: usize,
+    instances: usize,
+    duplicates: Duplicates,
+    /// Transitions made by each broadcaster, watcher and reconciler instance in the phase.
+    per_instance: Vec<(String, String, i64)>,
     withdrawals: usize,
     per_sec: f64,
     p50: Duration,
@@ -169,12 +182,41 @@ struct PhaseResult {
     failures: Vec<String>,
 }
 
+/// Work done more than once in a phase: each count is how many times beyond the first.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Duplicates {
+    /// `eth_sendRawTransaction` calls of one signed transaction beyond its first.
+    sends: u64,
+    /// Signed attempts never submitted (through the counting proxy).
+    unsent: u64,
+    /// Attempts of one withdrawal beyond its first.
+    attempts: i64,
+    /// SIGNED -> BROADCAST (or UNKNOWN) moves of one withdrawal beyond its first.
+    broadcasts: i64,
+    /// CONFIRMED moves of one withdrawal beyond its first.
+    confirmations: i64,
+    /// Settlements (ledger SETTLE entries) of one withdrawal beyond its first.
+    settlements: i64,
+}
+
+impl Duplicates {
+    fn total(&self) -> i64 {
+        i64::try_from(self.sends + self.unsent).unwrap_or(i64::MAX)
+            + self.attempts
+            + self.broadcasts
+            + self.confirmations
+            + self.settlements
+    }
+}
+
 /// Everything a phase needs.
 #[derive(Debug)]
 struct Bench {
     owner: PgPool,
     setup: Store,
     node: Node,
+    /// The broadcasters' and reconcilers' `[rpc]` endpoint: counts every submission.
+    recorder: opledger_testkit::RpcProxy,
     services: Services,
     clients: Clients,
     meter: cpu::Meter,
@@ -193,6 +235,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(
         !args.senders.is_empty() && args.senders.iter().all(|&n| n >= 1),
         "--senders must name counts of at least 1"
+    );
+    anyhow::ensure!(
+        !args.instances.is_empty() && args.instances.iter().all(|&n| (1..=8).contains(&n)),
+        "--instances must name counts from 1 to 8"
     );
     let started = Instant::now();
 
@@ -223,17 +269,25 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let warmup = new_sender(&setup, &mut wallets, "bench-pipeline-warmup").await?;
     let mut phases = Vec::new();
     for (p, &n) in args.senders.iter().enumerate() {
-        let mut senders = Vec::new();
-        for i in 0..n {
-            let name = format!("bench-pipeline-{p}-{i}");
-            senders.push(new_sender(&setup, &mut wallets, &name).await?);
+        for (q, &instances) in args.instances.iter().enumerate() {
+            let mut senders = Vec::new();
+            for i in 0..n {
+                let name = format!("bench-pipeline-{p}-{q}-{i}");
+                senders.push(new_sender(&setup, &mut wallets, &name).await?);
+            }
+            let mut label = if n == 1 {
+                "1 sender".to_owned()
+            } else {
+                format!("{n} senders")
+            };
+            if args.instances != [1] {
+                label.push_str(&format!(
+                    ", {instances} instance{}",
+                    if instances == 1 { "" } else { "s" }
+                ));
+            }
+            phases.push((label, senders, instances));
         }
-        let label = if n == 1 {
-            "1 sender".to_owned()
-        } else {
-            format!("{n} senders")
-        };
-        phases.push((label, senders));
     }
     let baseline_key = LocalKey::from_secret_bytes(random_secret())?;
     let mut funded = vec![format!("{:#x}", baseline_key.address())];
@@ -241,7 +295,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     funded.extend(
         phases
             .iter()
-            .flat_map(|(_, s)| s.iter().map(|s| s.address.clone())),
+            .flat_map(|(_, s, _)| s.iter().map(|s| s.address.clone())),
     );
     node.fund(&funded, FUNDING_WEI).await?;
 
@@ -257,7 +311,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         signer_connections: args.signer_connections,
     };
     let trust_roots = std::iter::once(&warmup)
-        .chain(phases.iter().flat_map(|(_, s)| s.iter()))
+        .chain(phases.iter().flat_map(|(_, s, _)| s.iter()))
         .map(|s| s.trust.root())
         .collect();
     // Independent endpoints are proxies in front of the one node: each answers for itself.
@@ -275,13 +329,18 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         evidence_urls.len(),
         evidence_urls.len()
     );
+    // Submissions (and the reconcilers' cancels) go through a proxy that counts each signed
+    // transaction's eth_sendRawTransaction calls; evidence is read as above.
+    let recorder = opledger_testkit::RpcProxy::start(node.url()).await?;
+    let most = args.instances.iter().copied().max().unwrap_or(1);
     let services = services::start(
         &urls,
         wallets,
         trust_roots,
-        node.url(),
+        &recorder.url(),
         &evidence_urls,
         &settings,
+        most,
     )
     .await?;
     let clients = Clients {
@@ -292,6 +351,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         owner,
         setup,
         node,
+        recorder,
         services,
         clients,
         meter,
@@ -301,7 +361,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // Warm-up: connections, caches, prepared statements; then statistics, as autovacuum would
     // provide on a database in use.
     let warm = bench
-        .phase("warm-up", std::slice::from_ref(&warmup), WARMUP)
+        .phase("warm-up", std::slice::from_ref(&warmup), WARMUP, most)
         .await?;
     anyhow::ensure!(
         warm.failures.is_empty(),
@@ -311,8 +371,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     sqlx::query("ANALYZE").execute(&bench.owner).await?;
 
     let mut rows = Vec::new();
-    for (label, senders) in &phases {
-        let result = bench.phase(label, senders, bench.args.withdrawals).await?;
+    for (label, senders, instances) in &phases {
+        let result = bench
+            .phase(label, senders, bench.args.withdrawals, *instances)
+            .await?;
         sqlx::query("ANALYZE").execute(&bench.owner).await?;
         rows.push(result);
     }
@@ -510,8 +572,12 @@ impl Bench {
         label: &str,
         senders: &[Sender],
         n: usize,
+        instances: usize,
     ) -> anyhow::Result<PhaseResult> {
         let tenants: Vec<uuid::Uuid> = senders.iter().map(|s| s.tenant.as_uuid()).collect();
+        self.services.run_instances(instances)?;
+        // The new instances' first polls and passes, before the clock starts.
+        tokio::time::sleep(Duration::from_millis(500)).await;
         let watch_before = self.services.watch_totals();
         let cpu_before = self.meter.sample();
         let start = Instant::now();
@@ -607,6 +673,18 @@ impl Bench {
             .collect();
 
         let mut failures = self.verify(senders, n, &states).await?;
+        let duplicates = self.duplicates(&tenants).await?;
+        if duplicates.total() != 0 {
+            failures.push(format!("duplicate work: {duplicates:?}"));
+        }
+        let per_instance: Vec<(String, String, i64)> = sqlx::query_as(
+            "SELECT actor_id, actor, count(*) FROM operation_transitions \
+             WHERE tenant_id = ANY($1) AND actor IN ('broadcaster', 'chain_watcher', 'reconciler') \
+             GROUP BY actor_id, actor ORDER BY actor_id, actor",
+        )
+        .bind(&tenants)
+        .fetch_all(&self.owner)
+        .await?;
         if client_errors > 0 {
             failures.push(format!(
                 "{client_errors} create or approve calls failed (first: {})",
@@ -616,6 +694,9 @@ impl Bench {
         Ok(PhaseResult {
             label: label.to_owned(),
             senders: senders.len(),
+            instances,
+            duplicates,
+            per_instance,
             withdrawals: n,
             per_sec: summary.per_sec,
             p50: summary.p50,
@@ -634,6 +715,61 @@ impl Bench {
             first_error,
             failures,
         })
+    }
+
+    /// Work of the phase's withdrawals done more than once.
+    async fn duplicates(&self, tenants: &[uuid::Uuid]) -> anyhow::Result<Duplicates> {
+        let raws: Vec<(String,)> = sqlx::query_as(
+            "SELECT encode(raw_tx, 'hex') FROM tx_attempts WHERE tenant_id = ANY($1)",
+        )
+        .bind(tenants)
+        .fetch_all(&self.owner)
+        .await?;
+        let sent = self.recorder.sent_transactions();
+        let mut out = Duplicates::default();
+        for (raw,) in &raws {
+            match sent.get(raw).copied().unwrap_or(0) {
+                0 => out.unsent += 1,
+                n => out.sends += n - 1,
+            }
+        }
+        /// How many rows of `$from` matching `$filter` there are beyond each withdrawal's first.
+        macro_rules! beyond_first {
+            ($filter:literal, $from:literal) => {
+                concat!(
+                    "SELECT coalesce(sum(n - 1), 0)::bigint FROM (SELECT count(*) AS n FROM ",
+                    $from,
+                    " WHERE tenant_id = ANY($1) AND ",
+                    $filter,
+                    " GROUP BY tenant_id, op_id) x"
+                )
+            };
+        }
+        for (query, field) in [
+            (beyond_first!("true", "tx_attempts"), &mut out.attempts),
+            (
+                beyond_first!(
+                    "from_state = 'SIGNED' AND to_state IN ('BROADCAST', 'UNKNOWN')",
+                    "operation_transitions"
+                ),
+                &mut out.broadcasts,
+            ),
+            (
+                beyond_first!("to_state = 'CONFIRMED'", "operation_transitions"),
+                &mut out.confirmations,
+            ),
+            (
+                beyond_first!("kind = 'SETTLE'", "ledger_entries"),
+                &mut out.settlements,
+            ),
+        ] {
+            let (n,): (i64,) = sqlx::query_as(query)
+                .bind(tenants)
+                .fetch_one(&self.owner)
+                .await?;
+            *field = n;
+        }
+        Ok(out)
     }
 
     /// What must hold after a phase; each violation as a sentence (empty: all hold).

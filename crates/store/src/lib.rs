@@ -14,6 +14,7 @@ pub mod keys;
 pub mod ledger;
 pub mod metrics;
 pub mod operations;
+pub mod pass;
 pub mod probe;
 pub mod queue;
 pub mod signing;

@@ -15,6 +15,7 @@
 //! # }
 //! ```
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -68,6 +69,8 @@ struct Shared {
     mode: Mutex<RpcMode>,
     requests: AtomicU64,
     calls: AtomicU64,
+    /// `eth_sendRawTransaction` calls by their raw transaction (lowercase hex, no `0x`).
+    sent: Mutex<HashMap<String, u64>>,
 }
 
 impl RpcProxy {
@@ -85,6 +88,7 @@ impl RpcProxy {
             mode: Mutex::new(RpcMode::Honest),
             requests: AtomicU64::new(0),
             calls: AtomicU64::new(0),
+            sent: Mutex::new(HashMap::new()),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -139,6 +143,39 @@ impl RpcProxy {
     pub fn calls(&self) -> u64 {
         self.shared.calls.load(Ordering::Relaxed)
     }
+
+    /// How many `eth_sendRawTransaction` calls (single or in a batch) carried each signed
+    /// transaction so far, in any mode but [`RpcMode::Down`]: the key is the raw transaction in
+    /// lowercase hex without `0x`, as `hex::encode` of the stored bytes gives it. Every call is
+    /// counted when it reaches the proxy, whether or not the node accepted it.
+    pub fn sent_transactions(&self) -> HashMap<String, u64> {
+        self.shared
+            .sent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Counts the `eth_sendRawTransaction` calls of one request (a call or a batch) by raw bytes.
+fn record_sends(shared: &Shared, request: &Value) {
+    let calls = match request {
+        Value::Array(batch) => batch.iter().collect::<Vec<_>>(),
+        single => vec![single],
+    };
+    let raws: Vec<String> = calls
+        .into_iter()
+        .filter(|c| c.get("method").and_then(Value::as_str) == Some("eth_sendRawTransaction"))
+        .filter_map(|c| c.pointer("/params/0").and_then(Value::as_str))
+        .map(|raw| raw.trim_start_matches("0x").to_ascii_lowercase())
+        .collect();
+    if raws.is_empty() {
+        return;
+    }
+    let mut sent = shared.sent.lock().unwrap_or_else(PoisonError::into_inner);
+    for raw in raws {
+        *sent.entry(raw).or_default() += 1;
+    }
 }
 
 impl Drop for RpcProxy {
@@ -162,6 +199,7 @@ async fn handle(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     };
     let calls = request.as_array().map_or(1, Vec::len);
     shared.calls.fetch_add(calls as u64, Ordering::Relaxed);
+    record_sends(&shared, &request);
     let answer = match mode {
         RpcMode::Honest => forward_raw(&shared, body).await,
         _ => {
@@ -494,11 +532,24 @@ mod tests {
         .await?;
         assert_eq!(count["result"], json!("0x3"));
 
+        // Submissions are counted by their raw bytes, accepted or not (these do not decode).
+        let sends = json!([
+            call(1, "eth_sendRawTransaction", json!(["0xDEAD"])),
+            call(2, "eth_sendRawTransaction", json!(["0xdead"])),
+            call(3, "eth_blockNumber", json!([])),
+        ]);
+        let (status, _) = post(&url, sends).await?;
+        assert_eq!(status, 200);
+        assert_eq!(
+            proxy.sent_transactions(),
+            std::collections::HashMap::from([("dead".to_owned(), 2)])
+        );
+
         proxy.set_mode(RpcMode::Down);
         let (status, _) = post(&url, call(1, "eth_blockNumber", json!([]))).await?;
         assert_eq!(status, 503);
-        assert_eq!(proxy.requests(), 4);
-        assert_eq!(proxy.calls(), 6);
+        assert_eq!(proxy.requests(), 5);
+        assert_eq!(proxy.calls(), 9);
         Ok(())
     }
 }

@@ -45,6 +45,7 @@ pub enum StartError {
 /// A broadcaster for `config` over `store`.
 pub fn broadcaster(config: &Config, store: Store) -> Result<Broadcaster, StartError> {
     let timeout = Duration::from_millis(config.submit_timeout_ms);
+    let locks = store.pass_locks(pass_connections(config.concurrency));
     let mut rpcs = HashMap::new();
     for (network, url) in &config.rpc {
         rpcs.insert(
@@ -69,7 +70,15 @@ pub fn broadcaster(config: &Config, store: Store) -> Result<Broadcaster, StartEr
         rpcs,
         config.worker_id.clone(),
     )
-    .with_backoff(config.backoff()))
+    .with_backoff(config.backoff())
+    .with_pass_locks(locks))
+}
+
+/// Connections of the pass locks: one per operation in flight, and one more.
+fn pass_connections(concurrency: usize) -> u32 {
+    u32::try_from(concurrency)
+        .unwrap_or(u32::MAX)
+        .saturating_add(1)
 }
 
 /// A chain watcher for `config` over `store`.

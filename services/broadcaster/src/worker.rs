@@ -20,6 +20,7 @@ use opledger_proto::v1 as pb;
 use opledger_proto::v1::ErrorReason;
 use opledger_proto::v1::signer_service_client::SignerServiceClient;
 use opledger_store::broadcast::Due;
+use opledger_store::pass::PassLocks;
 use opledger_store::queue::{BackOff, Backoff, Queued};
 use opledger_store::signing::Attempt;
 use opledger_store::transition::TransitionRequest;
@@ -267,6 +268,7 @@ pub struct Broadcaster {
     rpcs: Arc<HashMap<String, Rpc>>,
     worker_id: String,
     backoff: Backoff,
+    pass_locks: Option<PassLocks>,
     submissions: Arc<[AtomicU64; 8]>,
     deferrals: Arc<[AtomicU64; DeferralClass::ALL.len()]>,
 }
@@ -288,6 +290,7 @@ impl Broadcaster {
             rpcs: Arc::new(rpcs),
             worker_id,
             backoff: crate::Config::default().backoff(),
+            pass_locks: None,
             submissions: Arc::default(),
             deferrals: Arc::default(),
         }
@@ -296,6 +299,14 @@ impl Broadcaster {
     /// The same worker with this back-off for operations a pass could not move.
     pub fn with_backoff(mut self, backoff: Backoff) -> Broadcaster {
         self.backoff = backoff;
+        self
+    }
+
+    /// The same worker taking each operation's pass lock before working on it
+    /// ([`PassLocks::try_lock`]), so that of several broadcasters on one database only one signs
+    /// and submits it; without, two that read the same queue may both submit the same bytes.
+    pub fn with_pass_locks(mut self, locks: PassLocks) -> Broadcaster {
+        self.pass_locks = Some(locks);
         self
     }
 
@@ -499,6 +510,34 @@ impl Broadcaster {
     }
 
     async fn step(&self, due: &Due) -> Result<Outcome, BroadcastError> {
+        let Some(locks) = &self.pass_locks else {
+            return self.pass(due).await;
+        };
+        // Another broadcaster's pass holds it: that one moves it.
+        let Some(lock) = locks.try_lock(due.tenant_id, due.op_id).await? else {
+            return Ok(Outcome::Skipped);
+        };
+        // The queue was read before the lock: the pass starts from the state found under it (a
+        // pass that finished meanwhile moved it on, one that died left it signed or not).
+        let state = lock.state;
+        let result = if matches!(
+            state,
+            OperationState::Approved | OperationState::Signing | OperationState::Signed
+        ) {
+            let now = Due {
+                state,
+                ..due.clone()
+            };
+            self.pass(&now).await
+        } else {
+            Ok(Outcome::Skipped)
+        };
+        lock.release().await;
+        result
+    }
+
+    /// One pass: signs if need be, submits the stored bytes and records the result.
+    async fn pass(&self, due: &Due) -> Result<Outcome, BroadcastError> {
         let rpc = self
             .rpcs
             .get(&due.network)
@@ -566,45 +605,74 @@ impl Broadcaster {
             }
         };
         let mut classes = Vec::new();
+        let older_than = Duration::from_secs(older_than_secs);
         for (tenant_id, op_id) in stuck {
-            let mut request = tonic::Request::new(pb::SignReplacementRequest {
-                tenant_id: tenant_id.to_string(),
-                withdrawal_id: op_id.to_string(),
-                kind: pb::AttemptKind::FeeBump as i32,
-            });
-            if let Ok(value) = format!("Bearer {}", self.signer_token).parse() {
-                request.metadata_mut().insert("authorization", value);
-            }
-            let span = tracing::info_span!(
-                "broadcaster.bump",
-                opledger.service = "broadcaster",
-                %op_id
-            );
-            self.join_trace(&span, tenant_id, op_id).await;
-            let mut signer = self.signer.clone();
-            let bumped = signer.sign_replacement(request).instrument(span.clone());
-            if let Err(status) = bumped.await {
-                let reason = opledger_grpc::status::reason_of(&status).unwrap_or_default();
-                tracing::info!(%op_id, reason, "no fee bump");
+            let Some(locks) = &self.pass_locks else {
+                classes.extend(self.bump(rpc, tenant_id, op_id).await);
                 continue;
-            }
-            let latest = match self.store.attempts(tenant_id, op_id).await {
-                Ok(mut attempts) => attempts.pop(),
+            };
+            // Another broadcaster may be bumping it, or have just bumped it: decide under the
+            // operation's pass lock, on the state and latest attempt found there.
+            let lock = match locks.try_lock(tenant_id, op_id).await {
+                Ok(Some(lock)) => lock,
+                Ok(None) => continue,
                 Err(e) => {
-                    tracing::warn!(%op_id, error = %e.log_safe(), "cannot read the bump");
+                    tracing::warn!(%op_id, error = %e.log_safe(), "cannot lock the fee bump");
                     continue;
                 }
             };
-            if let Some(latest) = latest {
-                let Some(class) = self.submit(rpc, &latest).await else {
-                    tracing::info!(%op_id, "fee bump held back by the signed-bytes gate: not submitted yet");
-                    continue;
-                };
-                span.in_scope(|| tracing::info!(%op_id, attempt = latest.attempt, class = class.as_str(), "fee bump submitted"));
-                classes.push(class);
+            if lock.state == OperationState::Broadcast
+                && lock.latest_attempt_age.is_some_and(|age| age >= older_than)
+            {
+                classes.extend(self.bump(rpc, tenant_id, op_id).await);
             }
+            lock.release().await;
         }
         classes
+    }
+
+    /// Gets one fee bump signed and submits its stored bytes; its submission's class.
+    async fn bump(
+        &self,
+        rpc: &Rpc,
+        tenant_id: TenantId,
+        op_id: OperationId,
+    ) -> Option<SubmitClass> {
+        let mut request = tonic::Request::new(pb::SignReplacementRequest {
+            tenant_id: tenant_id.to_string(),
+            withdrawal_id: op_id.to_string(),
+            kind: pb::AttemptKind::FeeBump as i32,
+        });
+        if let Ok(value) = format!("Bearer {}", self.signer_token).parse() {
+            request.metadata_mut().insert("authorization", value);
+        }
+        let span = tracing::info_span!(
+            "broadcaster.bump",
+            opledger.service = "broadcaster",
+            %op_id
+        );
+        self.join_trace(&span, tenant_id, op_id).await;
+        let mut signer = self.signer.clone();
+        let bumped = signer.sign_replacement(request).instrument(span.clone());
+        if let Err(status) = bumped.await {
+            let reason = opledger_grpc::status::reason_of(&status).unwrap_or_default();
+            tracing::info!(%op_id, reason, "no fee bump");
+            return None;
+        }
+        let latest = match self.store.attempts(tenant_id, op_id).await {
+            Ok(mut attempts) => attempts.pop(),
+            Err(e) => {
+                tracing::warn!(%op_id, error = %e.log_safe(), "cannot read the bump");
+                return None;
+            }
+        };
+        let latest = latest?;
+        let Some(class) = self.submit(rpc, &latest).await else {
+            tracing::info!(%op_id, "fee bump held back by the signed-bytes gate: not submitted yet");
+            return None;
+        };
+        span.in_scope(|| tracing::info!(%op_id, attempt = latest.attempt, class = class.as_str(), "fee bump submitted"));
+        Some(class)
     }
 
     /// Submits an attempt's stored bytes and counts the result's class; `None` (nothing sent)

@@ -68,6 +68,8 @@ pub fn reconciler(config: &Config, store: Store) -> Result<Reconciler, StartErro
         &config.signer_url,
         config.signer_tls.as_ref(),
     )?;
+    // Examinations are one at a time: one lock connection, and one spare.
+    let locks = store.pass_locks(2);
     Ok(Reconciler::new(
         store,
         networks,
@@ -82,7 +84,8 @@ pub fn reconciler(config: &Config, store: Store) -> Result<Reconciler, StartErro
             },
         },
         config.worker_id.clone(),
-    ))
+    )
+    .with_pass_locks(locks))
 }
 
 /// The operator API's routes over this store and reconciler (API keys cached for `auth_ttl`).

@@ -20,6 +20,7 @@ use opledger_grpc::telemetry::grpc::TracedChannel;
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::signer_service_client::SignerServiceClient;
 use opledger_store::broadcast::{Inclusion, Unresolved};
+use opledger_store::pass::PassLocks;
 use opledger_store::signing::{Attempt, AttemptKind};
 use opledger_store::transition::TransitionRequest;
 use opledger_store::{Store, StoreError};
@@ -151,6 +152,7 @@ pub struct Reconciler {
     cancel_after: Duration,
     escalation: EscalationPolicy,
     worker_id: String,
+    pass_locks: Option<PassLocks>,
 }
 
 impl Reconciler {
@@ -175,7 +177,39 @@ impl Reconciler {
             cancel_after,
             escalation,
             worker_id,
+            pass_locks: None,
         }
+    }
+
+    /// The same reconciler examining each operation only under its pass lock
+    /// ([`PassLocks::try_lock`], the broadcasters' too), so that of several reconcilers on one
+    /// database only one decides and acts on it at a time (one cancel, not one per replica).
+    pub fn with_pass_locks(mut self, locks: PassLocks) -> Reconciler {
+        self.pass_locks = Some(locks);
+        self
+    }
+
+    /// [`Reconciler::reconcile_at`] under the operation's pass lock when there are pass locks:
+    /// an operation another replica is examining, or that moved since it was read, waits for the
+    /// next pass.
+    async fn examine(
+        &self,
+        op: &Unresolved,
+        pinned: Option<Result<Pinned, NoAgreement>>,
+    ) -> Result<Finding, ReconcileError> {
+        let Some(locks) = &self.pass_locks else {
+            return self.reconcile_at(op, pinned).await;
+        };
+        let Some(lock) = locks.try_lock(op.tenant_id, op.op_id).await? else {
+            return Ok(Finding::Waiting);
+        };
+        let finding = if lock.state == op.state {
+            self.reconcile_at(op, pinned).await
+        } else {
+            Ok(Finding::Waiting)
+        };
+        lock.release().await;
+        finding
     }
 
     /// One pass over up to `limit` unresolved operations; returns what each yielded. Each
@@ -213,7 +247,7 @@ impl Reconciler {
                 telemetry::parent_on(&span, stored.ok().flatten().as_deref());
             }
             let finding = async {
-                match self.reconcile_at(op, pinned).await {
+                match self.examine(op, pinned).await {
                     Ok(finding) => finding,
                     Err(e) => {
                         tracing::warn!(op_id = %op.op_id, error = %e, "reconciliation deferred");

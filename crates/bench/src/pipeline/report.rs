@@ -38,7 +38,7 @@ pub(super) fn print(
     };
     println!(
         "setup: operations, approvals, signer, broadcaster worker and chain watcher, reconciler \
-         in-process (gRPC over loopback; each service as a login in its own \
+         (the last three as 'instances' replicas, each on its own pools) in-process (gRPC over loopback; each service as a login in its own \
          service role; pools 32/16/8/8/8 of which the signer's \
          {}); reconciler with its defaults (polls every 1 s); broadcaster \
          batch_size {}, watch_batch_size {}, concurrency {}, polls 20 ms, 1 confirmation; anvil --block-time {}; \
@@ -53,18 +53,20 @@ pub(super) fn print(
         args.clients
     );
     println!(
-        "| phase | senders | withdrawals | confirmed/s | p50 s | p99 s | services CPU s per 1000 | postgres CPU s per 1000 | anvil CPU s per 1000 | node raw tx/s | ratio |"
+        "| phase | senders | instances | withdrawals | confirmed/s | p50 s | p99 s | duplicate work | services CPU s per 1000 | postgres CPU s per 1000 | anvil CPU s per 1000 | node raw tx/s | ratio |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
         println!(
-            "| {} | {} | {} | {:.1} | {:.2} | {:.2} | {} | {} | {} | {:.0} | {:.3} |",
+            "| {} | {} | {} | {} | {:.1} | {:.2} | {:.2} | {} | {} | {} | {} | {:.0} | {:.3} |",
             r.label,
             r.senders,
+            r.instances,
             r.withdrawals,
             r.per_sec,
             r.p50.as_secs_f64(),
             r.p99.as_secs_f64(),
+            r.duplicates.total(),
             per_1000(Some(r.used.services), r.withdrawals),
             per_1000(r.used.postgres, r.withdrawals),
             per_1000(r.used.node, r.withdrawals),
@@ -159,11 +161,32 @@ pub(super) fn print(
          postmaster and children (live children's own time plus exited children's via the \
          postmaster's cutime+cstime), anvil = its process; ratio = confirmed/s / node raw tx/s"
     );
+    for r in rows {
+        let d = &r.duplicates;
+        let did: Vec<String> = r
+            .per_instance
+            .iter()
+            .map(|(id, actor, n)| format!("{id} {actor} {n}"))
+            .collect();
+        println!(
+            "{}: duplicate work: sends beyond the first {}, attempts never sent {}, attempts \
+             beyond the first {}, submissions recorded beyond the first {}, confirmations beyond \
+             the first {}, settlements beyond the first {}; transitions by instance: {}",
+            r.label,
+            d.sends,
+            d.unsent,
+            d.attempts,
+            d.broadcasts,
+            d.confirmations,
+            d.settlements,
+            did.join(", ")
+        );
+    }
     let verified = rows.iter().all(|r| r.failures.is_empty());
     println!(
         "verified after each phase (SQL and chain): every withdrawal CONFIRMED, exactly one \
          tx_attempts row each, ledger invariants hold (check_invariants empty), each hot wallet's \
-         on-chain nonce equals its withdrawals: {}",
+         on-chain nonce equals its withdrawals, no duplicate work: {}",
         if verified { "OK" } else { "FAILED" }
     );
     for r in rows {

@@ -2,7 +2,9 @@
 //! deployment runs them: operations and approvals (gRPC), the signer (gRPC with a caller token),
 //! the broadcaster's worker and chain watcher and the reconciler, each as a login in its own
 //! service role (`opledger_operations`, `opledger_approvals`, `opledger_signer`,
-//! `opledger_broadcaster`, `opledger_reconciler`).
+//! `opledger_broadcaster`, `opledger_reconciler`). The broadcaster (worker and watcher) and the
+//! reconciler run as one or more instances against the one database
+//! ([`Services::run_instances`]), each with its own pools and worker id, as replicas would.
 
 use opledger_grpc::config::Secret;
 use opledger_grpc::server::{serve, serve_api};
@@ -92,6 +94,20 @@ pub struct Services {
     pub approvals: String,
     watch: Arc<Mutex<WatchTotals>>,
     tasks: Vec<JoinHandle<()>>,
+    workers: Workers,
+    /// The tasks of every broadcaster and reconciler instance.
+    running: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// What starting one more broadcaster and reconciler instance takes: their configurations and,
+/// per instance, pools connected up front (so a phase's clock never includes a pool's start).
+#[derive(Debug)]
+struct Workers {
+    broadcaster: opledger_broadcaster::Config,
+    reconciler: opledger_reconciler::Config,
+    watch_poll: Duration,
+    poll: Duration,
+    stores: Vec<(Store, Store)>,
 }
 
 impl Drop for Services {
@@ -99,11 +115,27 @@ impl Drop for Services {
         for task in &self.tasks {
             task.abort();
         }
+        if let Ok(running) = self.running.lock() {
+            for task in running.iter() {
+                task.abort();
+            }
+        }
     }
 }
 
+/// The worker id of broadcaster instance `i` (from 0).
+pub fn broadcaster_id(i: usize) -> String {
+    format!("bench-broadcaster-{}", i + 1)
+}
+
+/// The worker id of reconciler instance `i` (from 0).
+pub fn reconciler_id(i: usize) -> String {
+    format!("bench-reconciler-{}", i + 1)
+}
+
 impl Services {
-    /// The watcher's totals so far; starts a new "longest pass" window.
+    /// The watchers' totals so far (summed over the instances); starts a new "longest pass"
+    /// window.
     pub fn watch_totals(&self) -> WatchTotals {
         match self.watch.lock() {
             Ok(mut totals) => {
@@ -113,6 +145,106 @@ impl Services {
             }
             Err(_) => WatchTotals::default(),
         }
+    }
+
+    /// How many broadcaster and reconciler instances there can be.
+    pub fn max_instances(&self) -> usize {
+        self.workers.stores.len()
+    }
+
+    /// Stops every broadcaster and reconciler instance and starts `n` of them (at most
+    /// [`Services::max_instances`]): instance `i` is broadcaster `bench-broadcaster-{i+1}` with
+    /// its watcher and reconciler `bench-reconciler-{i+1}`, each on its own pools.
+    pub fn run_instances(&self, n: usize) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            (1..=self.max_instances()).contains(&n),
+            "{n} instances asked, at most {} prepared",
+            self.max_instances()
+        );
+        let mut running = self
+            .running
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the instance list is poisoned"))?;
+        for task in running.drain(..) {
+            task.abort();
+        }
+        for (i, (broadcaster, reconciler)) in self.workers.stores.iter().take(n).enumerate() {
+            running.extend(self.spawn_instance(i, broadcaster.clone(), reconciler.clone())?);
+        }
+        Ok(())
+    }
+
+    /// One broadcaster (worker loop and watcher loop, as `opledger_broadcaster::run` runs them)
+    /// and one reconciler, on these stores.
+    fn spawn_instance(
+        &self,
+        i: usize,
+        broadcaster_store: Store,
+        reconciler_store: Store,
+    ) -> anyhow::Result<Vec<JoinHandle<()>>> {
+        let w = &self.workers;
+        let config = opledger_broadcaster::Config {
+            worker_id: broadcaster_id(i),
+            ..w.broadcaster.clone()
+        };
+        let worker = opledger_broadcaster::broadcaster(&config, broadcaster_store.clone())?;
+        let bumper = worker.clone();
+        let watcher = opledger_broadcaster::watcher(&config, broadcaster_store)?;
+        let (batch, concurrency, poll) = (config.batch_size, config.concurrency, w.poll);
+        let mut tasks = vec![tokio::spawn(async move {
+            worker
+                .run(batch, concurrency, poll, std::future::pending())
+                .await;
+        })];
+        let totals = self.watch.clone();
+        let (watch_poll, bump_after) = (w.watch_poll, config.bump_after_secs);
+        let watch_batch = config.watch_batch_size;
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let started = Instant::now();
+                let pass = watcher.tick(watch_batch).await;
+                if pass.new_heads == 0 {
+                    tokio::time::sleep(watch_poll).await;
+                    continue;
+                }
+                let took = started.elapsed();
+                if let Ok(mut t) = totals.lock() {
+                    t.passes += 1;
+                    t.busy += took;
+                    t.longest = t.longest.max(took);
+                    t.confirmed += pass.confirmed as u64;
+                    t.escalated += pass.escalated as u64;
+                    t.reopened += pass.reopened as u64;
+                    t.stages.pin += pass.stages.pin;
+                    t.stages.reorgs += pass.stages.reorgs;
+                    t.stages.load += pass.stages.load;
+                    t.stages.read += pass.stages.read;
+                    t.stages.record += pass.stages.record;
+                }
+                // The production loop also fee-bumps stuck transfers; once per new head here.
+                bumper.bump_stuck(NETWORK, bump_after, batch).await;
+            }
+        }));
+
+        // The reconciler with its production defaults: on the happy path it finds nothing to
+        // decide (no UNKNOWN, no BROADCAST stale for 120 s) and its polls are what it costs.
+        let config = opledger_reconciler::Config {
+            worker_id: reconciler_id(i),
+            ..w.reconciler.clone()
+        };
+        let reconciler = opledger_reconciler::reconciler(&config, reconciler_store)?;
+        let (stale, batch, poll) = (
+            config.stale_broadcast_secs,
+            config.batch_size,
+            Duration::from_millis(config.poll_interval_ms),
+        );
+        tasks.push(tokio::spawn(async move {
+            loop {
+                reconciler.tick(stale, batch).await;
+                tokio::time::sleep(poll).await;
+            }
+        }));
+        Ok(tasks)
     }
 }
 
@@ -175,6 +307,7 @@ pub async fn start(
     rpc_url: &str,
     evidence_urls: &[String],
     settings: &Settings,
+    instances: usize,
 ) -> anyhow::Result<Services> {
     let evidence = opledger_chain::NetworkEvidence {
         urls: evidence_urls.to_vec(),
@@ -255,10 +388,9 @@ pub async fn start(
         report("signer")(served);
     }));
 
-    // The broadcaster: its worker loop and its chain watcher loop, as `opledger_broadcaster::run`
-    // runs them, with polls short enough not to limit throughput.
-    let config = opledger_broadcaster::Config {
-        worker_id: "bench-broadcaster".into(),
+    // The broadcaster and the reconciler: their configurations, with polls short enough not
+    // to limit throughput; every instance differs only in its worker id and pools.
+    let broadcaster = opledger_broadcaster::Config {
         db_max_connections: BROADCASTER_CONNECTIONS,
         signer_url: format!("http://{signer_addr}"),
         signer_token: Secret(token.clone()),
@@ -270,75 +402,34 @@ pub async fn start(
         concurrency: settings.concurrency,
         ..opledger_broadcaster::Config::default()
     };
-    let store = connect(&urls.broadcaster, BROADCASTER_CONNECTIONS, "broadcaster").await?;
-    let worker = opledger_broadcaster::broadcaster(&config, store.clone())?;
-    let bumper = worker.clone();
-    let watcher = opledger_broadcaster::watcher(&config, store)?;
-    let (batch, concurrency, poll) = (config.batch_size, config.concurrency, settings.poll);
-    tasks.push(tokio::spawn(async move {
-        worker
-            .run(batch, concurrency, poll, std::future::pending())
-            .await;
-    }));
-    let watch = Arc::new(Mutex::new(WatchTotals::default()));
-    let totals = watch.clone();
-    let (watch_poll, bump_after) = (settings.watch_poll, config.bump_after_secs);
-    let watch_batch = config.watch_batch_size;
-    tasks.push(tokio::spawn(async move {
-        loop {
-            let started = Instant::now();
-            let pass = watcher.tick(watch_batch).await;
-            if pass.new_heads == 0 {
-                tokio::time::sleep(watch_poll).await;
-                continue;
-            }
-            let took = started.elapsed();
-            if let Ok(mut t) = totals.lock() {
-                t.passes += 1;
-                t.busy += took;
-                t.longest = t.longest.max(took);
-                t.confirmed += pass.confirmed as u64;
-                t.escalated += pass.escalated as u64;
-                t.reopened += pass.reopened as u64;
-                t.stages.pin += pass.stages.pin;
-                t.stages.reorgs += pass.stages.reorgs;
-                t.stages.load += pass.stages.load;
-                t.stages.read += pass.stages.read;
-                t.stages.record += pass.stages.record;
-            }
-            // The production loop also fee-bumps stuck transfers; once per new head here.
-            bumper.bump_stuck(NETWORK, bump_after, batch).await;
-        }
-    }));
-
-    // The reconciler with its production defaults: on the happy path it finds nothing to decide
-    // (no UNKNOWN, no BROADCAST stale for 120 s) and its polls are what it costs.
-    let config = opledger_reconciler::Config {
-        worker_id: "bench-reconciler".into(),
+    let reconciler = opledger_reconciler::Config {
         signer_url: format!("http://{signer_addr}"),
         signer_token: Secret(token),
         rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
         evidence: BTreeMap::from([(NETWORK.to_owned(), evidence)]),
         ..opledger_reconciler::Config::default()
     };
-    let store = connect(&urls.reconciler, RECONCILER_CONNECTIONS, "reconciler").await?;
-    let reconciler = opledger_reconciler::reconciler(&config, store)?;
-    let (stale, batch, poll) = (
-        config.stale_broadcast_secs,
-        config.batch_size,
-        Duration::from_millis(config.poll_interval_ms),
-    );
-    tasks.push(tokio::spawn(async move {
-        loop {
-            reconciler.tick(stale, batch).await;
-            tokio::time::sleep(poll).await;
-        }
-    }));
-
-    Ok(Services {
+    let mut stores = Vec::new();
+    for _ in 0..instances.max(1) {
+        stores.push((
+            connect(&urls.broadcaster, BROADCASTER_CONNECTIONS, "broadcaster").await?,
+            connect(&urls.reconciler, RECONCILER_CONNECTIONS, "reconciler").await?,
+        ));
+    }
+    let services = Services {
         operations,
         approvals,
-        watch,
+        watch: Arc::new(Mutex::new(WatchTotals::default())),
         tasks,
-    })
+        workers: Workers {
+            broadcaster,
+            reconciler,
+            watch_poll: settings.watch_poll,
+            poll: settings.poll,
+            stores,
+        },
+        running: Mutex::new(Vec::new()),
+    };
+    services.run_instances(1)?;
+    Ok(services)
 }
