@@ -6,7 +6,8 @@
 #   scripts/dev.sh --ha       on a highly available database instead of the single cluster:
 #                             scripts/ha.sh in .data/dev-ha (etcd, a Patroni primary and a
 #                             synchronous standby, HAProxy in front; `bash scripts/ha.sh
-#                             switchover .data/dev-ha` or `kill-primary` fails it over live)
+#                             switchover .data/dev-ha` or `kill-primary` fails it over live);
+#                             its keys, tokens and chain state are kept in .data/dev-ha-state
 #
 # With OPLEDGER_DATABASE_URL unset it provisions a PostgreSQL cluster under .data/dev-pg (kept
 # between runs, durable settings), creates the `opledger` database, applies migrations, creates
@@ -52,7 +53,14 @@ cargo build "${cargo_flags[@]}" -p opledger-operations -p opledger-approvals -p 
     -p opledger-broadcaster -p opledger-reconciler -p opledger-inbox -p opledger-admin -p opledger-opctl >&2
 bin="$OPLEDGER_REPO_ROOT/target/$profile"
 
-state="$OPLEDGER_REPO_ROOT/.data/dev"
+# The stack's keys, tokens and chain state belong to its database: the HA stack keeps its own
+# (a fresh HA database with the single cluster's keys would have no demo tenant, and a chain
+# state whose hot wallet nonces it never allocated).
+if [[ "$ha" == 1 && -z "${OPLEDGER_DATABASE_URL:-}" ]]; then
+    state="$OPLEDGER_REPO_ROOT/.data/dev-ha-state"
+else
+    state="$OPLEDGER_REPO_ROOT/.data/dev"
+fi
 mkdir -p "$state"
 chmod 700 "$state"
 
@@ -307,7 +315,7 @@ opledger dev stack
   inbox (webhooks)  http://$inbox_http\$OPLEDGER_DEMO_WEBHOOK_PATH (Standard Webhooks, secret
                     \$OPLEDGER_DEMO_WEBHOOK_SECRET), operator API $inbox_listen,
                     metrics http://127.0.0.1:9106/metrics
-  anvil (chain)     $anvil_url  chain id 31337, 1 s blocks, state kept in .data/dev/anvil-state.json
+  anvil (chain)     $anvil_url  chain id 31337, 1 s blocks, state kept in $state/anvil-state.json
   database          $owner_url
   demo keys         $keys
   demo trust        tenant \$OPLEDGER_DEMO_TENANT_ID, administrator key $admin_key_file

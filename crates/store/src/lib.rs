@@ -27,7 +27,9 @@ pub use error::{Result, StoreError};
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::str::FromStr;
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// The embedded schema migrations, applied by the admin CLI, the dev stack and the test harness.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -58,6 +60,35 @@ impl Default for StoreConfig {
 pub struct Store {
     pool: PgPool,
     config: StoreConfig,
+    stale: Arc<Staleness>,
+}
+
+/// Which pooled connections may predate a lost primary: those opened before `marked` (nanoseconds
+/// after `base`; 0: none). Checked in-process when a connection is handed out, no round trip.
+#[derive(Debug)]
+struct Staleness {
+    base: Instant,
+    marked: AtomicU64,
+}
+
+impl Staleness {
+    fn new() -> Staleness {
+        Staleness {
+            base: Instant::now(),
+            marked: AtomicU64::new(0),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether a connection of this age was opened after the latest mark.
+    fn fresh(&self, age: Duration) -> bool {
+        let marked = self.marked.load(Ordering::Relaxed);
+        let age = u64::try_from(age.as_nanos()).unwrap_or(u64::MAX);
+        marked == 0 || self.now().saturating_sub(age) > marked
+    }
 }
 
 impl Store {
@@ -67,18 +98,45 @@ impl Store {
         // No ping before every acquire: it would add a round trip to every call. A connection
         // that died while idle fails its first statement instead, and every write path is safe to
         // retry (idempotency keys, conditional updates).
+        // A connection opened before the database was last seen lost (a failover: it may still
+        // lead to the old primary, or be cut) is closed when handed out, instead of failing a
+        // call each; see `Store::mark_connections_stale`.
+        let stale = Arc::new(Staleness::new());
+        let check = stale.clone();
         let pool = PgPoolOptions::new()
             .max_connections(config.max_connections)
             .acquire_timeout(config.acquire_timeout)
             .test_before_acquire(false)
+            .before_acquire(move |_conn, meta| {
+                let fresh = check.fresh(meta.age);
+                Box::pin(async move { Ok(fresh) })
+            })
             .connect_with(options)
             .await?;
-        Ok(Store { pool, config })
+        Ok(Store {
+            pool,
+            config,
+            stale,
+        })
     }
 
     /// Wraps an existing pool.
     pub fn from_pool(pool: PgPool, config: StoreConfig) -> Store {
-        Store { pool, config }
+        Store {
+            pool,
+            config,
+            stale: Arc::new(Staleness::new()),
+        }
+    }
+
+    /// The database was seen lost (the readiness probe's connection failed, or it reached a
+    /// standby): every connection pooled until now is closed when next handed out, and a new one
+    /// is opened in its place (through the router, to the current primary). Pools built by
+    /// [`Store::connect`] only.
+    pub fn mark_connections_stale(&self) {
+        self.stale
+            .marked
+            .store(self.stale.now().max(1), Ordering::Relaxed);
     }
 
     /// The underlying pool, for health checks and tests.
@@ -89,5 +147,25 @@ impl Store {
     /// True when the database answers a trivial query.
     pub async fn ping(&self) -> bool {
         sqlx::query("SELECT 1").execute(&self.pool).await.is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Staleness;
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    #[test]
+    fn connections_opened_before_the_mark_are_stale_and_later_ones_fresh() {
+        let stale = Staleness::new();
+        std::thread::sleep(Duration::from_millis(20));
+        // Nothing marked: every connection is fresh, however old.
+        assert!(stale.fresh(Duration::from_millis(15)));
+        stale.marked.store(stale.now(), Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(20));
+        // Opened 15 ms ago: after the mark (20 ms ago). Opened 30 ms ago: before it.
+        assert!(stale.fresh(Duration::from_millis(15)));
+        assert!(!stale.fresh(Duration::from_millis(30)));
     }
 }

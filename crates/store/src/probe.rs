@@ -9,6 +9,7 @@ use std::time::Duration;
 /// busy with work never reads as an unready database and a dead primary is seen at once.
 #[derive(Debug)]
 pub struct DatabaseProbe {
+    store: crate::Store,
     options: PgConnectOptions,
     conn: Option<PgConnection>,
     timeout: Duration,
@@ -18,6 +19,7 @@ impl DatabaseProbe {
     /// A probe that connects like `store` and gives each check at most `timeout`.
     pub fn new(store: &crate::Store, timeout: Duration) -> DatabaseProbe {
         DatabaseProbe {
+            store: store.clone(),
             options: (*store.pool().connect_options()).clone(),
             conn: None,
             timeout,
@@ -26,8 +28,18 @@ impl DatabaseProbe {
 
     /// True when the database answers within the timeout and is a primary (not in recovery:
     /// a node demoted by a failover takes no writes). A failed check drops the probe's
-    /// connection; the next one connects afresh (through the router, to the new primary).
+    /// connection; the next one connects afresh (through the router, to the new primary). It
+    /// also marks the store's pooled connections stale ([`crate::Store::mark_connections_stale`]),
+    /// so that calls after the failover do not each meet a connection of the old primary.
     pub async fn accepts_writes(&mut self) -> bool {
+        let ready = self.try_accepts_writes().await;
+        if !ready {
+            self.store.mark_connections_stale();
+        }
+        ready
+    }
+
+    async fn try_accepts_writes(&mut self) -> bool {
         let checked = tokio::time::timeout(self.timeout, self.check()).await;
         match checked {
             Ok(Ok(true)) => true,
