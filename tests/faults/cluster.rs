@@ -288,7 +288,10 @@ impl Cluster {
                 signer_token: opledger_grpc::config::Secret(CALLER_TOKEN.to_owned()),
                 evidence: evidence.clone(),
                 rpc: rpc.clone(),
-                stale_broadcast_secs: 3,
+                // Longer than a loaded watcher takes to confirm at 3 confirmations (1 s blocks,
+                // passes of up to a few seconds), so that the broadcaster's settlement step meets
+                // its failpoint before a reconciler settles the same withdrawal as stale.
+                stale_broadcast_secs: 15,
                 cancel_after_secs: 6,
                 poll_interval_ms: 200,
                 rpc_timeout_ms: 2_000,
