@@ -170,20 +170,8 @@ pub async fn audit(sys: &System, tally: &Tally, label: &str) -> anyhow::Result<A
             tally.keys
         ));
     }
-    let attempts: Vec<(uuid::Uuid, String, String, i64)> =
-        sqlx::query_as("SELECT op_id, tx_hash, kind, nonce FROM tx_attempts WHERE tenant_id = $1")
-            .bind(sys.acme.id.as_uuid())
-            .fetch_all(sys.stack.admin.pool())
-            .await?;
-    let holds: BTreeMap<String, String> = sqlx::query_as::<_, (uuid::Uuid, String)>(
-        "SELECT op_id, status FROM ledger_holds WHERE tenant_id = $1",
-    )
-    .bind(sys.acme.id.as_uuid())
-    .fetch_all(sys.stack.admin.pool())
-    .await?
-    .into_iter()
-    .map(|(id, s)| (id.to_string(), s))
-    .collect();
+    let attempts = opledger_tests::audit::attempts(sys.stack.admin.pool(), sys.acme.id).await?;
+    let holds = opledger_tests::audit::holds(sys.stack.admin.pool(), sys.acme.id).await?;
     let chain_nonce = hot_nonce(sys).await?;
     let mut by_op: BTreeMap<String, Vec<(&String, &String, i64)>> = BTreeMap::new();
     for (op, hash, kind, nonce) in &attempts {

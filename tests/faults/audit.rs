@@ -442,21 +442,8 @@ impl Tally {
             ));
         }
         let states = states(c).await?;
-        let attempts: Vec<(uuid::Uuid, String, String, i64)> = sqlx::query_as(
-            "SELECT op_id, tx_hash, kind, nonce FROM tx_attempts WHERE tenant_id = $1",
-        )
-        .bind(c.acme.id.as_uuid())
-        .fetch_all(c.stack.admin.pool())
-        .await?;
-        let holds: BTreeMap<String, String> = sqlx::query_as::<_, (uuid::Uuid, String)>(
-            "SELECT op_id, status FROM ledger_holds WHERE tenant_id = $1",
-        )
-        .bind(c.acme.id.as_uuid())
-        .fetch_all(c.stack.admin.pool())
-        .await?
-        .into_iter()
-        .map(|(id, s)| (id.to_string(), s))
-        .collect();
+        let attempts = opledger_tests::audit::attempts(c.stack.admin.pool(), c.acme.id).await?;
+        let holds = opledger_tests::audit::holds(c.stack.admin.pool(), c.acme.id).await?;
         let mut mined_nonces = BTreeSet::new();
         let mut paid: BTreeMap<String, u128> = BTreeMap::new();
         for (id, op) in &self.ops {

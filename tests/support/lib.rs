@@ -3,6 +3,7 @@
 //! grants are exercised) with the checks a deployment configures (network registry, executor
 //! check), tenants with keys, and authenticated requests.
 
+pub mod audit;
 pub mod chain;
 pub mod conn;
 pub mod inbox;
