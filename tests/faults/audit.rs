@@ -61,6 +61,9 @@ pub struct Tally {
     pub releases_without_evidence: u64,
     /// Operations seen UNKNOWN at an audit's start (resolved by the reconciler since).
     pub unknown_resolved: u64,
+    /// Transfers dropped from the node's pool that ended VERIFIED_NOT_SENT by their own final
+    /// cancel.
+    pub dropped_cancelled: u64,
     /// At the latest audit: signed attempts, how many of them were submitted, all their
     /// `eth_sendRawTransaction` calls, and the calls beyond each attempt's first.
     pub sends: Sends,

@@ -1,6 +1,8 @@
 //! The fault harness: two instances of each of the six real service processes against one real
 //! PostgreSQL database and a real anvil node, with every step boundary of the pipeline killed in
-//! turn (a failpoint aborts the process as SIGKILL would), then a seeded soak of random kills of
+//! turn (a failpoint aborts the process as SIGKILL would), then a transfer the node drops from
+//! its pool (cancelled, and VERIFIED_NOT_SENT only once the cancel is final at three
+//! confirmations), then a seeded soak of random kills of
 //! single instances, proxy faults in front of PostgreSQL and the node, duplicate and reordered
 //! webhooks and chain reorganizations. After each run the system is left to converge and audited
 //! against what every client was told and for duplicate work (`audit.rs`); at the end it prints
@@ -219,6 +221,94 @@ async fn expect_death(
     c.heal(true).await
 }
 
+/// A transfer the node dropped from its pool after the answer to its submission was lost, with
+/// the watchers and reconcilers at three confirmations: a reconciler cancels at its nonce, the
+/// cancel mines, and only once it is final is the withdrawal VERIFIED_NOT_SENT: the recipient
+/// unpaid, the hold released once, the cancel the only transaction at that nonce.
+async fn dropped_transfer(
+    tally: &mut Tally,
+    c: &mut Cluster,
+    rng: &mut StdRng,
+) -> anyhow::Result<()> {
+    // A fresh recipient, so its balance is exactly what was paid to it.
+    let to = format!("0x{}", hex::encode(rng.random::<[u8; 20]>()));
+    let amount = u128::from(rng.random_range(1_000_u32..1_000_000)) * 1_000_000_000;
+    // No block is mined while the transfer waits in the pool, and every node answer is lost
+    // until the submission made the operation UNKNOWN.
+    c.node.set_interval_mining(0).await?;
+    c.node_proxy.set_mode(FaultMode::ForwardThenDropResponse);
+    c.node_proxy.drop_connections();
+    let id = approved_withdrawal(tally, c, amount, &to).await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while c.withdrawal(&id).await?.state != pb::WithdrawalState::Unknown as i32 {
+        anyhow::ensure!(tokio::time::Instant::now() < deadline, "never UNKNOWN");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let op: uuid::Uuid = id.parse()?;
+    let pool = c.stack.admin.pool().clone();
+    let ours = |attempts: Vec<(uuid::Uuid, String, String, i64)>| -> Vec<(String, String, i64)> {
+        attempts
+            .into_iter()
+            .filter(|a| a.0 == op)
+            .map(|(_, hash, kind, nonce)| (hash, kind, nonce))
+            .collect()
+    };
+    let signed = ours(opledger_tests::audit::attempts(&pool, c.acme.id).await?);
+    let [(original, _, nonce)] = signed.as_slice() else {
+        anyhow::bail!(
+            "dropped transfer: {} attempts before the drop",
+            signed.len()
+        );
+    };
+    let dropped = c.node.drop_transaction(original).await;
+    c.node_proxy.set_mode(FaultMode::Pass);
+    c.node_proxy.drop_connections();
+    c.node.set_interval_mining(1).await?;
+    anyhow::ensure!(
+        dropped?,
+        "dropped transfer: the submission never reached the pool"
+    );
+
+    tally.converge(c, CONVERGE).await?;
+    tally.audit(c, "dropped transfer").await?;
+    let state = c.withdrawal(&id).await?.state;
+    anyhow::ensure!(
+        state == pb::WithdrawalState::VerifiedNotSent as i32,
+        "dropped transfer ended in state {state}, not VERIFIED_NOT_SENT"
+    );
+    anyhow::ensure!(c.node.balance(&to).await? == 0, "the recipient was paid");
+    let attempts = ours(opledger_tests::audit::attempts(&pool, c.acme.id).await?);
+    let mined: Vec<&(String, String, i64)> = {
+        let mut mined = Vec::new();
+        for attempt in &attempts {
+            let receipt = c
+                .node
+                .rpc("eth_getTransactionReceipt", serde_json::json!([attempt.0]))
+                .await?;
+            if !receipt.is_null() {
+                mined.push(attempt);
+            }
+        }
+        mined
+    };
+    anyhow::ensure!(
+        matches!(mined.as_slice(), [(_, kind, n)] if kind == "CANCEL" && n == nonce),
+        "dropped transfer: mined attempts {:?}, want one CANCEL at the transfer's nonce",
+        mined.iter().map(|a| (&a.1, a.2)).collect::<Vec<_>>()
+    );
+    let (releases,): (i64,) = sqlx::query_as(
+        "SELECT count(*) FROM ledger_entries WHERE tenant_id = $1 AND op_id = $2 \
+         AND kind = 'RELEASE'",
+    )
+    .bind(c.acme.id.as_uuid())
+    .bind(op)
+    .fetch_one(&pool)
+    .await?;
+    anyhow::ensure!(releases == 1, "dropped transfer: {releases} releases");
+    tally.dropped_cancelled += 1;
+    Ok(())
+}
+
 /// One step of the soak, chosen by the seeded generator.
 async fn soak_step(
     tally: &mut Tally,
@@ -360,6 +450,9 @@ async fn fault_harness_every_step_killed_then_a_seeded_soak_leaves_no_violation(
 
     phases.push(("every step killed", started.elapsed()));
 
+    dropped_transfer(&mut tally, &mut c, &mut rng).await?;
+    phases.push(("dropped transfer", started.elapsed()));
+
     let mut held_back = None;
     for step in 0..steps {
         soak_step(&mut tally, &mut c, &mut rng, step, &to, &mut held_back).await?;
@@ -392,7 +485,7 @@ async fn fault_harness_every_step_killed_then_a_seeded_soak_leaves_no_violation(
         "fault harness: seed={seed} operations={} webhooks={} faults: kills={} (failpoints={}, \
          sigkill={}) proxy={} (db cut={} db refused={} node cut={} node faulted={}) reorgs={} \
          duplicate_webhooks={} reordered_webhooks={}; indeterminate={} (had happened={}, \
-         happened on retry={}) unknown_resolved={}; attempts={} submitted={} sends={} \
+         happened on retry={}) unknown_resolved={} dropped_cancelled={}; attempts={} submitted={} sends={} \
          repeated_sends={} most_sends={}; invariant_checks={} violations={} double_payouts={} \
          releases_without_evidence={}",
         tally.ops.len(),
@@ -412,6 +505,7 @@ async fn fault_harness_every_step_killed_then_a_seeded_soak_leaves_no_violation(
         tally.indeterminate_happened,
         tally.indeterminate_now,
         tally.unknown_resolved,
+        tally.dropped_cancelled,
         tally.sends.attempts,
         tally.sends.submitted,
         tally.sends.calls,

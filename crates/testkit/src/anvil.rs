@@ -445,6 +445,13 @@ impl Anvil {
         Ok(())
     }
 
+    /// Sets the block time (`evm_setIntervalMining`): a block every `seconds`, or, with 0, no
+    /// block at all until [`Self::mine`] or the next call (transactions wait in the pool).
+    pub async fn set_interval_mining(&self, seconds: u64) -> anyhow::Result<()> {
+        self.call("evm_setIntervalMining", json!([seconds])).await?;
+        Ok(())
+    }
+
     /// Mines `blocks` blocks now (`anvil_mine`), including pending transactions.
     pub async fn mine(&self, blocks: u64) -> anyhow::Result<()> {
         if blocks > 0 {
