@@ -42,13 +42,7 @@ async fn confirmation_after_three_blocks_settles_the_hold_once() -> anyhow::Resu
     );
     node.mine(1).await?;
     assert_eq!(watcher.tick(64).await.confirmed, 0, "confirmed once");
-    let (settles,): (i64,) = sqlx::query_as(
-        "SELECT count(*) FROM ledger_entries WHERE tenant_id = $1 AND kind = 'SETTLE'",
-    )
-    .bind(acme.id.as_uuid())
-    .fetch_one(stack.admin.pool())
-    .await?;
-    assert_eq!(settles, 1);
+    assert_eq!(stack.entries(acme.id, "SETTLE").await?, 1);
     stack.assert_invariants().await
 }
 
@@ -271,5 +265,63 @@ async fn the_watcher_settles_nothing_while_one_of_its_two_endpoints_lies() -> an
     liar.set_mode(RpcMode::Honest);
     node.mine(1).await?;
     assert_eq!(watcher.tick(64).await.confirmed, 1, "both agree: settled");
+    stack.assert_invariants().await
+}
+
+#[tokio::test]
+async fn of_two_watchers_on_one_database_one_watches_and_the_other_takes_over_when_it_ends()
+-> anyhow::Result<()> {
+    let Chain {
+        stack,
+        acme,
+        node,
+        signer,
+    } = Chain::start().await?;
+    let cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
+    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
+    let first = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
+    let second = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
+    let w = stack.withdraw(&acme, "5000000000000000", BOB).await?;
+    approve(&stack, &acme, &w).await?;
+    assert_eq!(broadcaster.tick(64, 8).await, 1);
+    node.mine(1).await?;
+    assert_eq!(
+        first.tick(64).await.new_heads,
+        1,
+        "the first takes the lease"
+    );
+    assert!(first.leads(NETWORK));
+    // The second reads nothing, from the chain or the store, while the first holds it.
+    for _ in 0..3 {
+        assert_eq!(
+            second.tick(64).await,
+            opledger_broadcaster::watcher::Pass::default()
+        );
+        assert!(!second.leads(NETWORK), "a standby does not fee-bump either");
+    }
+    node.mine(1).await?;
+    assert_eq!(second.tick(64).await.confirmed, 0);
+    assert_eq!(first.tick(64).await.confirmed, 1);
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "CONFIRMED");
+
+    // The first ends (its session with it): the second watches from its next pass.
+    drop(first);
+    let next = stack.withdraw(&acme, "6000000000000000", BOB).await?;
+    approve(&stack, &acme, &next).await?;
+    assert_eq!(broadcaster.tick(64, 8).await, 1);
+    node.mine(2).await?;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut confirmed = 0;
+    while confirmed == 0 {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the second watcher never took over"
+        );
+        confirmed = second.tick(64).await.confirmed;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(second.leads(NETWORK));
+    assert_eq!(stack.state(&next.withdrawal_id).await?, "CONFIRMED");
+    assert_eq!(stack.entries(acme.id, "SETTLE").await?, 2);
     stack.assert_invariants().await
 }

@@ -329,6 +329,54 @@ async fn a_batch_of_confirmations_settles_each_once_and_skips_what_another_worke
         block_number: 7,
         block_hash: format!("0x{:064x}", 0xb10c),
     };
+    // A batch with a refused move, a missing operation or one operation twice writes nothing.
+    let refused = TransitionRequest::new(
+        acme.id,
+        ops[2],
+        S::Broadcast,
+        S::Confirmed,
+        Actor::Signer,
+        "w",
+        "included",
+    );
+    let missing = OperationId::from_uuid(uuid::Uuid::new_v4());
+    let bad_batches = [
+        vec![
+            (confirm(ops[0]), inclusion(ops[0], 0)),
+            (refused, inclusion(ops[2], 2)),
+        ],
+        vec![
+            (confirm(ops[0]), inclusion(ops[0], 0)),
+            (confirm(missing), inclusion(missing, 9)),
+        ],
+        vec![
+            (confirm(ops[0]), inclusion(ops[0], 0)),
+            (confirm(ops[0]), inclusion(ops[0], 1)),
+        ],
+    ];
+    for batch in &bad_batches {
+        let refused = stack.admin.confirm_many(batch).await;
+        assert!(
+            matches!(
+                refused,
+                Err(StoreError::Transition(_)
+                    | StoreError::NotFound { .. }
+                    | StoreError::Corrupt { .. })
+            ),
+            "{refused:?}"
+        );
+        assert_eq!(stack.balance(acme.id, "treasury", "ETH").await?, (700, 300));
+        assert_eq!(stack.count("inclusions", acme.id).await?, 0);
+        assert_eq!(
+            stack
+                .admin
+                .get_withdrawal(acme.id, ops[0])
+                .await?
+                .expect("op")
+                .state,
+            S::Broadcast
+        );
+    }
     // Another worker confirms the second one first.
     stack
         .admin

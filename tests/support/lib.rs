@@ -377,6 +377,18 @@ impl Stack {
         Ok(n)
     }
 
+    /// How many ledger entries of `kind` (HOLD, SETTLE, RELEASE, REOPEN) the tenant has.
+    pub async fn entries(&self, tenant: TenantId, kind: &str) -> anyhow::Result<i64> {
+        let (n,): (i64,) = sqlx::query_as(
+            "SELECT count(*) FROM ledger_entries WHERE tenant_id = $1 AND kind = $2",
+        )
+        .bind(tenant.as_uuid())
+        .bind(kind)
+        .fetch_one(self.admin.pool())
+        .await?;
+        Ok(n)
+    }
+
     /// (available, held) of an account, read directly from the database.
     pub async fn balance(
         &self,

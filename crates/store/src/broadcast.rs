@@ -197,38 +197,40 @@ impl Store {
     }
 
     /// [`Store::confirm`] for several operations in ONE transaction (one durable commit, and the
-    /// balance rows their settlements share are locked once). Each item moves by its own
-    /// conditional update: an item another worker already moved is skipped (`false` in its place)
-    /// and the others still commit. Any other error rolls back every item.
+    /// balance rows their settlements share are locked once), set-based: three statements for
+    /// the whole batch, whatever its size. Each item moves only if its row is still in its `from`
+    /// state: an item another worker already moved is skipped (`false` in its place) and the
+    /// others still commit. Any other error (a refused transition, a missing operation, the same
+    /// operation twice) rolls back every item.
     pub async fn confirm_many(
         &self,
         items: &[(crate::transition::TransitionRequest<'_>, Inclusion)],
     ) -> Result<Vec<bool>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
         // Rows are locked in one order by every batch, so two batches cannot deadlock on them.
         let mut order: Vec<usize> = (0..items.len()).collect();
         order.sort_by_key(|&i| (items[i].0.tenant_id.as_uuid(), items[i].0.op_id.as_uuid()));
-        let mut moved = vec![false; items.len()];
-        let mut effects = Vec::with_capacity(items.len());
+        let sorted: Vec<_> = order.iter().map(|&i| (&items[i].0, &items[i].1)).collect();
         let mut tx = self.pool.begin().await?;
-        for &i in &order {
-            let (request, inclusion) = &items[i];
-            match crate::transition::move_in(&mut tx, request).await {
-                Ok((_, effect)) => effects.push((i, effect)),
-                // Moved by someone else first: nothing of this item is written.
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => return Err(e),
-            }
-            insert_inclusion(&mut tx, inclusion).await?;
-            moved[i] = true;
-        }
-        // The settlements last: the balance rows they share (which every create of the same
-        // source account also needs) are locked for the settlements and the commit only.
-        for (i, effect) in effects {
-            let request = &items[i].0;
-            crate::ledger::apply_hold_effect(&mut tx, request.tenant_id, request.op_id, effect)
-                .await?;
-        }
+        // One statement locks the rows, one moves them with their log rows and inclusions.
+        let moves = crate::transition::move_many_in(&mut tx, &sorted).await?;
+        // The settlements last, in one statement: the balance rows they share (which every
+        // create of the same source account also needs) are locked for the settlements and the
+        // commit only.
+        let effects: Vec<_> = sorted
+            .iter()
+            .zip(&moves)
+            .filter(|(_, (moved, _))| *moved)
+            .map(|((request, _), (_, effect))| (request.tenant_id, request.op_id, *effect))
+            .collect();
+        crate::ledger::apply_hold_effects(&mut tx, &effects).await?;
         tx.commit().await?;
+        let mut moved = vec![false; items.len()];
+        for (&i, (did, _)) in order.iter().zip(&moves) {
+            moved[i] = *did;
+        }
         Ok(moved)
     }
 

@@ -100,11 +100,66 @@ pub(crate) async fn apply_hold_effect(
         return Err(StoreError::HoldMismatch { expected: from });
     }
     // The caller's transaction is still open: a crash here must leave the hold as it was.
+    before_commit(effect);
+    Ok(())
+}
+
+/// The failpoint of a hold effect applied in a transaction not yet committed.
+fn before_commit(effect: HoldEffect) {
     match effect {
         HoldEffect::Release => opledger_failpoint::hit("hold.release_before_commit"),
         HoldEffect::Settle => opledger_failpoint::hit("hold.settle_before_commit"),
         HoldEffect::Reopen => opledger_failpoint::hit("hold.reopen_before_commit"),
         HoldEffect::Keep => {}
+    }
+}
+
+/// [`apply_hold_effect`] for several operations in one statement, in the order given (callers
+/// sort them, so that batches take the shared balance rows' locks in one order); an effect that
+/// finds its hold in the wrong status fails the whole batch ([`StoreError::HoldMismatch`]).
+pub(crate) async fn apply_hold_effects(
+    conn: &mut PgConnection,
+    effects: &[(TenantId, OperationId, HoldEffect)],
+) -> Result<()> {
+    let mut tenants = Vec::with_capacity(effects.len());
+    let mut ops = Vec::with_capacity(effects.len());
+    let mut names = Vec::with_capacity(effects.len());
+    let mut first_from = None;
+    for (tenant_id, op_id, effect) in effects {
+        let (name, from) = match effect {
+            HoldEffect::Keep => continue,
+            HoldEffect::Release => ("RELEASE", "OPEN"),
+            HoldEffect::Settle => ("SETTLE", "OPEN"),
+            HoldEffect::Reopen => ("REOPEN", "SETTLED"),
+        };
+        first_from.get_or_insert(from);
+        tenants.push(tenant_id.as_uuid());
+        ops.push(op_id.as_uuid());
+        names.push(name);
+    }
+    let Some(from) = first_from else {
+        return Ok(());
+    };
+    // unnest ... WITH ORDINALITY yields the rows in array order, and each call runs as its row
+    // is produced: the holds resolve in the order given.
+    let (failed,): (i64,) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE NOT r.ok) FROM ( \
+           SELECT opledger_resolve_hold(e.tenant_id, e.op_id, e.effect) AS ok \
+           FROM unnest($1::uuid[], $2::uuid[], $3::text[]) WITH ORDINALITY \
+             AS e(tenant_id, op_id, effect, n)) r",
+    )
+    .bind(&tenants)
+    .bind(&ops)
+    .bind(&names)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(StoreError::range)?;
+    if failed > 0 {
+        return Err(StoreError::HoldMismatch { expected: from });
+    }
+    // The caller's transaction is still open: a crash here must leave every hold as it was.
+    for (_, _, effect) in effects {
+        before_commit(*effect);
     }
     Ok(())
 }

@@ -136,6 +136,84 @@ impl Drop for PassLock {
     }
 }
 
+/// The class of the advisory locks that elect one watcher per network ("watc" in ASCII).
+const WATCH_LOCK_CLASS: i32 = 0x7761_7463;
+
+/// The lock key of a network: its name folded to 32 bits (FNV-1a). Two networks that share a key
+/// are watched by the same instance, which is harmless.
+fn network_key(network: &str) -> i32 {
+    let hash = network.bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    i32::from_ne_bytes(hash.to_ne_bytes())
+}
+
+/// The lease of one network's watcher among the instances on one database: a session advisory
+/// lock held on a connection of its own. Of several broadcasters only the holder watches the
+/// network and fee-bumps its transfers; the others try again each pass and take over within a
+/// pass once the holder's session ends (it died, its connection was cut, the primary failed
+/// over). Safety never rests on it (every move is a compare-and-swap, each bump is under its
+/// operation's pass lock), only the duplicate chain reads and records do.
+#[derive(Debug)]
+pub struct WatchLease {
+    options: sqlx::postgres::PgConnectOptions,
+    key: i32,
+    /// The lease's own connection (kept while the lease is only tried, so a standby does not
+    /// open a session every pass), and whether its session holds the lock.
+    conn: tokio::sync::Mutex<Option<(sqlx::PgConnection, bool)>>,
+}
+
+impl Store {
+    /// The watcher lease of `network` on this store's database (not yet taken).
+    pub fn watch_lease(&self, network: &str) -> WatchLease {
+        WatchLease {
+            options: (*self.pool.connect_options()).clone(),
+            key: network_key(network),
+            conn: tokio::sync::Mutex::new(None),
+        }
+    }
+}
+
+impl WatchLease {
+    /// Whether this instance holds the lease now: kept (its session still answers, and a
+    /// session advisory lock lasts as long as its session), or taken now without waiting. False
+    /// while another instance holds it, and when the database cannot be reached (nothing is
+    /// watched without the store anyway). One query.
+    pub async fn hold(&self) -> bool {
+        use sqlx::Connection as _;
+        let mut slot = self.conn.lock().await;
+        if slot.is_none() {
+            let Ok(fresh) = sqlx::PgConnection::connect_with(&self.options).await else {
+                return false;
+            };
+            *slot = Some((fresh, false));
+        }
+        let Some((conn, held)) = slot.as_mut() else {
+            return false;
+        };
+        let answer: std::result::Result<(bool,), sqlx::Error> = if *held {
+            sqlx::query_as("SELECT true").fetch_one(&mut *conn).await
+        } else {
+            sqlx::query_as("SELECT pg_try_advisory_lock($1, $2)")
+                .bind(WATCH_LOCK_CLASS)
+                .bind(self.key)
+                .fetch_one(&mut *conn)
+                .await
+        };
+        match answer {
+            Ok((now,)) => {
+                *held = now;
+                now
+            }
+            Err(_) => {
+                // The session is gone, and with it any lock it held: a new one next pass.
+                *slot = None;
+                false
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,5 +227,12 @@ mod tests {
         assert_ne!(key(tenant, op), key(tenant, next));
         assert_ne!(key(tenant, op), key(other, op));
         assert_eq!(key(tenant, op), key(tenant, op));
+    }
+
+    #[test]
+    fn network_keys_are_stable_and_differ_by_name() {
+        assert_eq!(network_key("anvil"), network_key("anvil"));
+        assert_ne!(network_key("anvil"), network_key("ethereum-mainnet"));
+        assert_ne!(network_key(""), network_key("a"));
     }
 }

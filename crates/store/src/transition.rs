@@ -185,3 +185,125 @@ pub(crate) async fn move_in(
     };
     Ok((Transitioned { version }, effect))
 }
+
+/// A batch of plain moves (each made by [`TransitionRequest::new`]: no hash or lease condition,
+/// no lease, no transaction reference) inside the caller's transaction, set-based: each request is
+/// checked against the transition table and its actor first, any refusal failing the batch before
+/// the database is touched; then one statement locks the operation rows in (tenant, operation)
+/// order and one moves every row still in its `from` state, writing the transition-log rows and,
+/// for each moved operation, `then_insert`'s inclusion in the same statement. Returns, per
+/// request, whether it moved and the ledger effect left for the caller to apply. An operation that
+/// is not there is [`StoreError::NotFound`]; two requests for one operation are refused as
+/// [`StoreError::Corrupt`] (the caller sends each once).
+pub(crate) async fn move_many_in(
+    conn: &mut PgConnection,
+    requests: &[(&TransitionRequest<'_>, &crate::broadcast::Inclusion)],
+) -> Result<Vec<(bool, HoldEffect)>> {
+    let mut effects = Vec::with_capacity(requests.len());
+    for (request, _) in requests {
+        let plain = request.expected_hash.is_none()
+            && request.lease_guard == LeaseGuard::Any
+            && request.lease_for.is_none()
+            && request.signed_tx_ref.is_none();
+        if !plain {
+            return Err(StoreError::Corrupt {
+                what: "batched transition with a condition",
+            });
+        }
+        effects.push(check_transition(request.from, request.to, request.actor)?);
+    }
+    let keys: std::collections::BTreeSet<(uuid::Uuid, uuid::Uuid)> = requests
+        .iter()
+        .map(|(r, _)| (r.tenant_id.as_uuid(), r.op_id.as_uuid()))
+        .collect();
+    if keys.len() != requests.len() {
+        return Err(StoreError::Corrupt {
+            what: "an operation twice in one batch",
+        });
+    }
+    let tenants: Vec<uuid::Uuid> = requests
+        .iter()
+        .map(|(r, _)| r.tenant_id.as_uuid())
+        .collect();
+    let ops: Vec<uuid::Uuid> = requests.iter().map(|(r, _)| r.op_id.as_uuid()).collect();
+    // Every batch locks its rows in one order, so two batches cannot deadlock on them.
+    let (found,): (i64,) = sqlx::query_as(
+        "SELECT count(*) FROM (SELECT 1 FROM withdrawal_ops o \
+           WHERE o.tenant_id = ANY ($1) \
+             AND (o.tenant_id, o.op_id) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[])) \
+           ORDER BY o.tenant_id, o.op_id FOR UPDATE) locked",
+    )
+    .bind(&tenants)
+    .bind(&ops)
+    .fetch_one(&mut *conn)
+    .await?;
+    if usize::try_from(found).ok() != Some(requests.len()) {
+        return Err(StoreError::NotFound { what: "operation" });
+    }
+    let text = |f: &dyn Fn(&TransitionRequest<'_>) -> String| -> Vec<String> {
+        requests.iter().map(|(r, _)| f(r)).collect()
+    };
+    let blocks = requests
+        .iter()
+        .map(|(_, i)| {
+            i64::try_from(i.block_number).map_err(|_| StoreError::Corrupt { what: "block" })
+        })
+        .collect::<Result<Vec<i64>>>()?;
+    let moved: Vec<(uuid::Uuid, uuid::Uuid)> = sqlx::query_as(
+        "WITH i AS ( \
+           SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], \
+             $6::text[], $7::text[], $8::text[], $9::bigint[], $10::text[]) \
+             AS i(tenant_id, op_id, from_state, to_state, actor, actor_id, reason, tx_hash, \
+               block_number, block_hash)), \
+         moved AS ( \
+           UPDATE withdrawal_ops o SET state = i.to_state, version = o.version + 1, \
+             updated_at = now(), last_actor = i.actor, lease_owner = NULL, \
+             lease_expires_at = NULL \
+           FROM i WHERE o.tenant_id = i.tenant_id AND o.op_id = i.op_id \
+             AND o.state = i.from_state \
+           RETURNING o.tenant_id, o.op_id, o.version, i.from_state, i.to_state, i.actor, \
+             i.actor_id, i.reason, i.tx_hash, i.block_number, i.block_hash), \
+         logged AS ( \
+           INSERT INTO operation_transitions \
+             (tenant_id, op_id, from_state, to_state, actor, actor_id, reason, version) \
+           SELECT tenant_id, op_id, from_state, to_state, actor, actor_id, reason, version \
+           FROM moved), \
+         included AS ( \
+           INSERT INTO inclusions (tenant_id, op_id, tx_hash, block_number, block_hash) \
+           SELECT tenant_id, op_id, tx_hash, block_number, block_hash FROM moved) \
+         SELECT tenant_id, op_id FROM moved",
+    )
+    .bind(&tenants)
+    .bind(&ops)
+    .bind(text(&|r| r.from.as_str().to_owned()))
+    .bind(text(&|r| r.to.as_str().to_owned()))
+    .bind(text(&|r| r.actor.as_str().to_owned()))
+    .bind(text(&|r| r.actor_id.to_owned()))
+    .bind(text(&|r| r.reason.to_owned()))
+    .bind(
+        requests
+            .iter()
+            .map(|(_, i)| i.tx_hash.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(blocks)
+    .bind(
+        requests
+            .iter()
+            .map(|(_, i)| i.block_hash.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let moved: std::collections::BTreeSet<(uuid::Uuid, uuid::Uuid)> = moved.into_iter().collect();
+    Ok(requests
+        .iter()
+        .zip(effects)
+        .map(|((r, _), effect)| {
+            (
+                moved.contains(&(r.tenant_id.as_uuid(), r.op_id.as_uuid())),
+                effect,
+            )
+        })
+        .collect())
+}

@@ -81,7 +81,8 @@ fn pass_connections(concurrency: usize) -> u32 {
         .saturating_add(1)
 }
 
-/// A chain watcher for `config` over `store`.
+/// A chain watcher for `config` over `store`, watching each network while it holds the
+/// network's lease on the database (one watcher per network among the instances).
 pub fn watcher(config: &Config, store: Store) -> Result<watcher::Watcher, StartError> {
     let timeout = Duration::from_millis(config.submit_timeout_ms);
     let mut networks = HashMap::new();
@@ -115,7 +116,8 @@ pub fn watcher(config: &Config, store: Store) -> Result<watcher::Watcher, StartE
             operations: config.owner.clone(),
             security: config.security_owner.clone(),
         },
-    ))
+    )
+    .with_leases())
 }
 
 /// Connects the store, starts the worker and serves health until Ctrl-C or SIGTERM.
@@ -170,7 +172,7 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     let watch = tokio::spawn(async move {
         loop {
             chain.tick(watch_batch).await;
-            for network in &networks {
+            for network in networks.iter().filter(|n| chain.leads(n)) {
                 bumper.bump_stuck(network, bump_after, batch).await;
             }
             tokio::select! {

@@ -19,6 +19,7 @@ use opledger_domain::state::{Actor, OperationState};
 use opledger_evm::evidence::StoredAttempt;
 use opledger_grpc::telemetry;
 use opledger_store::broadcast::{Inclusion, Watching};
+use opledger_store::pass::WatchLease;
 use opledger_store::transition::TransitionRequest;
 use opledger_store::{Store, StoreError};
 use std::collections::HashMap;
@@ -52,6 +53,11 @@ pub struct Watcher {
     worker_id: String,
     owners: Owners,
     last_pin: Mutex<HashMap<String, BlockRef>>,
+    /// With several instances on one database: each network's lease (only its holder watches
+    /// the network); `None` watches every network.
+    leases: Option<HashMap<String, WatchLease>>,
+    /// The networks whose lease this instance held at its latest pass.
+    leading: Mutex<HashMap<String, bool>>,
 }
 
 /// What a watcher pass did.
@@ -107,7 +113,45 @@ impl Watcher {
             worker_id,
             owners,
             last_pin: Mutex::new(HashMap::new()),
+            leases: None,
+            leading: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Watches each network only while this instance holds its lease on the store's database
+    /// ([`WatchLease`]): of several broadcasters on one database one watches (and fee-bumps)
+    /// each network, and another takes over within a pass of its end.
+    pub fn with_leases(mut self) -> Watcher {
+        self.leases = Some(
+            self.networks
+                .keys()
+                .map(|network| (network.clone(), self.store.watch_lease(network)))
+                .collect(),
+        );
+        self
+    }
+
+    /// Whether this instance watched `network` at its latest pass (always, without leases): the
+    /// fee bumps of its stuck transfers follow the same lease.
+    pub fn leads(&self, network: &str) -> bool {
+        if self.leases.is_none() {
+            return true;
+        }
+        self.leading
+            .lock()
+            .is_ok_and(|leading| leading.get(network).copied().unwrap_or(false))
+    }
+
+    /// Takes or keeps `network`'s lease (true without leases), and remembers the answer.
+    async fn lead(&self, network: &str) -> bool {
+        let Some(lease) = self.leases.as_ref().and_then(|l| l.get(network)) else {
+            return true;
+        };
+        let held = lease.hold().await;
+        if let Ok(mut leading) = self.leading.lock() {
+            leading.insert(network.to_owned(), held);
+        }
+        held
     }
 
     /// One pass: for each network whose agreed head moved, checks recent inclusions for
@@ -115,6 +159,9 @@ impl Watcher {
     pub async fn tick(&self, limit: u32) -> Pass {
         let mut pass = Pass::default();
         for (network, watched) in &self.networks {
+            if !self.lead(network).await {
+                continue;
+            }
             let mut clock = std::time::Instant::now();
             let mut lap = |stage: &mut std::time::Duration| {
                 let now = std::time::Instant::now();
