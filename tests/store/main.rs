@@ -4,5 +4,6 @@
 mod claims;
 mod distribution;
 mod immutability;
+mod pass;
 mod roles;
 mod transitions;

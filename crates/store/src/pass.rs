@@ -2,11 +2,11 @@
 //!
 //! Broadcasters read the due queue without locking it ([`Store::next_due`]), so two replicas
 //! often pick the same operation. Before its pass, a broadcaster takes the operation's session
-//! advisory lock on a connection of its own ([`PassLocks::try_lock`]) and reads the state under
-//! it: a pass another broadcaster holds is skipped, and the state a finished one left is the one
-//! the next pass starts from, so only one replica calls the signer and submits the signed bytes;
-//! a fee bump takes the same lock and checks the latest attempt's age under it, so two replicas'
-//! watchers never bump one transfer together.
+//! advisory lock on a connection of its own ([`PassLocks::try_lock`], one round trip through
+//! `opledger_pass_lock`) and reads the state under it: a pass another broadcaster holds is
+//! skipped, and the state a finished one left is the one the next pass starts from, so only one
+//! replica calls the signer and submits the signed bytes; a fee bump takes the same lock and
+//! checks the latest attempt's age under it, so two replicas never bump one transfer together.
 //! The lock ends with its session: a broadcaster that dies (or whose connection is cut) loses it
 //! at once, and a pass that ends without [`PassLock::release`] closes its connection. Nothing here
 //! changes an operation; safety never rests on it (signing is idempotent, only stored bytes are
@@ -21,6 +21,9 @@ use sqlx::{PgPool, Postgres};
 
 /// The class of the two-key advisory locks of broadcaster passes ("opld" in ASCII).
 const PASS_LOCK_CLASS: i32 = 0x6f70_6c64;
+
+/// What `opledger_pass_lock` answers: taken, and then the state and the latest attempt's age.
+type LockRow = (bool, Option<String>, Option<f64>);
 
 /// Connections that hold pass locks: one per pass in flight.
 #[derive(Debug, Clone)]
@@ -71,59 +74,65 @@ impl PassLocks {
     ) -> Result<Option<PassLock>> {
         let mut conn = self.pool.acquire().await?;
         let key = key(tenant_id, op_id);
-        let (locked,): (bool,) = sqlx::query_as("SELECT pg_try_advisory_lock($1, $2)")
-            .bind(PASS_LOCK_CLASS)
-            .bind(key)
-            .fetch_one(&mut *conn)
-            .await?;
-        if !locked {
-            return Ok(None);
-        }
-        // From here on the guard owns the session's lock: any failure closes the connection.
-        let mut lock = PassLock {
-            conn: Some(conn),
-            key,
-            state: OperationState::Requested,
-            latest_attempt_age: None,
-        };
-        let Some(conn) = lock.conn.as_mut() else {
-            return Ok(None);
-        };
-        let found: Option<(String, Option<f64>)> = sqlx::query_as(
-            "SELECT o.state, (SELECT extract(epoch FROM now() - max(a.created_at))::float8 \
-               FROM tx_attempts a WHERE a.tenant_id = o.tenant_id AND a.op_id = o.op_id) \
-             FROM withdrawal_ops o WHERE o.tenant_id = $1 AND o.op_id = $2",
+        // One round trip: the lock, and the state read after it (migration 20).
+        let found: std::result::Result<Option<LockRow>, sqlx::Error> = sqlx::query_as(
+            "SELECT locked, state, attempt_age FROM opledger_pass_lock($1, $2, $3, $4)",
         )
+        .bind(PASS_LOCK_CLASS)
+        .bind(key)
         .bind(tenant_id.as_uuid())
         .bind(op_id.as_uuid())
-        .fetch_optional(&mut **conn)
-        .await?;
-        let Some((state, age)) = found else {
-            return Err(StoreError::NotFound { what: "operation" });
+        .fetch_optional(&mut *conn)
+        .await;
+        let (state, age) = match found {
+            Ok(Some((false, _, _))) => return Ok(None),
+            Ok(Some((true, Some(state), age))) => (state, age),
+            failed => {
+                // The lock may be held with nothing to show for it: ending the session ends it.
+                conn.close_on_drop();
+                return Err(match failed {
+                    Err(e) => e.into(),
+                    Ok(None) => StoreError::NotFound { what: "operation" },
+                    Ok(Some(_)) => StoreError::Corrupt { what: "state" },
+                });
+            }
         };
-        lock.state = state
-            .parse()
-            .map_err(|_| StoreError::Corrupt { what: "state" })?;
-        lock.latest_attempt_age = age.map(|secs| std::time::Duration::from_secs_f64(secs.max(0.0)));
-        Ok(Some(lock))
+        let state = match state.parse() {
+            Ok(state) => state,
+            Err(_) => {
+                conn.close_on_drop();
+                return Err(StoreError::Corrupt { what: "state" });
+            }
+        };
+        Ok(Some(PassLock {
+            conn: Some(conn),
+            key,
+            state,
+            latest_attempt_age: age.map(|secs| std::time::Duration::from_secs_f64(secs.max(0.0))),
+        }))
     }
 }
 
 impl PassLock {
     /// Gives the lock back and its connection to the pool (closed instead, if unlocking fails).
+    /// The unlock runs in the background: the pass is over, and until the unlock lands another
+    /// pass of the same operation is only skipped, never wrong.
     pub async fn release(mut self) {
         let Some(mut conn) = self.conn.take() else {
             return;
         };
-        let unlocked: std::result::Result<(bool,), sqlx::Error> =
-            sqlx::query_as("SELECT pg_advisory_unlock($1, $2)")
-                .bind(PASS_LOCK_CLASS)
-                .bind(self.key)
-                .fetch_one(&mut *conn)
-                .await;
-        if !matches!(unlocked, Ok((true,))) {
-            conn.close_on_drop();
-        }
+        let key = self.key;
+        tokio::spawn(async move {
+            let unlocked: std::result::Result<(bool,), sqlx::Error> =
+                sqlx::query_as("SELECT pg_advisory_unlock($1, $2)")
+                    .bind(PASS_LOCK_CLASS)
+                    .bind(key)
+                    .fetch_one(&mut *conn)
+                    .await;
+            if !matches!(unlocked, Ok((true,))) {
+                conn.close_on_drop();
+            }
+        });
     }
 }
 
