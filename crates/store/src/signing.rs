@@ -659,13 +659,20 @@ impl Store {
     /// seeing acknowledged a commit that was made after the attempts' own commit (their signing
     /// commit, or a probe: [`Store::release_held`]): with synchronous replication that proves
     /// they reached the standby. Releasing is idempotent.
+    ///
+    /// The release itself commits asynchronously (`synchronous_commit` off for its own
+    /// transaction only): it waits for no flush and no standby. Its durability does not matter,
+    /// only that of the attempts it releases, which is already proven: a release lost in a crash
+    /// or a promotion leaves the attempt held back until the sweep probes and releases it again,
+    /// and bytes sent under a lost release are the same stored bytes, sent again at most.
     pub async fn release(&self, keys: &[(TenantId, OperationId, u32)]) -> Result<()> {
         if keys.is_empty() {
             return Ok(());
         }
         let (tenants, ops, numbers) = unzip_attempt_keys(keys)?;
         sqlx::query(
-            "UPDATE attempt_releases SET released_at = now() \
+            "WITH quick AS (SELECT set_config('synchronous_commit', 'off', true)) \
+             UPDATE attempt_releases SET released_at = now() FROM quick \
              WHERE (tenant_id, op_id, attempt) IN \
                    (SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int4[])) \
                AND released_at IS NULL",
