@@ -2,7 +2,7 @@
 //! its decoded, signature-recovered bytes ([`opledger_domain::evidence::role_of`]), checked against
 //! its stored kind.
 
-use crate::signer::decode;
+use crate::signer::{DecodedTransaction, decode};
 use alloy_primitives::{Address, B256, keccak256};
 use opledger_domain::evidence::{
     AttemptDefect, ContentMismatch, ExpectedTransfer, Role, StoredKind, parse_address, role_of,
@@ -18,19 +18,33 @@ pub fn roles(
     destination: &str,
     amount: u128,
 ) -> Vec<Result<Role, AttemptDefect>> {
+    let decoded: Vec<Option<DecodedTransaction>> =
+        attempts.iter().map(|(raw, _)| decode(raw).ok()).collect();
+    let kinds: Vec<StoredKind> = attempts.iter().map(|(_, kind)| *kind).collect();
+    roles_of(&decoded, &kinds, destination, amount)
+}
+
+/// [`roles`] of attempts already decoded (`None`: undecodable), each signature recovered once.
+fn roles_of(
+    decoded: &[Option<DecodedTransaction>],
+    kinds: &[StoredKind],
+    destination: &str,
+    amount: u128,
+) -> Vec<Result<Role, AttemptDefect>> {
     let defect = AttemptDefect::Content(ContentMismatch::Neither);
-    let original = attempts
+    let original = decoded
         .first()
-        .and_then(|(raw, _)| decode(raw).ok())
+        .and_then(Option::as_ref)
         .map(|d| d.content());
     let (Some(original), Some(recipient)) = (original, parse_address(destination)) else {
-        return attempts.iter().map(|_| Err(defect)).collect();
+        return decoded.iter().map(|_| Err(defect)).collect();
     };
     let expected = ExpectedTransfer::from_original(&original, recipient, amount);
-    attempts
+    decoded
         .iter()
-        .map(|(raw, kind)| {
-            let decoded = decode(raw).map_err(|_| defect)?;
+        .zip(kinds)
+        .map(|(decoded, kind)| {
+            let decoded = decoded.as_ref().ok_or(defect)?;
             let role = role_of(&decoded.content(), &expected)?;
             Ok(kind.check(role)?)
         })
@@ -64,9 +78,12 @@ pub struct Judged {
 /// sender. An attempt whose stored hash is not the hash of its bytes is a defect: receipts are
 /// never looked up by a hash the row merely claims.
 pub fn judge(attempts: &[StoredAttempt<'_>], destination: &str, amount: u128) -> Judged {
-    let raws: Vec<(&[u8], StoredKind)> = attempts.iter().map(|a| (a.raw, a.kind)).collect();
+    // Each attempt decoded (and its signature recovered, the costly part) once.
+    let decoded: Vec<Option<DecodedTransaction>> =
+        attempts.iter().map(|a| decode(a.raw).ok()).collect();
+    let kinds: Vec<StoredKind> = attempts.iter().map(|a| a.kind).collect();
     let hashes: Vec<B256> = attempts.iter().map(|a| keccak256(a.raw)).collect();
-    let roles = roles(&raws, destination, amount)
+    let roles = roles_of(&decoded, &kinds, destination, amount)
         .into_iter()
         .zip(attempts.iter().zip(&hashes))
         .map(|(role, (a, hash))| {
@@ -77,15 +94,77 @@ pub fn judge(attempts: &[StoredAttempt<'_>], destination: &str, amount: u128) ->
             }
         })
         .collect();
-    let sender = attempts
-        .first()
-        .and_then(|a| decode(a.raw).ok())
-        .map(|d| d.from);
+    let sender = decoded.first().and_then(Option::as_ref).map(|d| d.from);
     Judged {
         roles,
         hashes,
         sender,
     }
+}
+
+/// [`judge`] across passes: a judgement is kept for as long as its key's inputs (every attempt's
+/// bytes, stored kind and stored hash, the recipient and the amount) stay byte for byte the same,
+/// checked by a digest of them each time, so each attempt's signature is recovered once rather
+/// than once per pass. What a pass did not judge is forgotten at [`Judgements::end_pass`].
+#[derive(Debug)]
+pub struct Judgements<K> {
+    kept: std::collections::HashMap<K, (B256, Judged)>,
+    seen: std::collections::HashMap<K, (B256, Judged)>,
+}
+
+impl<K> Default for Judgements<K> {
+    fn default() -> Self {
+        Judgements {
+            kept: std::collections::HashMap::new(),
+            seen: std::collections::HashMap::new(),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Clone> Judgements<K> {
+    /// [`judge`] of these inputs, reused when `key`'s inputs are unchanged since it was judged.
+    pub fn judge(
+        &mut self,
+        key: &K,
+        attempts: &[StoredAttempt<'_>],
+        destination: &str,
+        amount: u128,
+    ) -> Judged {
+        let digest = digest(attempts, destination, amount);
+        let judged = match self.kept.remove(key).or_else(|| self.seen.remove(key)) {
+            Some((kept, judged)) if kept == digest => judged,
+            _ => judge(attempts, destination, amount),
+        };
+        self.seen.insert(key.clone(), (digest, judged.clone()));
+        judged
+    }
+
+    /// Forgets the judgements of keys not judged since the previous call.
+    pub fn end_pass(&mut self) {
+        self.kept = std::mem::take(&mut self.seen);
+    }
+}
+
+/// A digest of everything [`judge`] reads, each part length-prefixed.
+fn digest(attempts: &[StoredAttempt<'_>], destination: &str, amount: u128) -> B256 {
+    let mut bytes =
+        Vec::with_capacity(64 + attempts.iter().map(|a| a.raw.len() + 96).sum::<usize>());
+    let mut part = |b: &[u8]| {
+        bytes.extend_from_slice(&u64::try_from(b.len()).unwrap_or(u64::MAX).to_le_bytes());
+        bytes.extend_from_slice(b);
+    };
+    part(destination.as_bytes());
+    part(&amount.to_le_bytes());
+    for a in attempts {
+        part(a.raw);
+        part(a.tx_hash.as_bytes());
+        part(&[match a.kind {
+            StoredKind::Original => 0,
+            StoredKind::FeeBump => 1,
+            StoredKind::Cancel => 2,
+        }]);
+    }
+    keccak256(&bytes)
 }
 
 #[cfg(test)]
@@ -132,6 +211,57 @@ mod tests {
             vec![signed.hash],
             "the bytes' hash is asked, not the row's"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn a_kept_judgement_is_reused_only_for_the_same_inputs_and_forgotten_when_unseen()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let key = LocalKey::from_secret_bytes(Zeroizing::new([9_u8; 32]))?;
+        let to: Address = "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc".parse()?;
+        let request = TransferRequest {
+            chain_id: 31337,
+            nonce: 3,
+            to,
+            kind: TransferKind::Native {
+                value: U256::from(700_u64),
+            },
+            gas_limit: 21_000,
+            max_fee_per_gas: 2,
+            max_priority_fee_per_gas: 1,
+        };
+        let signed = sign(&request, &key)?;
+        let hash = format!("{:#x}", signed.hash);
+        let destination = format!("{to:#x}");
+        let attempt = |kind| StoredAttempt {
+            raw: &signed.raw,
+            kind,
+            tx_hash: &hash,
+        };
+        let mut kept = Judgements::default();
+        let fresh = |kind, amount| judge(&[attempt(kind)], &destination, amount);
+        let same = |j: &Judged, k: &Judged| {
+            j.roles == k.roles && j.hashes == k.hashes && j.sender == k.sender
+        };
+        let first = kept.judge(&1, &[attempt(StoredKind::Original)], &destination, 700);
+        assert!(same(&first, &fresh(StoredKind::Original, 700)));
+        kept.end_pass();
+        // Same inputs: the same judgement. Another amount or kind: judged again, not reused.
+        let again = kept.judge(&1, &[attempt(StoredKind::Original)], &destination, 700);
+        assert!(same(&again, &first));
+        let other_amount = kept.judge(&1, &[attempt(StoredKind::Original)], &destination, 701);
+        assert!(same(&other_amount, &fresh(StoredKind::Original, 701)));
+        assert!(other_amount.roles[0].is_err(), "not the approved amount");
+        let relabelled = kept.judge(&1, &[attempt(StoredKind::Cancel)], &destination, 701);
+        assert!(
+            relabelled.roles[0].is_err(),
+            "a transfer stored as a cancel"
+        );
+        kept.end_pass();
+        assert_eq!(kept.kept.len(), 1);
+        // A pass that does not judge key 1 forgets it.
+        kept.end_pass();
+        assert!(kept.kept.is_empty());
         Ok(())
     }
 }

@@ -229,7 +229,7 @@ pub(crate) async fn move_many_in(
     // Every batch locks its rows in one order, so two batches cannot deadlock on them.
     let (found,): (i64,) = sqlx::query_as(
         "SELECT count(*) FROM (SELECT 1 FROM withdrawal_ops o \
-           WHERE o.tenant_id = ANY ($1) \
+           WHERE o.tenant_id = ANY ($1) AND o.op_id = ANY ($2) \
              AND (o.tenant_id, o.op_id) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[])) \
            ORDER BY o.tenant_id, o.op_id FOR UPDATE) locked",
     )

@@ -16,7 +16,7 @@ use opledger_domain::evidence::{
 };
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::state::{Actor, OperationState};
-use opledger_evm::evidence::StoredAttempt;
+use opledger_evm::evidence::{Judgements, StoredAttempt};
 use opledger_grpc::telemetry;
 use opledger_store::broadcast::{Inclusion, Watching};
 use opledger_store::pass::WatchLease;
@@ -58,6 +58,9 @@ pub struct Watcher {
     leases: Option<HashMap<String, WatchLease>>,
     /// The networks whose lease this instance held at its latest pass.
     leading: Mutex<HashMap<String, bool>>,
+    /// The attempts' judgements of the latest pass, reused while their bytes are unchanged (each
+    /// signature recovered once, not once per pass).
+    judgements: Mutex<HashMap<String, Judgements<(TenantId, OperationId)>>>,
 }
 
 /// What a watcher pass did.
@@ -115,6 +118,7 @@ impl Watcher {
             last_pin: Mutex::new(HashMap::new()),
             leases: None,
             leading: Mutex::new(HashMap::new()),
+            judgements: Mutex::new(HashMap::new()),
         }
     }
 
@@ -196,7 +200,7 @@ impl Watcher {
                     continue;
                 }
             };
-            let judged = judge_all(watching, &pinned).await;
+            let judged = judge_all(watching, &pinned, network, &self.judgements).await;
             lap(&mut pass.stages.read);
             let judged = self.still_current(network, judged).await;
             let hinted: Vec<(TenantId, OperationId)> = judged
@@ -495,23 +499,13 @@ impl Watcher {
 
 /// The verdicts on `ops` at `pinned`, and the watcher's steps: the chain is read for all of them
 /// at once (a few batched requests per endpoint, not one per operation).
-async fn judge_all(ops: Vec<Watching>, pinned: &Pinned) -> Vec<Judged> {
-    let prepared: Vec<(Watching, opledger_evm::evidence::Judged)> = ops
-        .into_iter()
-        .map(|op| {
-            let stored: Vec<StoredAttempt<'_>> = op
-                .attempts
-                .iter()
-                .map(|a| StoredAttempt {
-                    raw: &a.signed.raw_tx,
-                    kind: a.signed.kind.stored(),
-                    tx_hash: &a.signed.tx_hash,
-                })
-                .collect();
-            let judged = opledger_evm::evidence::judge(&stored, &op.destination, op.amount);
-            (op, judged)
-        })
-        .collect();
+async fn judge_all(
+    ops: Vec<Watching>,
+    pinned: &Pinned,
+    network: &str,
+    judgements: &Mutex<HashMap<String, Judgements<(TenantId, OperationId)>>>,
+) -> Vec<Judged> {
+    let prepared = judge_attempts(ops, network, judgements);
     // One query per operation that has an original attempt and a decodable sender, in order.
     let queries: Vec<Query> = prepared
         .iter()
@@ -554,6 +548,42 @@ async fn judge_all(ops: Vec<Watching>, pinned: &Pinned) -> Vec<Judged> {
             }
         })
         .collect()
+}
+
+/// Each operation of `network` with the judgement of its attempts (kept from the network's last
+/// pass where unchanged).
+fn judge_attempts(
+    ops: Vec<Watching>,
+    network: &str,
+    judgements: &Mutex<HashMap<String, Judgements<(TenantId, OperationId)>>>,
+) -> Vec<(Watching, opledger_evm::evidence::Judged)> {
+    let mut all = judgements
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let kept = all.entry(network.to_owned()).or_default();
+    let prepared: Vec<(Watching, opledger_evm::evidence::Judged)> = ops
+        .into_iter()
+        .map(|op| {
+            let stored: Vec<StoredAttempt<'_>> = op
+                .attempts
+                .iter()
+                .map(|a| StoredAttempt {
+                    raw: &a.signed.raw_tx,
+                    kind: a.signed.kind.stored(),
+                    tx_hash: &a.signed.tx_hash,
+                })
+                .collect();
+            let judged = kept.judge(
+                &(op.tenant_id, op.op_id),
+                &stored,
+                &op.destination,
+                op.amount,
+            );
+            (op, judged)
+        })
+        .collect();
+    kept.end_pass();
+    prepared
 }
 
 /// The inclusion row for attempt `attempt` of `op` at `inclusion`.
