@@ -4,6 +4,7 @@
 //! state and hold unchanged. The suite ends with one line: attempts tried, refused, signed.
 
 mod forge;
+mod gate;
 
 use forge::Outcome;
 
