@@ -230,5 +230,70 @@ async fn gate(
         node.nonce(HOT_WALLET, "latest").await? == 1,
         "one transaction"
     );
-    stack.assert_invariants().await
+    stack.assert_invariants().await?;
+    // Its sweep would probe (and lock) the row the check below holds back.
+    drop(signer);
+    release_waits_for_no_standby(stack, acme, op_id, cluster).await
+}
+
+/// The release itself commits asynchronously (docs/serialization.md): with the standby missing
+/// again, an ordinary commit of this database waits, and a release of a held-back attempt by the
+/// signer's own login does not.
+async fn release_waits_for_no_standby(
+    stack: &Stack,
+    acme: &opledger_tests::Tenant,
+    op_id: uuid::Uuid,
+    cluster: &PgPool,
+) -> anyhow::Result<()> {
+    use sqlx::Connection as _;
+    // Held back again (only the owner, bypassing triggers, can; its own commit asynchronous).
+    let mut owner = sqlx::PgConnection::connect(&stack.db.url).await?;
+    let mut tx = owner.begin().await?;
+    sqlx::query("SET LOCAL session_replication_role = replica")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("SET LOCAL synchronous_commit = off")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("UPDATE attempt_releases SET released_at = NULL WHERE op_id = $1")
+        .bind(op_id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    set_standby(cluster, Some(ABSENT_STANDBY)).await?;
+    let signer = opledger_store::Store::connect(
+        &opledger_tests::signer::signer_url(&stack.db).await?,
+        opledger_store::StoreConfig::default(),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("signer login: {}", e.log_safe()))?;
+    // An ordinary commit on a new session waits for the standby that is not there.
+    let mut plain = sqlx::PgConnection::connect(&stack.db.url).await?;
+    let waited = tokio::time::timeout(
+        Duration::from_millis(500),
+        sqlx::query("CREATE TEMP TABLE gate_probe (x int)").execute(&mut plain),
+    )
+    .await;
+    anyhow::ensure!(
+        waited.is_err(),
+        "a synchronous commit did not wait: {waited:?}"
+    );
+    let key = (
+        acme.id,
+        opledger_domain::ids::OperationId::from_uuid(op_id),
+        1,
+    );
+    let released = tokio::time::timeout(Duration::from_secs(5), signer.release(&[key])).await;
+    set_standby(cluster, None).await?;
+    anyhow::ensure!(
+        matches!(released, Ok(Ok(()))),
+        "the release waited for the standby: {released:?}"
+    );
+    let (at,): (Option<chrono::DateTime<chrono::Utc>>,) =
+        sqlx::query_as("SELECT released_at FROM attempt_releases WHERE op_id = $1")
+            .bind(op_id)
+            .fetch_one(stack.admin.pool())
+            .await?;
+    anyhow::ensure!(at.is_some(), "released");
+    Ok(())
 }
