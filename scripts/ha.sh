@@ -93,15 +93,6 @@ haproxy_bin() {
 
 # --- running as the topology's owner ---------------------------------------------------------
 
-# Runs a command as the user owning DIR (ourselves, or $PG_OS_USER as root), in DIR, without
-# the lock on fd 9.
-as_owner() {
-    if is_root; then
-        (cd "$DIR" && runuser -u "$PG_OS_USER" -- "$@") 9>&-
-    else
-        (cd "$DIR" && "$@") 9>&-
-    fi
-}
 
 # Starts a daemon as the owner in its own session: PIDFILE gets the daemon's own pid (the shell
 # writes its pid, then execs the command), LOGFILE its output.

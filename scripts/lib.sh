@@ -68,3 +68,16 @@ s.close()' 2>/dev/null)" && [[ -n "$port" ]]; then
 port_in_use() {
     (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
+
+# Runs a command as the user that owns the caller's DIR (a cluster or an HA topology): ourselves,
+# or $PG_OS_USER when we are root (PostgreSQL refuses to run as root). The working directory is
+# DIR so that the tools never complain about an unreadable cwd (/root); fd 9 (the caller's lock on
+# DIR) is closed so that a started daemon does not inherit and keep it. The caller sets DIR and
+# PG_OS_USER.
+as_owner() {
+    if is_root; then
+        (cd "$DIR" && runuser -u "$PG_OS_USER" -- "$@") 9>&-
+    else
+        (cd "$DIR" && "$@") 9>&-
+    fi
+}

@@ -93,16 +93,6 @@ ensure_installed() {
 
 # --- running as the cluster's owner ----------------------------------------------------------
 
-# Run a command as the user that owns the cluster: ourselves, or $PG_OS_USER when we are root.
-# The working directory is DIR so that the tools never complain about an unreadable cwd (/root).
-# fd 9 (the lock on DIR) is closed so that a started postmaster does not inherit and keep it.
-as_owner() {
-    if is_root; then
-        (cd "$DIR" && runuser -u "$PG_OS_USER" -- "$@") 9>&-
-    else
-        (cd "$DIR" && "$@") 9>&-
-    fi
-}
 
 # As root: make sure $PG_OS_USER exists and can reach DIR; hand DIR's own folders to it.
 prepare_ownership() {
