@@ -303,9 +303,9 @@ impl Signer {
         tenant: TenantId,
         op: OperationId,
     ) -> Result<Signed, SignerError> {
-        if let Some(stored) = self.stored(tenant, op).await? {
-            return Ok(stored);
-        }
+        // An operation that is APPROVED or SIGNING has no attempt yet (the original attempt is
+        // persisted in the very transaction that moves SIGNING -> SIGNED), so its attempts are
+        // read only when it is past them: one query fewer on every signature.
         let input = self
             .store
             .signing_input(tenant, op)
@@ -313,7 +313,7 @@ impl Signer {
             .ok_or(SignerError::NotFound)?;
         let state = input.operation.state;
         if !matches!(state, OperationState::Approved | OperationState::Signing) {
-            // Signed by a concurrent call between our two reads: answer with its artifact.
+            // Already signed (by an earlier or a concurrent call): answer with its artifact.
             return match self.stored(tenant, op).await? {
                 Some(stored) => Ok(stored),
                 None => Err(SignerError::NotSignable {
