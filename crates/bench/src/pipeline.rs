@@ -168,6 +168,8 @@ struct PhaseResult {
     p50: Duration,
     p99: Duration,
     used: cpu::Used,
+    /// PostgreSQL CPU seconds of each login's live backends over the phase, largest first.
+    logins: Vec<(String, f64)>,
     /// Seconds from the first create until every create and approval had answered.
     ingest_secs: f64,
     /// Seconds from the first create until the last confirmation.
@@ -580,6 +582,7 @@ impl Bench {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let watch_before = self.services.watch_totals();
         let cpu_before = self.meter.sample();
+        let logins_before = cpu::by_login(&self.owner, self.meter.hz).await;
         let start = Instant::now();
         let driver = tokio::spawn(drive(
             self.clients.clone(),
@@ -616,6 +619,10 @@ impl Bench {
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
         let used = cpu_before.until(&self.meter.sample());
+        let logins = cpu::login_use(
+            &logins_before,
+            &cpu::by_login(&self.owner, self.meter.hz).await,
+        );
         let watch = watch_before.until(&self.services.watch_totals());
         if let Some(handle) = driver.take() {
             handle.abort();
@@ -702,6 +709,7 @@ impl Bench {
             p50: summary.p50,
             p99: summary.p99,
             used,
+            logins,
             ingest_secs: ingest.as_secs_f64(),
             span_secs: span,
             states,

@@ -1,5 +1,6 @@
 //! CPU time of processes, read from /proc: this process, the PostgreSQL cluster and anvil.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Clock ticks per second of /proc/<pid>/stat times (`getconf CLK_TCK`; 100 when unknown).
@@ -137,5 +138,68 @@ impl Sample {
             postgres: diff(self.postgres, later.postgres),
             node: diff(self.node, later.node),
         }
+    }
+}
+
+/// CPU seconds of the live client backends of each login of the cluster `db` is connected to,
+/// at one moment (an empty map when the cluster is not on this machine). Backends that ended
+/// are not counted: the services' pools keep theirs for the whole run.
+pub async fn by_login(db: &sqlx::PgPool, hz: f64) -> BTreeMap<String, f64> {
+    let backends: Vec<(i32, String)> = sqlx::query_as(
+        "SELECT pid, usename::text FROM pg_stat_activity \
+         WHERE backend_type = 'client backend' AND usename IS NOT NULL",
+    )
+    .fetch_all(db)
+    .await
+    .unwrap_or_default();
+    let mut seconds: BTreeMap<String, f64> = BTreeMap::new();
+    for (pid, login) in backends {
+        if let Some(s) = u32::try_from(pid)
+            .ok()
+            .and_then(|pid| process_seconds(pid, hz))
+        {
+            *seconds.entry(login).or_default() += s;
+        }
+    }
+    seconds
+}
+
+/// What each login used from `before` until `after` ([`by_login`] samples), largest first: a
+/// login that appears only in `after` counts from 0.
+pub fn login_use(
+    before: &BTreeMap<String, f64>,
+    after: &BTreeMap<String, f64>,
+) -> Vec<(String, f64)> {
+    let mut used: Vec<(String, f64)> = after
+        .iter()
+        .map(|(login, &s)| {
+            let was = before.get(login).copied().unwrap_or(0.0);
+            (login.clone(), (s - was).max(0.0))
+        })
+        .collect();
+    used.sort_by(|a, b| b.1.total_cmp(&a.1));
+    used
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn login_use_is_the_difference_per_login_largest_first() {
+        let before = BTreeMap::from([("a".to_owned(), 1.0), ("b".to_owned(), 2.0)]);
+        let after = BTreeMap::from([
+            ("a".to_owned(), 4.0),
+            ("b".to_owned(), 2.5),
+            ("c".to_owned(), 1.0),
+        ]);
+        assert_eq!(
+            login_use(&before, &after),
+            vec![
+                ("a".to_owned(), 3.0),
+                ("c".to_owned(), 1.0),
+                ("b".to_owned(), 0.5)
+            ]
+        );
     }
 }

@@ -151,6 +151,19 @@ pub(super) fn print(
                 .map(|e| format!(" (first: {e})"))
                 .unwrap_or_default()
         );
+        if !r.logins.is_empty() {
+            let per_1000 = 1000.0 / (r.withdrawals.max(1) as f64);
+            let logins: Vec<String> = r
+                .logins
+                .iter()
+                .map(|(login, s)| format!("{login} {:.2}", s * per_1000))
+                .collect();
+            println!(
+                "{}: postgres CPU s per 1000 by login (live client backends): {}",
+                r.label,
+                logins.join(", ")
+            );
+        }
     }
     println!(
         "method: confirmed/s = withdrawals CONFIRMED / (last CONFIRMED transition - first create \
