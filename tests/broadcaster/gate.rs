@@ -16,7 +16,9 @@ use opledger_chain::SubmitClass;
 use opledger_domain::state::OperationState;
 use opledger_store::broadcast::Due;
 use opledger_tests::chain::{Chain, broadcaster_config};
-use opledger_tests::signer::{HOT_WALLET, InProcessSigner, NETWORK, approve, client, sign_request};
+use opledger_tests::signer::{
+    HOT_WALLET, InProcessSigner, NETWORK, approve, client, hold_back_release, sign_request,
+};
 use opledger_tests::{BOB, Stack};
 use sqlx::PgPool;
 use std::time::{Duration, Instant};
@@ -248,18 +250,7 @@ async fn release_waits_for_no_standby(
     use sqlx::Connection as _;
     // Held back again (only the owner, bypassing triggers, can; its own commit asynchronous).
     let mut owner = sqlx::PgConnection::connect(&stack.db.url).await?;
-    let mut tx = owner.begin().await?;
-    sqlx::query("SET LOCAL session_replication_role = replica")
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("SET LOCAL synchronous_commit = off")
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("UPDATE attempt_releases SET released_at = NULL WHERE op_id = $1")
-        .bind(op_id)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
+    hold_back_release(&mut owner, op_id).await?;
     set_standby(cluster, Some(ABSENT_STANDBY)).await?;
     let signer = opledger_store::Store::connect(
         &opledger_tests::signer::signer_url(&stack.db).await?,

@@ -343,6 +343,29 @@ pub async fn approve(
     Ok(())
 }
 
+/// Puts an operation's released attempts back behind the signed-bytes gate, as after a lost
+/// commit answer: only the database owner can, bypassing the triggers (`conn` must be the
+/// owner's). Its own commit does not wait for a standby, so this works with the standby gone.
+pub async fn hold_back_release(
+    conn: &mut sqlx::PgConnection,
+    op_id: uuid::Uuid,
+) -> anyhow::Result<()> {
+    use sqlx::Connection as _;
+    let mut tx = conn.begin().await?;
+    sqlx::query("SET LOCAL session_replication_role = replica")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("SET LOCAL synchronous_commit = off")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("UPDATE attempt_releases SET released_at = NULL WHERE op_id = $1")
+        .bind(op_id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
 /// Counts signed attempts of an operation.
 pub async fn attempts(stack: &crate::Stack, withdrawal_id: &str) -> anyhow::Result<i64> {
     let id: uuid::Uuid = withdrawal_id.parse().context("withdrawal id")?;
