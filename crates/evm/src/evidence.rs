@@ -175,23 +175,33 @@ mod tests {
     use alloy_primitives::U256;
     use zeroize::Zeroizing;
 
-    #[test]
-    fn a_stored_hash_that_is_not_the_bytes_hash_is_a_defect()
-    -> Result<(), Box<dyn std::error::Error>> {
-        let key = LocalKey::from_secret_bytes(Zeroizing::new([7_u8; 32]))?;
+    /// A native transfer of `value` wei at `nonce`, signed with a key made of `secret`, and
+    /// its recipient.
+    fn signed_transfer(
+        secret: u8,
+        nonce: u64,
+        value: u64,
+    ) -> Result<(crate::signer::SignedTransaction, Address), Box<dyn std::error::Error>> {
+        let key = LocalKey::from_secret_bytes(Zeroizing::new([secret; 32]))?;
         let to: Address = "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc".parse()?;
         let request = TransferRequest {
             chain_id: 31337,
-            nonce: 0,
+            nonce,
             to,
             kind: TransferKind::Native {
-                value: U256::from(500_u64),
+                value: U256::from(value),
             },
             gas_limit: 21_000,
             max_fee_per_gas: 2,
             max_priority_fee_per_gas: 1,
         };
-        let signed = sign(&request, &key)?;
+        Ok((sign(&request, &key)?, to))
+    }
+
+    #[test]
+    fn a_stored_hash_that_is_not_the_bytes_hash_is_a_defect()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let (signed, to) = signed_transfer(7, 0, 500)?;
         let right = format!("{:#x}", signed.hash);
         let attempt = |tx_hash| StoredAttempt {
             raw: &signed.raw,
@@ -217,20 +227,7 @@ mod tests {
     #[test]
     fn a_kept_judgement_is_reused_only_for_the_same_inputs_and_forgotten_when_unseen()
     -> Result<(), Box<dyn std::error::Error>> {
-        let key = LocalKey::from_secret_bytes(Zeroizing::new([9_u8; 32]))?;
-        let to: Address = "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc".parse()?;
-        let request = TransferRequest {
-            chain_id: 31337,
-            nonce: 3,
-            to,
-            kind: TransferKind::Native {
-                value: U256::from(700_u64),
-            },
-            gas_limit: 21_000,
-            max_fee_per_gas: 2,
-            max_priority_fee_per_gas: 1,
-        };
-        let signed = sign(&request, &key)?;
+        let (signed, to) = signed_transfer(9, 3, 700)?;
         let hash = format!("{:#x}", signed.hash);
         let destination = format!("{to:#x}");
         let attempt = |kind| StoredAttempt {
