@@ -51,17 +51,7 @@ fn roles_of(
         .collect()
 }
 
-/// One stored attempt as a reader of the chain needs it: its bytes, its stored kind and its stored
-/// hash (a claim checked against the bytes).
-#[derive(Debug, Clone, Copy)]
-pub struct StoredAttempt<'a> {
-    /// The signed bytes.
-    pub raw: &'a [u8],
-    /// The kind stored beside them.
-    pub kind: StoredKind,
-    /// The hash stored beside them (`0x`, lowercase).
-    pub tx_hash: &'a str,
-}
+pub use opledger_domain::evidence::StoredAttempt;
 
 /// What the chain is asked about an operation's attempts, derived from their bytes alone.
 #[derive(Debug, Clone)]

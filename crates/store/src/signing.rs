@@ -100,6 +100,17 @@ pub struct Attempt {
     pub released: bool,
 }
 
+impl Attempt {
+    /// What a reader of the chain judges of this attempt: its bytes, stored kind and stored hash.
+    pub fn as_stored(&self) -> opledger_domain::evidence::StoredAttempt<'_> {
+        opledger_domain::evidence::StoredAttempt {
+            raw: &self.signed.raw_tx,
+            kind: self.signed.kind.stored(),
+            tx_hash: &self.signed.tx_hash,
+        }
+    }
+}
+
 /// What must hold, under the operation's row lock, before a replacement is signed.
 #[derive(Debug, Clone, Copy)]
 pub struct ReplacementGuard<'a> {

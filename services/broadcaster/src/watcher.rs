@@ -20,6 +20,7 @@ use opledger_evm::evidence::{Judgements, StoredAttempt};
 use opledger_grpc::telemetry;
 use opledger_store::broadcast::{Inclusion, Watching};
 use opledger_store::pass::WatchLease;
+use opledger_store::signing::Attempt;
 use opledger_store::transition::TransitionRequest;
 use opledger_store::{Store, StoreError};
 use std::collections::HashMap;
@@ -564,15 +565,8 @@ fn judge_attempts(
     let prepared: Vec<(Watching, opledger_evm::evidence::Judged)> = ops
         .into_iter()
         .map(|op| {
-            let stored: Vec<StoredAttempt<'_>> = op
-                .attempts
-                .iter()
-                .map(|a| StoredAttempt {
-                    raw: &a.signed.raw_tx,
-                    kind: a.signed.kind.stored(),
-                    tx_hash: &a.signed.tx_hash,
-                })
-                .collect();
+            let stored: Vec<StoredAttempt<'_>> =
+                op.attempts.iter().map(Attempt::as_stored).collect();
             let judged = kept.judge(
                 &(op.tenant_id, op.op_id),
                 &stored,

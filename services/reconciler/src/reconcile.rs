@@ -292,14 +292,7 @@ impl Reconciler {
             .await?
             .ok_or(StoreError::NotFound { what: "withdrawal" })?;
         let payload = &operation.payload;
-        let stored: Vec<StoredAttempt<'_>> = attempts
-            .iter()
-            .map(|a| StoredAttempt {
-                raw: &a.signed.raw_tx,
-                kind: a.signed.kind.stored(),
-                tx_hash: &a.signed.tx_hash,
-            })
-            .collect();
+        let stored: Vec<StoredAttempt<'_>> = attempts.iter().map(Attempt::as_stored).collect();
         let judged = opledger_evm::evidence::judge(
             &stored,
             payload.destination.as_str(),

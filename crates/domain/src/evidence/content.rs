@@ -151,6 +151,18 @@ pub fn role_of(content: &TxContent, expected: &ExpectedTransfer) -> Result<Role,
     Err(ContentMismatch::Neither)
 }
 
+/// One stored attempt as a reader of the chain needs it: its bytes, its stored kind and its stored
+/// hash (a claim checked against the bytes).
+#[derive(Debug, Clone, Copy)]
+pub struct StoredAttempt<'a> {
+    /// The signed bytes.
+    pub raw: &'a [u8],
+    /// The kind stored beside them.
+    pub kind: StoredKind,
+    /// The hash stored beside them (`0x`, lowercase).
+    pub tx_hash: &'a str,
+}
+
 /// The kind stored beside an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StoredKind {

@@ -22,8 +22,8 @@ mod tests;
 
 pub use content::{
     Asset, Call, ContentMismatch, ExpectedTransfer, KindMismatch, NoKeyForSender,
-    ReplacementRequest, Role, StoredKind, TxContent, parse_address, replacement_kind,
-    replacement_sender, role_of,
+    ReplacementRequest, Role, StoredAttempt, StoredKind, TxContent, parse_address,
+    replacement_kind, replacement_sender, role_of,
 };
 pub use quorum::{EndpointReading, NoAgreement, Reading, agree};
 pub use verdict::{
