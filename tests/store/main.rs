@@ -5,5 +5,6 @@ mod claims;
 mod distribution;
 mod immutability;
 mod pass;
+mod rejections;
 mod roles;
 mod transitions;

@@ -87,13 +87,14 @@ impl PassLocks {
         let (state, age) = match found {
             Ok(Some((false, _, _))) => return Ok(None),
             Ok(Some((true, Some(state), age))) => (state, age),
+            // No such operation: the function gave the lock back before answering.
+            Ok(None) => return Err(StoreError::NotFound { what: "operation" }),
             failed => {
                 // The lock may be held with nothing to show for it: ending the session ends it.
                 conn.close_on_drop();
                 return Err(match failed {
                     Err(e) => e.into(),
-                    Ok(None) => StoreError::NotFound { what: "operation" },
-                    Ok(Some(_)) => StoreError::Corrupt { what: "state" },
+                    Ok(_) => StoreError::Corrupt { what: "state" },
                 });
             }
         };
