@@ -1,11 +1,12 @@
 //! Every state change goes through one function that checks the table, the actor and the row.
 
 use futures::future::join_all;
-use opledger_domain::ids::OperationId;
+use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::state::{Actor, OperationState as S, TransitionError};
 use opledger_store::StoreError;
 use opledger_store::broadcast::Inclusion;
 use opledger_store::transition::{LeaseGuard, TransitionRequest};
+use opledger_testkit::ServiceRole;
 use opledger_tests::{ALICE, Stack, authed, new_key, payload};
 use std::time::Duration;
 
@@ -405,5 +406,126 @@ async fn a_batch_of_confirmations_settles_each_once_and_skips_what_another_worke
         let state = stack.admin.get_withdrawal(acme.id, *op).await?.expect("op");
         assert_eq!(state.state, S::Confirmed);
     }
+    stack.assert_invariants().await
+}
+
+#[tokio::test]
+async fn a_batch_of_settlements_moves_each_balance_row_once_by_the_sum_of_its_holds()
+-> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let (acme, bolt) = (stack.tenant("acme").await?, stack.tenant("bolt").await?);
+    let mut items = Vec::new();
+    for (tenant, amounts) in [(&acme, ["100", "20", "3"]), (&bolt, ["7", "50", "400"])] {
+        stack.fund(tenant, "treasury", "ETH", "1000").await?;
+        for amount in amounts {
+            let w = stack.withdraw(tenant, amount, ALICE).await?;
+            let op: OperationId = w.withdrawal_id.parse()?;
+            walk(&stack, tenant, op, &TO_CONFIRMED[..4]).await?;
+            items.push((tenant.id, op));
+        }
+    }
+    let pool = stack.admin.pool().clone();
+    let version = |tenant: TenantId| {
+        let pool = pool.clone();
+        async move {
+            let (v,): (i64,) = sqlx::query_as(
+                "SELECT version FROM ledger_accounts WHERE tenant_id = $1 AND account = 'treasury'",
+            )
+            .bind(tenant.as_uuid())
+            .fetch_one(&pool)
+            .await?;
+            anyhow::Ok(v)
+        }
+    };
+    let before = (version(acme.id).await?, version(bolt.id).await?);
+    let batch: Vec<_> = items
+        .iter()
+        .zip(0_u8..)
+        .map(|(&(tenant_id, op_id), n)| {
+            (
+                TransitionRequest::new(
+                    tenant_id,
+                    op_id,
+                    S::Broadcast,
+                    S::Confirmed,
+                    Actor::ChainWatcher,
+                    "w",
+                    "included",
+                ),
+                Inclusion {
+                    tenant_id,
+                    op_id,
+                    tx_hash: format!("0x{n:064x}"),
+                    block_number: 9,
+                    block_hash: format!("0x{:064x}", 0xb10c),
+                },
+            )
+        })
+        .collect();
+    assert_eq!(stack.admin.confirm_many(&batch).await?, vec![true; 6]);
+    // Each tenant's balance row moved once, by the sum; each hold has its entry and postings.
+    assert_eq!(stack.balance(acme.id, "treasury", "ETH").await?, (877, 0));
+    assert_eq!(stack.balance(bolt.id, "treasury", "ETH").await?, (543, 0));
+    assert_eq!(
+        (version(acme.id).await?, version(bolt.id).await?),
+        (before.0 + 1, before.1 + 1),
+        "one update of each balance row for the batch"
+    );
+    for tenant in [&acme, &bolt] {
+        assert_eq!(stack.entries(tenant.id, "SETTLE").await?, 3);
+        let (postings, external): (i64, String) = sqlx::query_as(
+            "SELECT count(*), sum(p.amount) FILTER (WHERE p.bucket = 'external')::text \
+               FROM ledger_postings p JOIN ledger_entries e USING (tenant_id, entry_id) \
+              WHERE e.tenant_id = $1 AND e.kind = 'SETTLE'",
+        )
+        .bind(tenant.id.as_uuid())
+        .fetch_one(stack.admin.pool())
+        .await?;
+        let paid = if tenant.id == acme.id { "123" } else { "457" };
+        assert_eq!((postings, external.as_str()), (6, paid));
+    }
+    stack.assert_invariants().await?;
+
+    // Called directly by the broadcaster's role: an effect the operation's state does not call
+    // for (SETTLE of a BROADCAST operation), or a hold not in the status the effect starts from
+    // (a second SETTLE), moves nothing: the answer counts only what moved.
+    let w = stack.withdraw(&acme, "5", ALICE).await?;
+    let fresh: OperationId = w.withdrawal_id.parse()?;
+    walk(&stack, &acme, fresh, &TO_CONFIRMED[..4]).await?;
+    let broadcaster = stack.db.pool_as(ServiceRole::Broadcaster).await?;
+    let settled = items[0].1;
+    let (moved,): (i32,) = sqlx::query_as("SELECT opledger_resolve_holds($1, $2, $3)")
+        .bind(acme.id.as_uuid())
+        .bind(vec![fresh.as_uuid(), settled.as_uuid()])
+        .bind(vec!["SETTLE", "SETTLE"])
+        .fetch_one(&broadcaster)
+        .await?;
+    assert_eq!(moved, 0);
+    assert_eq!(stack.balance(acme.id, "treasury", "ETH").await?, (872, 5));
+    // Arrays of different lengths are refused; a role without the grant may not call it.
+    let uneven = sqlx::query("SELECT opledger_resolve_holds($1, $2, $3)")
+        .bind(acme.id.as_uuid())
+        .bind(vec![fresh.as_uuid()])
+        .bind(Vec::<String>::new())
+        .execute(&broadcaster)
+        .await;
+    assert!(uneven.is_err(), "{uneven:?}");
+    let operations = stack.db.pool_as(ServiceRole::Operations).await?;
+    let denied = sqlx::query("SELECT opledger_resolve_holds($1, $2, $3)")
+        .bind(acme.id.as_uuid())
+        .bind(vec![fresh.as_uuid()])
+        .bind(vec!["SETTLE"])
+        .execute(&operations)
+        .await;
+    assert!(
+        denied
+            .as_ref()
+            .err()
+            .and_then(|e| e.as_database_error())
+            .and_then(|e| e.code())
+            .as_deref()
+            == Some("42501"),
+        "{denied:?}"
+    );
     stack.assert_invariants().await
 }

@@ -114,16 +114,21 @@ fn before_commit(effect: HoldEffect) {
     }
 }
 
-/// [`apply_hold_effect`] for several operations in one statement, in the order given (callers
-/// sort them, so that batches take the shared balance rows' locks in one order); an effect that
-/// finds its hold in the wrong status fails the whole batch ([`StoreError::HoldMismatch`]).
+/// [`apply_hold_effect`] for several operations: one `opledger_resolve_holds` call per tenant
+/// (migration 22), which moves the holds, writes their entries and postings, and then updates
+/// each balance row once by the sum of its holds, so that the row every create of the account
+/// also needs is locked for one update and the commit only (callers sort by tenant, so that
+/// batches take those locks in one order). An effect that finds its hold in the wrong status, or
+/// its operation in a state that does not call for it, fails the whole batch
+/// ([`StoreError::HoldMismatch`]; the caller rolls back).
 pub(crate) async fn apply_hold_effects(
     conn: &mut PgConnection,
     effects: &[(TenantId, OperationId, HoldEffect)],
 ) -> Result<()> {
-    let mut tenants = Vec::with_capacity(effects.len());
-    let mut ops = Vec::with_capacity(effects.len());
-    let mut names = Vec::with_capacity(effects.len());
+    // Tenant by tenant (each call touches one tenant's rows, docs/distribution.md), in the
+    // order of first appearance: the callers sort by tenant, so every batch locks balance rows
+    // in one order (and within a tenant, opledger_resolve_holds orders them itself).
+    let mut by_tenant: Vec<(TenantId, Vec<uuid::Uuid>, Vec<&str>)> = Vec::new();
     let mut first_from = None;
     for (tenant_id, op_id, effect) in effects {
         let (name, from) = match effect {
@@ -133,29 +138,29 @@ pub(crate) async fn apply_hold_effects(
             HoldEffect::Reopen => ("REOPEN", "SETTLED"),
         };
         first_from.get_or_insert(from);
-        tenants.push(tenant_id.as_uuid());
-        ops.push(op_id.as_uuid());
-        names.push(name);
+        match by_tenant.iter_mut().find(|(t, _, _)| t == tenant_id) {
+            Some((_, ops, names)) => {
+                ops.push(op_id.as_uuid());
+                names.push(name);
+            }
+            None => by_tenant.push((*tenant_id, vec![op_id.as_uuid()], vec![name])),
+        }
     }
     let Some(from) = first_from else {
         return Ok(());
     };
-    // unnest ... WITH ORDINALITY yields the rows in array order, and each call runs as its row
-    // is produced: the holds resolve in the order given.
-    let (failed,): (i64,) = sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE NOT r.ok) FROM ( \
-           SELECT opledger_resolve_hold(e.tenant_id, e.op_id, e.effect) AS ok \
-           FROM unnest($1::uuid[], $2::uuid[], $3::text[]) WITH ORDINALITY \
-             AS e(tenant_id, op_id, effect, n)) r",
-    )
-    .bind(&tenants)
-    .bind(&ops)
-    .bind(&names)
-    .fetch_one(&mut *conn)
-    .await
-    .map_err(StoreError::range)?;
-    if failed > 0 {
-        return Err(StoreError::HoldMismatch { expected: from });
+    for (tenant_id, ops, names) in &by_tenant {
+        // The holds, entries and postings in one statement, each balance row once, last.
+        let (moved,): (i32,) = sqlx::query_as("SELECT opledger_resolve_holds($1, $2, $3)")
+            .bind(tenant_id.as_uuid())
+            .bind(ops)
+            .bind(names)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(StoreError::range)?;
+        if usize::try_from(moved).ok() != Some(ops.len()) {
+            return Err(StoreError::HoldMismatch { expected: from });
+        }
     }
     // The caller's transaction is still open: a crash here must leave every hold as it was.
     for (_, _, effect) in effects {
