@@ -76,6 +76,10 @@ async fn no_service_login_can_raise_a_balance_or_write_the_journal() -> anyhow::
             "SELECT opledger_resolve_hold($2, $1, 'RELEASE')",
             "SELECT opledger_resolve_hold($2, $1, 'SETTLE')",
             "SELECT opledger_resolve_hold($2, $1, 'REOPEN')",
+            // The batch form, the operation named twice as well.
+            "SELECT opledger_resolve_holds($2, ARRAY[$1, $1], ARRAY['RELEASE', 'RELEASE']) > 0",
+            "SELECT opledger_resolve_holds($2, ARRAY[$1], ARRAY['SETTLE']) > 0",
+            "SELECT opledger_resolve_holds($2, ARRAY[$1, $1], ARRAY['REOPEN', 'SETTLE']) > 0",
         ] {
             assert!(
                 refused_call(&pool, sql, op, tenant).await,

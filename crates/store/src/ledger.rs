@@ -73,37 +73,6 @@ pub(crate) async fn place_hold(
     Ok(placed)
 }
 
-/// Applies the ledger side of a transition inside the caller's transaction, after the state
-/// change: release (held back to available), settle (held leaves the platform) or reopen (a
-/// reorged settlement is held again), through `opledger_resolve_hold`, which refuses an effect
-/// the operation's new state does not call for.
-pub(crate) async fn apply_hold_effect(
-    conn: &mut PgConnection,
-    tenant_id: TenantId,
-    op_id: OperationId,
-    effect: HoldEffect,
-) -> Result<()> {
-    let (name, from) = match effect {
-        HoldEffect::Keep => return Ok(()),
-        HoldEffect::Release => ("RELEASE", "OPEN"),
-        HoldEffect::Settle => ("SETTLE", "OPEN"),
-        HoldEffect::Reopen => ("REOPEN", "SETTLED"),
-    };
-    let (resolved,): (bool,) = sqlx::query_as("SELECT opledger_resolve_hold($1, $2, $3)")
-        .bind(tenant_id.as_uuid())
-        .bind(op_id.as_uuid())
-        .bind(name)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(StoreError::range)?;
-    if !resolved {
-        return Err(StoreError::HoldMismatch { expected: from });
-    }
-    // The caller's transaction is still open: a crash here must leave the hold as it was.
-    before_commit(effect);
-    Ok(())
-}
-
 /// The failpoint of a hold effect applied in a transaction not yet committed.
 fn before_commit(effect: HoldEffect) {
     match effect {
@@ -114,13 +83,15 @@ fn before_commit(effect: HoldEffect) {
     }
 }
 
-/// [`apply_hold_effect`] for several operations: one `opledger_resolve_holds` call per tenant
-/// (migration 22), which moves the holds, writes their entries and postings, and then updates
-/// each balance row once by the sum of its holds, so that the row every create of the account
-/// also needs is locked for one update and the commit only (callers sort by tenant, so that
-/// batches take those locks in one order). An effect that finds its hold in the wrong status, or
-/// its operation in a state that does not call for it, fails the whole batch
-/// ([`StoreError::HoldMismatch`]; the caller rolls back).
+/// Applies the ledger side of transitions inside the caller's transaction, after their state
+/// changes: release (held back to available), settle (held leaves the platform) or reopen (a
+/// reorged settlement is held again). One `opledger_resolve_holds` call per tenant (migration
+/// 22) moves the holds, writes their entries and postings, and then updates each balance row
+/// once by the sum of its holds, so that the row every create of the account also needs is
+/// locked for one update and the commit only (callers sort by tenant, so that batches take those
+/// locks in one order). An effect that finds its hold in the wrong status, or its operation in a
+/// state that does not call for it, fails the whole call ([`StoreError::HoldMismatch`]; the
+/// caller rolls back).
 pub(crate) async fn apply_hold_effects(
     conn: &mut PgConnection,
     effects: &[(TenantId, OperationId, HoldEffect)],

@@ -111,7 +111,7 @@ pub async fn transition_in(
     request: &TransitionRequest<'_>,
 ) -> Result<Transitioned> {
     let (done, effect) = move_in(conn, request).await?;
-    ledger::apply_hold_effect(conn, request.tenant_id, request.op_id, effect).await?;
+    ledger::apply_hold_effects(conn, &[(request.tenant_id, request.op_id, effect)]).await?;
     Ok(done)
 }
 
