@@ -142,7 +142,8 @@ impl Sample {
 }
 
 /// CPU seconds of the live client backends of each login of the cluster `db` is connected to,
-/// at one moment (an empty map when the cluster is not on this machine). Backends that ended
+/// at one moment (an empty map when the query fails; backends whose /proc entry cannot be read,
+/// as when the cluster is not on this machine, are left out). Backends that ended
 /// are not counted: the services' pools keep theirs for the whole run.
 pub async fn by_login(db: &sqlx::PgPool, hz: f64) -> BTreeMap<String, f64> {
     let backends: Vec<(i32, String)> = sqlx::query_as(
