@@ -97,6 +97,12 @@ pub struct Args {
     /// sender count is measured once per value, in this order (`1,2` alternates one and two).
     #[arg(long, value_delimiter = ',', default_values_t = [1_usize])]
     instances: Vec<usize>,
+    /// Submit straight to the node instead of through the proxy that counts each signed
+    /// transaction's `eth_sendRawTransaction` calls: that proxy is one more HTTP hop inside every
+    /// broadcaster pass, which a baseline without it does not pay. Sends beyond the first and
+    /// attempts never sent are then not measured (printed as n/a); every other duplicate is.
+    #[arg(long)]
+    no_send_counter: bool,
 }
 
 const DB: &str = "opledger_bench_pipeline";
@@ -187,10 +193,11 @@ struct PhaseResult {
 /// Work done more than once in a phase: each count is how many times beyond the first.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 struct Duplicates {
-    /// `eth_sendRawTransaction` calls of one signed transaction beyond its first.
-    sends: u64,
-    /// Signed attempts never submitted (through the counting proxy).
-    unsent: u64,
+    /// `eth_sendRawTransaction` calls of one signed transaction beyond its first (`None`: not
+    /// counted, `--no-send-counter`).
+    sends: Option<u64>,
+    /// Signed attempts never submitted (through the counting proxy; `None`: not counted).
+    unsent: Option<u64>,
     /// Attempts of one withdrawal beyond its first.
     attempts: i64,
     /// SIGNED -> BROADCAST (or UNKNOWN) moves of one withdrawal beyond its first.
@@ -203,7 +210,7 @@ struct Duplicates {
 
 impl Duplicates {
     fn total(&self) -> i64 {
-        i64::try_from(self.sends + self.unsent).unwrap_or(i64::MAX)
+        i64::try_from(self.sends.unwrap_or(0) + self.unsent.unwrap_or(0)).unwrap_or(i64::MAX)
             + self.attempts
             + self.broadcasts
             + self.confirmations
@@ -217,8 +224,9 @@ struct Bench {
     owner: PgPool,
     setup: Store,
     node: Node,
-    /// The broadcasters' and reconcilers' `[rpc]` endpoint: counts every submission.
-    recorder: opledger_testkit::RpcProxy,
+    /// The broadcasters' and reconcilers' `[rpc]` endpoint, counting every submission (`None`
+    /// with `--no-send-counter`: they submit to the node itself).
+    recorder: Option<opledger_testkit::RpcProxy>,
     services: Services,
     clients: Clients,
     meter: cpu::Meter,
@@ -332,14 +340,22 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         evidence_urls.len()
     );
     // Submissions (and the reconcilers' cancels) go through a proxy that counts each signed
-    // transaction's eth_sendRawTransaction calls; evidence is read as above.
-    let recorder = opledger_testkit::RpcProxy::start(node.url()).await?;
+    // transaction's eth_sendRawTransaction calls (unless --no-send-counter); evidence is read as
+    // above.
+    let recorder = if args.no_send_counter {
+        None
+    } else {
+        Some(opledger_testkit::RpcProxy::start(node.url()).await?)
+    };
+    let rpc_url = recorder
+        .as_ref()
+        .map_or_else(|| node.url().to_owned(), opledger_testkit::RpcProxy::url);
     let most = args.instances.iter().copied().max().unwrap_or(1);
     let services = services::start(
         &urls,
         wallets,
         trust_roots,
-        &recorder.url(),
+        &rpc_url,
         &evidence_urls,
         &settings,
         most,
@@ -733,13 +749,17 @@ impl Bench {
         .bind(tenants)
         .fetch_all(&self.owner)
         .await?;
-        let sent = self.recorder.sent_transactions();
         let mut out = Duplicates::default();
-        for (raw,) in &raws {
-            match sent.get(raw).copied().unwrap_or(0) {
-                0 => out.unsent += 1,
-                n => out.sends += n - 1,
+        if let Some(recorder) = &self.recorder {
+            let sent = recorder.sent_transactions();
+            let (mut sends, mut unsent) = (0, 0);
+            for (raw,) in &raws {
+                match sent.get(raw).copied().unwrap_or(0) {
+                    0 => unsent += 1,
+                    n => sends += n - 1,
+                }
             }
+            (out.sends, out.unsent) = (Some(sends), Some(unsent));
         }
         /// How many rows of `$from` matching `$filter` there are beyond each withdrawal's first.
         macro_rules! beyond_first {

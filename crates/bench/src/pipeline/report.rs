@@ -176,6 +176,7 @@ pub(super) fn print(
     );
     for r in rows {
         let d = &r.duplicates;
+        let counted = |n: Option<u64>| n.map_or_else(|| "n/a".to_owned(), |n| n.to_string());
         let did: Vec<String> = r
             .per_instance
             .iter()
@@ -186,8 +187,8 @@ pub(super) fn print(
              beyond the first {}, submissions recorded beyond the first {}, confirmations beyond \
              the first {}, settlements beyond the first {}; transitions by instance: {}",
             r.label,
-            d.sends,
-            d.unsent,
+            counted(d.sends),
+            counted(d.unsent),
             d.attempts,
             d.broadcasts,
             d.confirmations,

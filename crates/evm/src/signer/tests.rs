@@ -255,3 +255,98 @@ proptest! {
         prop_assert_eq!(decoded.transfer_request(), Some(request));
     }
 }
+
+/// The sender k256 recovers from `signature` over the request's signing hash (`None`: no
+/// sender), the reference [`decode`]'s libsecp256k1 recovery must agree with.
+fn k256_sender(request: &TransferRequest, signature: &Signature) -> Option<Address> {
+    let hash = tx::build(request).ok()?.signature_hash();
+    signature
+        .recover_from_prehash(&hash)
+        .ok()
+        .map(|key| Address::from_public_key(&key))
+}
+
+/// The raw bytes of the request's transfer carrying `signature`, whatever it is.
+fn with_signature(request: &TransferRequest, signature: Signature) -> Result<Vec<u8>, TxError> {
+    Ok(TxEnvelope::from(tx::build(request)?.into_signed(signature)).encoded_2718())
+}
+
+/// secp256k1's order n, and n / 2 (the highest `s` of a canonical signature).
+const ORDER: U256 = U256::from_be_bytes(hex!(
+    "fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141"
+));
+
+#[test]
+fn decode_recovers_what_k256_recovers_at_the_edges_of_r_and_s() -> Result<(), SignError> {
+    let request = native_request();
+    let good = anvil_key().sign_hash(&tx::build(&request)?.signature_hash())?;
+    let (r, s) = (good.r(), good.s());
+    let edges = [
+        (r, s, good.v()),
+        // The same signature with s replaced by n - s and the parity flipped: both backends
+        // normalize it back to the canonical one.
+        (r, ORDER - s, !good.v()),
+        (r, s, !good.v()),
+        (U256::ZERO, s, good.v()),
+        (r, U256::ZERO, good.v()),
+        (ORDER, s, good.v()),
+        (r, ORDER, good.v()),
+        (ORDER + U256::from(1), s, good.v()),
+        (U256::MAX, U256::MAX, good.v()),
+    ];
+    for (r, s, parity) in edges {
+        let signature = Signature::new(r, s, parity);
+        let raw = with_signature(&request, signature)?;
+        let decoded = decode(&raw).ok().map(|d| d.from);
+        assert_eq!(
+            decoded,
+            k256_sender(&request, &signature),
+            "r={r:#x} s={s:#x} parity={parity}"
+        );
+    }
+    // The canonical signature and its malleated twin name the anvil account; the rest nobody
+    // or someone else.
+    assert_eq!(
+        decode(&with_signature(&request, good)?)
+            .map(|d| d.from)
+            .ok(),
+        Some(ANVIL_ADDRESS)
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// `decode` recovers senders with libsecp256k1 (alloy's `secp256k1` feature, for speed): for
+    /// any signature, valid or not, it names the sender k256 names, or refuses when k256 does.
+    #[test]
+    fn decode_agrees_with_k256_on_any_signature(
+        request in arb_request(),
+        r in any::<[u8; 32]>(),
+        s in any::<[u8; 32]>(),
+        parity in any::<bool>(),
+    ) {
+        let signature = Signature::new(U256::from_be_bytes(r), U256::from_be_bytes(s), parity);
+        let raw = with_signature(&request, signature).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(decode(&raw).ok().map(|d| d.from), k256_sender(&request, &signature));
+    }
+
+    /// Real signatures of random keys: the sender `decode` recovers is the key's address.
+    #[test]
+    fn decode_recovers_the_signing_key_of_any_key(
+        request in arb_request(),
+        secret in any::<[u8; 32]>(),
+    ) {
+        let Ok(key) = LocalKey::from_secret_bytes(Zeroizing::new(secret)) else {
+            // Zero or not below the order: not a key.
+            return Ok(());
+        };
+        let signed = sign(&request, &key).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let decoded = decode(&signed.raw).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(decoded.from, key.address());
+        let hash = tx::build(&request).map_err(|e| TestCaseError::fail(e.to_string()))?.signature_hash();
+        let signature = key.sign_hash(&hash).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(k256_sender(&request, &signature), Some(key.address()));
+    }
+}
