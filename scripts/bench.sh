@@ -16,7 +16,9 @@
 #                                       ARGS go to `opledger-bench pipeline`, e.g.
 #                                       --withdrawals 200; `--instances 1,2` measures each
 #                                       sender count with one and then two broadcaster and
-#                                       reconciler instances, and fails on duplicate work)
+#                                       reconciler instances, and fails on duplicate work;
+#                                       `--no-send-counter` submits straight to the node instead
+#                                       of through the proxy that counts each transaction's sends)
 #   scripts/bench.sh verify [ARGS...]   the signer's approval verification per withdrawal (the
 #                                       trust statement's signature, the quorum of 1, 2 and 3
 #                                       signed approvals) vs recomputing the payload hash, in the
