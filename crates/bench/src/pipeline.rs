@@ -8,7 +8,8 @@
 //! reconciler instances against the one database, and every phase counts duplicate work (a
 //! signed transaction submitted more than once, as a JSON-RPC proxy in front of the node sees
 //! it; a second attempt, BROADCAST or CONFIRMED move or settlement of one withdrawal), which
-//! fails the benchmark.
+//! fails the benchmark. `--no-send-counter` leaves that proxy out of the submission path (as a
+//! baseline without it has it): repeated sends are then not counted, the rest still is.
 
 mod cpu;
 mod node;

@@ -200,7 +200,12 @@ pub(super) fn print(
     println!(
         "verified after each phase (SQL and chain): every withdrawal CONFIRMED, exactly one \
          tx_attempts row each, ledger invariants hold (check_invariants empty), each hot wallet's \
-         on-chain nonce equals its withdrawals, no duplicate work: {}",
+         on-chain nonce equals its withdrawals, no duplicate work{}: {}",
+        if bench.args.no_send_counter {
+            " (repeated sends not counted: --no-send-counter)"
+        } else {
+            ""
+        },
         if verified { "OK" } else { "FAILED" }
     );
     for r in rows {

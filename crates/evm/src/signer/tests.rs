@@ -271,7 +271,7 @@ fn with_signature(request: &TransferRequest, signature: Signature) -> Result<Vec
     Ok(TxEnvelope::from(tx::build(request)?.into_signed(signature)).encoded_2718())
 }
 
-/// secp256k1's order n, and n / 2 (the highest `s` of a canonical signature).
+/// secp256k1's order n.
 const ORDER: U256 = U256::from_be_bytes(hex!(
     "fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141"
 ));
@@ -281,6 +281,8 @@ fn decode_recovers_what_k256_recovers_at_the_edges_of_r_and_s() -> Result<(), Si
     let request = native_request();
     let good = anvil_key().sign_hash(&tx::build(&request)?.signature_hash())?;
     let (r, s) = (good.r(), good.s());
+    let half = ORDER / U256::from(2);
+    let one = U256::from(1);
     let edges = [
         (r, s, good.v()),
         // The same signature with s replaced by n - s and the parity flipped: both backends
@@ -291,8 +293,17 @@ fn decode_recovers_what_k256_recovers_at_the_edges_of_r_and_s() -> Result<(), Si
         (r, U256::ZERO, good.v()),
         (ORDER, s, good.v()),
         (r, ORDER, good.v()),
-        (ORDER + U256::from(1), s, good.v()),
+        (ORDER + one, s, good.v()),
         (U256::MAX, U256::MAX, good.v()),
+        // Around the low-s boundary (n / 2 is the highest canonical s) and the top of the range.
+        (r, half, good.v()),
+        (r, half, !good.v()),
+        (r, half + one, good.v()),
+        (r, half + one, !good.v()),
+        (r, ORDER - one, good.v()),
+        (r, ORDER - one, !good.v()),
+        (r, one, good.v()),
+        (ORDER - one, s, good.v()),
     ];
     for (r, s, parity) in edges {
         let signature = Signature::new(r, s, parity);
@@ -304,14 +315,14 @@ fn decode_recovers_what_k256_recovers_at_the_edges_of_r_and_s() -> Result<(), Si
             "r={r:#x} s={s:#x} parity={parity}"
         );
     }
-    // The canonical signature and its malleated twin name the anvil account; the rest nobody
-    // or someone else.
-    assert_eq!(
-        decode(&with_signature(&request, good)?)
-            .map(|d| d.from)
-            .ok(),
-        Some(ANVIL_ADDRESS)
-    );
+    // The canonical signature and its malleated twin name the anvil account; the same r and s
+    // with the other parity name some other account, never the anvil one.
+    for (s, parity) in [(s, good.v()), (ORDER - s, !good.v())] {
+        let raw = with_signature(&request, Signature::new(r, s, parity))?;
+        assert_eq!(decode(&raw).map(|d| d.from).ok(), Some(ANVIL_ADDRESS));
+    }
+    let flipped = decode(&with_signature(&request, Signature::new(r, s, !good.v()))?)?;
+    assert_ne!(flipped.from, ANVIL_ADDRESS);
     Ok(())
 }
 
