@@ -18,7 +18,8 @@
 #                                       sender count with one and then two broadcaster and
 #                                       reconciler instances, and fails on duplicate work;
 #                                       `--no-send-counter` submits straight to the node instead
-#                                       of through the proxy that counts each transaction's sends)
+#                                       of through the proxy that counts each transaction's sends;
+#                                       refused with more than one instance)
 #   scripts/bench.sh verify [ARGS...]   the signer's approval verification per withdrawal (the
 #                                       trust statement's signature, the quorum of 1, 2 and 3
 #                                       signed approvals) vs recomputing the payload hash, in the

@@ -102,6 +102,7 @@ pub struct Args {
     /// transaction's `eth_sendRawTransaction` calls: that proxy is one more HTTP hop inside every
     /// broadcaster pass, which a baseline without it does not pay. Sends beyond the first and
     /// attempts never sent are then not measured (printed as n/a); every other duplicate is.
+    /// Refused with `--instances` above 1.
     #[arg(long)]
     no_send_counter: bool,
 }
@@ -237,6 +238,13 @@ struct Bench {
 pub async fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(args.withdrawals >= 1, "--withdrawals must be at least 1");
     anyhow::ensure!(args.clients >= 1, "--clients must be at least 1");
+    // Two replicas sending one signed transaction twice is what `--instances` is there to catch,
+    // and only the counting proxy sees it.
+    anyhow::ensure!(
+        !args.no_send_counter || args.instances.iter().all(|&n| n <= 1),
+        "--no-send-counter cannot be combined with more than one instance: \
+         repeated sends between replicas would go uncounted"
+    );
     anyhow::ensure!(
         args.batch_size >= 1 && args.watch_batch_size >= 1 && args.concurrency >= 1,
         "--batch-size, --watch-batch-size and --concurrency must be at least 1"
