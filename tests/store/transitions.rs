@@ -299,19 +299,58 @@ async fn a_reorged_payment_proven_unsent_is_released_once_without_breaking_invar
     stack.assert_invariants().await
 }
 
+/// The watcher's BROADCAST -> CONFIRMED of `op_id`, included as `tx` in block (`number`, `block`);
+/// hashes are `0x` and 64 hex digits of the numbers.
+fn confirmation(
+    tenant_id: TenantId,
+    op_id: OperationId,
+    tx: u32,
+    number: u64,
+    block: u32,
+) -> (TransitionRequest<'static>, Inclusion) {
+    (
+        TransitionRequest::new(
+            tenant_id,
+            op_id,
+            S::Broadcast,
+            S::Confirmed,
+            Actor::ChainWatcher,
+            "w",
+            "included",
+        ),
+        Inclusion {
+            tenant_id,
+            op_id,
+            tx_hash: format!("0x{tx:064x}"),
+            block_number: number,
+            block_hash: format!("0x{block:064x}"),
+        },
+    )
+}
+
+/// A funded tenant with `n` withdrawals of `amount` walked to BROADCAST.
+async fn broadcast_ops(
+    stack: &Stack,
+    n: usize,
+    amount: &str,
+) -> anyhow::Result<(opledger_tests::Tenant, Vec<OperationId>)> {
+    let acme = stack.tenant("acme").await?;
+    stack.fund(&acme, "treasury", "ETH", "1000").await?;
+    let mut ops = Vec::new();
+    for _ in 0..n {
+        let w = stack.withdraw(&acme, amount, ALICE).await?;
+        let op: OperationId = w.withdrawal_id.parse()?;
+        walk(stack, &acme, op, &TO_CONFIRMED[..4]).await?;
+        ops.push(op);
+    }
+    Ok((acme, ops))
+}
+
 #[tokio::test]
 async fn a_batch_of_confirmations_settles_each_once_and_skips_what_another_worker_moved()
 -> anyhow::Result<()> {
     let stack = Stack::start().await?;
-    let acme = stack.tenant("acme").await?;
-    stack.fund(&acme, "treasury", "ETH", "1000").await?;
-    let mut ops = Vec::new();
-    for _ in 0..3 {
-        let w = stack.withdraw(&acme, "100", ALICE).await?;
-        let op: OperationId = w.withdrawal_id.parse()?;
-        walk(&stack, &acme, op, &TO_CONFIRMED[..4]).await?;
-        ops.push(op);
-    }
+    let (acme, ops) = broadcast_ops(&stack, 3, "100").await?;
     let confirm = |op: OperationId| {
         TransitionRequest::new(
             acme.id,
@@ -440,27 +479,8 @@ async fn a_batch_of_settlements_moves_each_balance_row_once_by_the_sum_of_its_ho
     let before = (version(acme.id).await?, version(bolt.id).await?);
     let batch: Vec<_> = items
         .iter()
-        .zip(0_u8..)
-        .map(|(&(tenant_id, op_id), n)| {
-            (
-                TransitionRequest::new(
-                    tenant_id,
-                    op_id,
-                    S::Broadcast,
-                    S::Confirmed,
-                    Actor::ChainWatcher,
-                    "w",
-                    "included",
-                ),
-                Inclusion {
-                    tenant_id,
-                    op_id,
-                    tx_hash: format!("0x{n:064x}"),
-                    block_number: 9,
-                    block_hash: format!("0x{:064x}", 0xb10c),
-                },
-            )
-        })
+        .zip(0_u32..)
+        .map(|(&(tenant_id, op_id), n)| confirmation(tenant_id, op_id, n, 9, 0xb10c))
         .collect();
     assert_eq!(stack.admin.confirm_many(&batch).await?, vec![true; 6]);
     // Each tenant's balance row moved once, by the sum; each hold has its entry and postings.
@@ -527,5 +547,78 @@ async fn a_batch_of_settlements_moves_each_balance_row_once_by_the_sum_of_its_ho
             == Some("42501"),
         "{denied:?}"
     );
+    stack.assert_invariants().await
+}
+
+#[tokio::test]
+async fn the_reorganization_check_reads_each_live_block_of_its_window_once() -> anyhow::Result<()> {
+    // The blocks a watcher pass must re-check: distinct (number, hash) pairs of live confirmed
+    // inclusions in [from, to], two hashes at one height both named, a reorganized inclusion's
+    // block gone, and the same answer as the plain DISTINCT over every inclusion.
+    let stack = Stack::start().await?;
+    let (acme, ops) = broadcast_ops(&stack, 6, "10").await?;
+    let hash = |n: u32| format!("0x{n:064x}");
+    // Two transfers in block 10; block 12 recorded at two hashes (a stale record beside the
+    // current one); 15 reorganized away below; 30 above every window asked for.
+    let placed = [
+        (10, 0xa),
+        (10, 0xa),
+        (12, 0xc2),
+        (12, 0xc1),
+        (15, 0xf),
+        (30, 0x30),
+    ];
+    let batch: Vec<_> = ops
+        .iter()
+        .zip(placed)
+        .zip(0_u32..)
+        .map(|((&op_id, (number, block)), n)| {
+            confirmation(acme.id, op_id, 0x1000 + n, number, block)
+        })
+        .collect();
+    assert_eq!(stack.admin.confirm_many(&batch).await?, vec![true; 6]);
+    stack.admin.reopen(&batch[4].1, "w").await?;
+
+    let blocks = |from: u64, to: u64| stack.admin.recent_inclusion_blocks("anvil", from, to);
+    assert_eq!(
+        blocks(0, 20).await?,
+        vec![(10, hash(0xa)), (12, hash(0xc1)), (12, hash(0xc2))],
+        "each live block once, lowest first, the reorganized one gone"
+    );
+    assert_eq!(
+        blocks(11, 12).await?,
+        vec![(12, hash(0xc1)), (12, hash(0xc2))]
+    );
+    assert_eq!(blocks(10, 10).await?, vec![(10, hash(0xa))]);
+    assert_eq!(blocks(13, 29).await?, vec![]);
+    assert_eq!(
+        blocks(0, u64::MAX).await?.len(),
+        4,
+        "30 is named once the window reaches it"
+    );
+    assert_eq!(
+        stack
+            .admin
+            .recent_inclusion_blocks("elsewhere", 0, u64::MAX)
+            .await?,
+        vec![],
+        "another network's window is empty"
+    );
+    // The plain query the walk replaced gives the same pairs.
+    let plain: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT DISTINCT i.block_number, i.block_hash FROM inclusions i \
+         JOIN withdrawal_ops o USING (tenant_id, op_id) \
+         JOIN withdrawal_payloads p USING (tenant_id, op_id) \
+         WHERE i.reorged_at IS NULL AND o.state = 'CONFIRMED' AND p.network = 'anvil' \
+         ORDER BY 1, 2",
+    )
+    .fetch_all(stack.admin.pool())
+    .await?;
+    let walked: Vec<(i64, String)> = blocks(0, u64::MAX)
+        .await?
+        .into_iter()
+        .map(|(n, h)| Ok((i64::try_from(n)?, h)))
+        .collect::<anyhow::Result<_>>()?;
+    assert_eq!(walked, plain);
     stack.assert_invariants().await
 }

@@ -234,23 +234,44 @@ impl Store {
         Ok(moved)
     }
 
-    /// The distinct blocks (number, hash) holding confirmed inclusions on `network` at or above
-    /// `from_block`, lowest first: what a reorganization check must look at, one row per block
-    /// however many withdrawals each holds.
+    /// The distinct blocks (number, hash) holding confirmed inclusions on `network` from
+    /// `from_block` to `to_block` (both included), lowest first: what a reorganization check must
+    /// look at, one row per block however many withdrawals each holds.
+    ///
+    /// The distinct blocks are walked in the live-inclusions index, one probe each (a busy
+    /// chain's window holds thousands of inclusions and a few dozen blocks), and each is kept if
+    /// one of its inclusions is a CONFIRMED operation on `network`. `to_block` bounds the walk
+    /// for the blocks of other networks, whose numbers may run far ahead.
     pub async fn recent_inclusion_blocks(
         &self,
         network: &str,
         from_block: u64,
+        to_block: u64,
     ) -> Result<Vec<(u64, String)>> {
+        let bound = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let rows: Vec<(i64, String)> = sqlx::query_as(
-            "SELECT DISTINCT i.block_number, i.block_hash FROM inclusions i \
-             JOIN withdrawal_ops o USING (tenant_id, op_id) \
-             JOIN withdrawal_payloads p USING (tenant_id, op_id) \
-             WHERE i.reorged_at IS NULL AND o.state = 'CONFIRMED' AND p.network = $1 \
-               AND i.block_number >= $2 ORDER BY i.block_number",
+            "WITH RECURSIVE b (block_number, block_hash) AS ( \
+               (SELECT i.block_number, i.block_hash FROM inclusions i \
+                 WHERE i.reorged_at IS NULL AND i.block_number >= $2 AND i.block_number <= $3 \
+                 ORDER BY i.block_number, i.block_hash LIMIT 1) \
+               UNION ALL \
+               SELECT n.block_number, n.block_hash FROM b, LATERAL ( \
+                 SELECT i.block_number, i.block_hash FROM inclusions i \
+                  WHERE i.reorged_at IS NULL \
+                    AND (i.block_number, i.block_hash) > (b.block_number, b.block_hash) \
+                    AND i.block_number <= $3 \
+                  ORDER BY i.block_number, i.block_hash LIMIT 1) n) \
+             SELECT b.block_number, b.block_hash FROM b \
+             WHERE EXISTS (SELECT 1 FROM inclusions i \
+                 JOIN withdrawal_ops o USING (tenant_id, op_id) \
+                 JOIN withdrawal_payloads p USING (tenant_id, op_id) \
+                 WHERE i.reorged_at IS NULL AND i.block_number = b.block_number \
+                   AND i.block_hash = b.block_hash AND o.state = 'CONFIRMED' AND p.network = $1) \
+             ORDER BY b.block_number, b.block_hash",
         )
         .bind(network)
-        .bind(i64::try_from(from_block).unwrap_or(i64::MAX))
+        .bind(bound(from_block))
+        .bind(bound(to_block))
         .fetch_all(&self.pool)
         .await?;
         rows.into_iter()

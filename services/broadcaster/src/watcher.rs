@@ -283,6 +283,7 @@ impl Watcher {
             .recent_inclusion_blocks(
                 network,
                 pinned.pinned.number.saturating_sub(watched.reorg_window),
+                pinned.pinned.number,
             )
             .await
         {
@@ -292,8 +293,9 @@ impl Watcher {
                 return 0;
             }
         };
-        // Above the pinned block the pass cannot tell; the next pass will. The store only holds
-        // hashes the watcher parsed; one that does not parse is left alone.
+        // Above the pinned block the pass cannot tell (the store leaves those out); the next pass
+        // will. The store only holds hashes the watcher parsed; one that does not parse is left
+        // alone.
         let checked: Vec<((u64, String), BlockRef)> = blocks
             .into_iter()
             .filter(|(number, _)| *number <= pinned.pinned.number)
