@@ -4,6 +4,7 @@ mod control_06;
 mod e2e;
 mod fairness;
 mod gate;
+mod rotation;
 mod submit;
 mod tls;
 mod watch;

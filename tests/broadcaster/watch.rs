@@ -226,8 +226,20 @@ async fn a_stuck_transfer_is_fee_bumped_and_paid_once() -> anyhow::Result<()> {
     stack.assert_invariants().await
 }
 
+/// The withdrawal is still BROADCAST with its 0.005 ETH held.
+async fn unsettled(stack: &Stack, acme: &opledger_tests::Tenant, op: &str) -> anyhow::Result<()> {
+    assert_eq!(stack.state(op).await?, "BROADCAST");
+    assert_eq!(
+        stack.balance(acme.id, "treasury", "ETH").await?.1,
+        5_000_000_000_000_000,
+        "hold kept"
+    );
+    Ok(())
+}
+
 #[tokio::test]
-async fn the_watcher_settles_nothing_while_one_of_its_two_endpoints_lies() -> anyhow::Result<()> {
+async fn the_watcher_settles_nothing_while_one_of_its_two_endpoints_lies_or_lags()
+-> anyhow::Result<()> {
     use opledger_testkit::{RpcMode, RpcProxy};
     let Chain {
         stack,
@@ -246,20 +258,35 @@ async fn the_watcher_settles_nothing_while_one_of_its_two_endpoints_lies() -> an
     );
     let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
     let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
+    // A chain long enough for a lag of 20 blocks to be one.
+    node.mine(30).await?;
     let w = stack.withdraw(&acme, "5000000000000000", BOB).await?;
     approve(&stack, &acme, &w).await?;
     assert_eq!(broadcaster.tick(64, 8).await, 1);
-    node.mine(CONFIRMATIONS).await?;
-    // Final on the chain; one endpoint hides the receipt, then names another fork's block.
-    for mode in [RpcMode::HideReceipts, RpcMode::ForkedReceipts] {
+    // Final on the chain (automine included it, two more blocks), but one endpoint is a block
+    // behind: within the lag window that pins the lower block, where it is not final yet.
+    node.mine(CONFIRMATIONS - 1).await?;
+    liar.set_mode(RpcMode::Lag(1));
+    assert_eq!(watcher.tick(64).await.confirmed, 0, "a block behind");
+    unsettled(&stack, &acme, &w.withdrawal_id).await?;
+    // Then it hides the receipt, names another fork's block, lags beyond the window.
+    for mode in [
+        RpcMode::HideReceipts,
+        RpcMode::ForkedReceipts,
+        RpcMode::Lag(20),
+    ] {
         liar.set_mode(mode);
         node.mine(1).await?;
         assert_eq!(watcher.tick(64).await.confirmed, 0, "{mode:?}");
-        assert_eq!(stack.state(&w.withdrawal_id).await?, "BROADCAST");
-        assert_eq!(
-            stack.balance(acme.id, "treasury", "ETH").await?.1,
-            5_000_000_000_000_000,
-            "hold kept"
+        unsettled(&stack, &acme, &w.withdrawal_id).await?;
+    }
+    let metrics = opledger_chain::evidence::no_evidence().render("broadcaster");
+    // The liar's answers are left out (too few remain for the quorum), the laggard's too far
+    // behind.
+    for reason in ["too_few_answers", "lag"] {
+        assert!(
+            metrics.contains(&format!("reason=\"{reason}\"")),
+            "{reason}: {metrics}"
         );
     }
     liar.set_mode(RpcMode::Honest);
@@ -324,4 +351,82 @@ async fn of_two_watchers_on_one_database_one_watches_and_the_other_takes_over_wh
     assert_eq!(stack.state(&next.withdrawal_id).await?, "CONFIRMED");
     assert_eq!(stack.entries(acme.id, "SETTLE").await?, 2);
     stack.assert_invariants().await
+}
+
+#[tokio::test]
+async fn a_mined_cancel_relabelled_as_a_fee_bump_goes_to_security_not_to_settlement()
+-> anyhow::Result<()> {
+    use opledger_proto::v1::{AttemptKind, SignReplacementRequest};
+    use opledger_tests::signer::{CALLER_TOKEN, client};
+    let Chain {
+        stack,
+        acme,
+        node,
+        signer,
+    } = Chain::start().await?;
+    node.set_automine(false).await?;
+    let paid_before = node.balance(BOB).await?;
+    let cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
+    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
+    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
+    let w = stack.withdraw(&acme, "5000000000000000", BOB).await?;
+    approve(&stack, &acme, &w).await?;
+    assert_eq!(
+        broadcaster.tick(64, 8).await,
+        1,
+        "the transfer is in the pool"
+    );
+    // Our cancel, signed and sent: it replaces the transfer in the pool.
+    stack.force_state(&w.withdrawal_id, "UNKNOWN").await?;
+    let cancel = client(signer.addr)
+        .await?
+        .sign_replacement(opledger_tests::authed(
+            CALLER_TOKEN,
+            SignReplacementRequest {
+                tenant_id: acme.id.to_string(),
+                withdrawal_id: w.withdrawal_id.clone(),
+                kind: AttemptKind::Cancel as i32,
+            },
+        ))
+        .await?
+        .into_inner()
+        .attempt
+        .ok_or_else(|| anyhow::anyhow!("no cancel"))?;
+    node.send_raw_transaction(&cancel.raw_transaction).await?;
+    // The database owner relabels the cancel as a fee bump (a transfer), bypassing the row's
+    // triggers, and puts the withdrawal back to BROADCAST: read by its stored kind, the mined
+    // cancel would be settled as the payout.
+    stack
+        .relabel_attempt(&w.withdrawal_id, 2, "FEE_BUMP")
+        .await?;
+    stack.force_state(&w.withdrawal_id, "BROADCAST").await?;
+    node.mine(CONFIRMATIONS).await?;
+    let pass = watcher.tick(64).await;
+    assert_eq!((pass.confirmed, pass.escalated), (0, 1));
+    let (state, owner, reason) = stack.ending(&w.withdrawal_id).await?;
+    assert_eq!(
+        (state.as_str(), owner.as_str(), reason.as_str()),
+        ("FAILED_TERMINAL", "security", "ATTEMPT_CONTENT_MISMATCH")
+    );
+    let (events,): (i64,) = sqlx::query_as(
+        "SELECT count(*) FROM security_events WHERE kind = 'ATTEMPT_CONTENT_MISMATCH'",
+    )
+    .fetch_one(stack.admin.pool())
+    .await?;
+    assert_eq!(events, 1);
+    // Nothing settled, the hold kept, the recipient unpaid.
+    assert_eq!(stack.entries(acme.id, "SETTLE").await?, 0);
+    assert_eq!(
+        stack.balance(acme.id, "treasury", "ETH").await?.1,
+        5_000_000_000_000_000,
+        "hold kept"
+    );
+    assert_eq!(node.balance(BOB).await?, paid_before);
+    node.mine(1).await?;
+    assert_eq!(
+        watcher.tick(64).await.confirmed,
+        0,
+        "and not on a later pass"
+    );
+    Ok(())
 }

@@ -50,15 +50,14 @@ async fn control_09_no_verdict_within_the_window_ends_failed_terminal_with_owner
         reconciler.tick(0, 64).await,
         vec![Finding::Escalated("NO_VERDICT_WITHIN_WINDOW")]
     );
-    assert_eq!(stack.state(&w.withdrawal_id).await?, "FAILED_TERMINAL");
-    let (owner, reason): (String, String) =
-        sqlx::query_as("SELECT owner, reason_code FROM escalations WHERE op_id = $1")
-            .bind(w.withdrawal_id.parse::<uuid::Uuid>()?)
-            .fetch_one(stack.admin.pool())
-            .await?;
+    let (state, owner, reason) = stack.ending(&w.withdrawal_id).await?;
     assert_eq!(
-        (owner.as_str(), reason.as_str()),
-        ("treasury-ops", "NO_VERDICT_WITHIN_WINDOW")
+        (state.as_str(), owner.as_str(), reason.as_str()),
+        (
+            "FAILED_TERMINAL",
+            "treasury-ops",
+            "NO_VERDICT_WITHIN_WINDOW"
+        )
     );
     assert_eq!(
         stack.balance(acme.id, "treasury", "ETH").await?.1,

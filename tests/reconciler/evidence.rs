@@ -310,6 +310,20 @@ async fn a_reverted_transfer_has_an_owner_and_is_released_only_on_final_evidence
         500,
         "hold kept for the owner"
     );
+    // Its owner and reason, and what the owner's paging alert (OpledgerFailedTerminalWithdrawal,
+    // by owner) reads.
+    let (state, owner, reason) = stack.ending(&w.withdrawal_id).await?;
+    assert_eq!(
+        (state.as_str(), owner.as_str(), reason.as_str()),
+        ("FAILED_TERMINAL", "payments-operations", "REVERTED")
+    );
+    let gauges = stack.admin.metrics_snapshot().await?.to_prometheus();
+    assert!(
+        gauges.contains(
+            "opledger_open_escalations{owner=\"payments-operations\",reason=\"REVERTED\"} 1"
+        ),
+        "{gauges}"
+    );
     let op = Unresolved {
         state: OperationState::FailedTerminal,
         ..op

@@ -77,20 +77,6 @@ async fn signed(
     Ok(())
 }
 
-/// Moves the operation to `state` with privileged SQL (as a worker would have).
-async fn set_state(stack: &Stack, w: &pb::Withdrawal, state: &str) -> anyhow::Result<()> {
-    let admin = stack.db.admin_pool().await?;
-    let moved =
-        sqlx::query("UPDATE withdrawal_ops SET state = $2, version = version + 1 WHERE op_id = $1")
-            .bind(w.withdrawal_id.parse::<uuid::Uuid>()?)
-            .bind(state)
-            .execute(&admin)
-            .await?
-            .rows_affected();
-    anyhow::ensure!(moved == 1, "state moved");
-    Ok(())
-}
-
 /// Makes every attempt of the operation `secs` seconds old (privileged SQL past the attempts'
 /// immutability trigger).
 async fn age_attempts(stack: &Stack, w: &pb::Withdrawal, secs: i64) -> anyhow::Result<()> {
@@ -189,10 +175,10 @@ async fn broadcaster_token_cannot_cancel_a_healthy_withdrawal() -> anyhow::Resul
     let mut client = client(signer.addr).await?;
     signed(&mut client, acme.id, &w).await?;
     // In flight and long past every window: only the reconciler may cancel, and only UNKNOWN.
-    set_state(&stack, &w, "BROADCAST").await?;
+    stack.force_state(&w.withdrawal_id, "BROADCAST").await?;
     age_attempts(&stack, &w, 10 * CANCEL_WINDOW).await?;
     for at in ["BROADCAST", "UNKNOWN"] {
-        set_state(&stack, &w, at).await?;
+        stack.force_state(&w.withdrawal_id, at).await?;
         let then = before(&stack, &w, "broadcaster").await?;
         let result = client
             .sign_replacement(replace(BROADCASTER_TOKEN, acme.id, &w, AttemptKind::Cancel))
@@ -217,7 +203,7 @@ async fn reconciler_token_cannot_fee_bump_or_sign() -> anyhow::Result<()> {
     assert_eq!(state(&stack, &w).await?, "APPROVED");
     // Nor a fee bump of a BROADCAST one past the window (fresh raw bytes of a live payout).
     signed(&mut client, acme.id, &w).await?;
-    set_state(&stack, &w, "BROADCAST").await?;
+    stack.force_state(&w.withdrawal_id, "BROADCAST").await?;
     age_attempts(&stack, &w, 10 * CANCEL_WINDOW).await?;
     let then = before(&stack, &w, "reconciler").await?;
     let result = client
@@ -242,7 +228,7 @@ async fn reconciler_token_cannot_cancel_a_broadcast_withdrawal_or_one_inside_the
     let mut client = client(signer.addr).await?;
     signed(&mut client, acme.id, &w).await?;
     // UNKNOWN, but its attempt is only just inside the cancel window.
-    set_state(&stack, &w, "UNKNOWN").await?;
+    stack.force_state(&w.withdrawal_id, "UNKNOWN").await?;
     age_attempts(&stack, &w, CANCEL_WINDOW - 20).await?;
     let then = before(&stack, &w, "reconciler").await?;
     let result = client
@@ -252,7 +238,7 @@ async fn reconciler_token_cannot_cancel_a_broadcast_withdrawal_or_one_inside_the
     // Past the window but SIGNED or BROADCAST (a healthy payout): refused on the state.
     age_attempts(&stack, &w, 10 * CANCEL_WINDOW).await?;
     for at in ["SIGNED", "BROADCAST"] {
-        set_state(&stack, &w, at).await?;
+        stack.force_state(&w.withdrawal_id, at).await?;
         let then = before(&stack, &w, "reconciler").await?;
         let result = client
             .sign_replacement(replace(RECONCILER_TOKEN, acme.id, &w, AttemptKind::Cancel))
@@ -282,7 +268,7 @@ async fn broadcaster_token_cannot_fee_bump_before_the_window_or_outside_broadcas
     assert_refused(&stack, &w, "broadcaster", then, result, "state").await?;
     signed(&mut client, acme.id, &w).await?;
     // BROADCAST, attempt just persisted: inside the fee bump window.
-    set_state(&stack, &w, "BROADCAST").await?;
+    stack.force_state(&w.withdrawal_id, "BROADCAST").await?;
     let then = before(&stack, &w, "broadcaster").await?;
     let result = client
         .sign_replacement(replace(
@@ -296,7 +282,7 @@ async fn broadcaster_token_cannot_fee_bump_before_the_window_or_outside_broadcas
     // Past the window, but SIGNED or UNKNOWN: refused on the state.
     age_attempts(&stack, &w, 10 * FEE_BUMP_WINDOW).await?;
     for at in ["SIGNED", "UNKNOWN"] {
-        set_state(&stack, &w, at).await?;
+        stack.force_state(&w.withdrawal_id, at).await?;
         let then = before(&stack, &w, "broadcaster").await?;
         let result = client
             .sign_replacement(replace(
@@ -319,7 +305,7 @@ async fn a_caller_holding_every_capability_still_meets_the_signers_state_and_win
     let signer = InProcessSigner::start_with_production_windows(&stack.db, acme.id).await?;
     let mut client = client(signer.addr).await?;
     signed(&mut client, acme.id, &w).await?;
-    set_state(&stack, &w, "UNKNOWN").await?;
+    stack.force_state(&w.withdrawal_id, "UNKNOWN").await?;
     let token = opledger_tests::signer::CALLER_TOKEN;
     let then = before(&stack, &w, "test-caller").await?;
     let result = client
@@ -337,7 +323,7 @@ async fn reconciler_cancel_of_an_unknown_withdrawal_past_the_window_is_signed() 
     let signer = InProcessSigner::start_with_production_windows(&stack.db, acme.id).await?;
     let mut client = client(signer.addr).await?;
     signed(&mut client, acme.id, &w).await?;
-    set_state(&stack, &w, "UNKNOWN").await?;
+    stack.force_state(&w.withdrawal_id, "UNKNOWN").await?;
     age_attempts(&stack, &w, CANCEL_WINDOW + 5).await?;
     let cancel = client
         .sign_replacement(replace(RECONCILER_TOKEN, acme.id, &w, AttemptKind::Cancel))
@@ -363,7 +349,7 @@ async fn broadcaster_bump_of_a_broadcast_withdrawal_past_the_window_is_signed() 
     let signer = InProcessSigner::start_with_production_windows(&stack.db, acme.id).await?;
     let mut client = client(signer.addr).await?;
     signed(&mut client, acme.id, &w).await?;
-    set_state(&stack, &w, "BROADCAST").await?;
+    stack.force_state(&w.withdrawal_id, "BROADCAST").await?;
     age_attempts(&stack, &w, FEE_BUMP_WINDOW + 5).await?;
     let bump = client
         .sign_replacement(replace(

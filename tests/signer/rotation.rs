@@ -23,15 +23,6 @@ fn replace(tenant: &str, op: &str, kind: AttemptKind) -> tonic::Request<SignRepl
     )
 }
 
-async fn set_state(stack: &Stack, op: &str, state: &str) -> anyhow::Result<()> {
-    sqlx::query("UPDATE withdrawal_ops SET state = $2, version = version + 1 WHERE op_id = $1")
-        .bind(op.parse::<uuid::Uuid>()?)
-        .bind(state)
-        .execute(&stack.db.admin_pool().await?)
-        .await?;
-    Ok(())
-}
-
 async fn registry(stack: &Stack) -> anyhow::Result<Vec<(String, String)>> {
     Ok(
         sqlx::query_as("SELECT sender, status FROM signer_wallets ORDER BY status, sender")
@@ -71,7 +62,7 @@ async fn after_a_rotation_replacements_come_from_the_original_sender_and_new_wit
         "the registry shows the rotation"
     );
     let mut c = client(signer.addr).await?;
-    set_state(&stack, &old.withdrawal_id, "BROADCAST").await?;
+    stack.force_state(&old.withdrawal_id, "BROADCAST").await?;
     let bump = c
         .sign_replacement(replace(&tenant, &old.withdrawal_id, AttemptKind::FeeBump))
         .await?
@@ -85,7 +76,7 @@ async fn after_a_rotation_replacements_come_from_the_original_sender_and_new_wit
         "the bump comes from the original's sender at its nonce"
     );
     assert_eq!(bump.from_address, HOT_WALLET);
-    set_state(&stack, &old.withdrawal_id, "UNKNOWN").await?;
+    stack.force_state(&old.withdrawal_id, "UNKNOWN").await?;
     let cancel = c
         .sign_replacement(replace(&tenant, &old.withdrawal_id, AttemptKind::Cancel))
         .await?
@@ -138,7 +129,7 @@ async fn a_replacement_whose_sender_key_is_gone_is_refused_not_signed_by_the_new
         ("BROADCAST", AttemptKind::FeeBump),
         ("UNKNOWN", AttemptKind::Cancel),
     ] {
-        set_state(&stack, &w.withdrawal_id, state).await?;
+        stack.force_state(&w.withdrawal_id, state).await?;
         let err = c
             .sign_replacement(replace(&acme.id.to_string(), &w.withdrawal_id, kind))
             .await
@@ -166,7 +157,7 @@ async fn a_fee_bump_of_a_cancel_is_stored_as_a_cancel() -> anyhow::Result<()> {
     let tenant = acme.id.to_string();
     c.sign_withdrawal(sign_request(acme.id, &w.withdrawal_id))
         .await?;
-    set_state(&stack, &w.withdrawal_id, "UNKNOWN").await?;
+    stack.force_state(&w.withdrawal_id, "UNKNOWN").await?;
     let cancel = c
         .sign_replacement(replace(&tenant, &w.withdrawal_id, AttemptKind::Cancel))
         .await?
@@ -174,7 +165,7 @@ async fn a_fee_bump_of_a_cancel_is_stored_as_a_cancel() -> anyhow::Result<()> {
         .attempt
         .expect("cancel");
     // An operator sent it back to BROADCAST; the broadcaster asks for a fee bump of the latest.
-    set_state(&stack, &w.withdrawal_id, "BROADCAST").await?;
+    stack.force_state(&w.withdrawal_id, "BROADCAST").await?;
     let bumped = c
         .sign_replacement(replace(&tenant, &w.withdrawal_id, AttemptKind::FeeBump))
         .await?
@@ -221,21 +212,14 @@ async fn an_attempt_row_whose_content_contradicts_its_kind_is_never_replaced() -
     let tenant = acme.id.to_string();
     c.sign_withdrawal(sign_request(acme.id, &w.withdrawal_id))
         .await?;
-    set_state(&stack, &w.withdrawal_id, "UNKNOWN").await?;
+    stack.force_state(&w.withdrawal_id, "UNKNOWN").await?;
     c.sign_replacement(replace(&tenant, &w.withdrawal_id, AttemptKind::Cancel))
         .await?;
     // A superuser relabels the cancel as a fee bump (a transfer), bypassing the row's triggers.
-    let admin = stack.db.admin_pool().await?;
-    let mut tx = admin.begin().await?;
-    sqlx::query("SET LOCAL session_replication_role = replica")
-        .execute(&mut *tx)
+    stack
+        .relabel_attempt(&w.withdrawal_id, 2, "FEE_BUMP")
         .await?;
-    sqlx::query("UPDATE tx_attempts SET kind = 'FEE_BUMP' WHERE op_id = $1 AND attempt = 2")
-        .bind(w.withdrawal_id.parse::<uuid::Uuid>()?)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    set_state(&stack, &w.withdrawal_id, "BROADCAST").await?;
+    stack.force_state(&w.withdrawal_id, "BROADCAST").await?;
     let err = c
         .sign_replacement(replace(&tenant, &w.withdrawal_id, AttemptKind::FeeBump))
         .await
@@ -322,7 +306,7 @@ async fn a_rotation_while_a_withdrawal_is_in_flight_leaves_one_payable_transacti
     let signer =
         InProcessSigner::start_with_wallets(&stack.db, acme.id, TestWallets::Rotated(true)).await?;
     let mut c = client(signer.addr).await?;
-    set_state(&stack, &old.withdrawal_id, "BROADCAST").await?;
+    stack.force_state(&old.withdrawal_id, "BROADCAST").await?;
     let bump = c
         .sign_replacement(replace(&tenant, &old.withdrawal_id, AttemptKind::FeeBump))
         .await?

@@ -6,8 +6,8 @@ use opledger_evm::{Address, U256};
 use opledger_proto::v1::{AttemptKind, SignReplacementRequest};
 use opledger_testkit::Anvil;
 use opledger_tests::signer::{
-    CALLER_TOKEN, CHAIN_ID, HOT_WALLET, InProcessSigner, TOKEN, approve, attempts, client,
-    sign_request,
+    CALLER_TOKEN, CHAIN_ID, HOT_WALLET, InProcessSigner, TOKEN, TestWallets, approve, attempts,
+    client, sign_request,
 };
 use opledger_tests::{ALICE, BOB, Stack, authed, new_key, payload, reason};
 use std::time::Duration;
@@ -162,16 +162,57 @@ async fn a_fee_cap_below_the_network_fee_is_refused_nothing_signed_and_it_ends_w
         .expect_err("cap");
     assert_eq!(reason(&err), "FEE_CAP_EXCEEDED");
     // Nothing here can execute it within its cap: it ends for the payments team, hold kept.
-    let (state, owner, code): (String, String, String) = sqlx::query_as(
-        "SELECT o.state, e.owner, e.reason_code FROM withdrawal_ops o \
-         JOIN escalations e USING (tenant_id, op_id) WHERE o.op_id = $1",
-    )
-    .bind(w.withdrawal_id.parse::<uuid::Uuid>()?)
-    .fetch_one(stack.admin.pool())
-    .await?;
+    let (state, owner, code) = stack.ending(&w.withdrawal_id).await?;
     assert_eq!(
         (state.as_str(), owner.as_str(), code.as_str()),
         ("FAILED_TERMINAL", "payments-operations", "FEE_CAP_EXCEEDED")
+    );
+    let err = client
+        .sign_withdrawal(sign_request(acme.id, &w.withdrawal_id))
+        .await
+        .expect_err("ended");
+    assert_eq!(reason(&err), "NOT_SIGNABLE");
+    assert_eq!(attempts(&stack, &w.withdrawal_id).await?, 0);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_withdrawal_whose_wallet_is_not_held_ends_for_operations_not_security()
+-> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack.fund(&acme, "treasury", "ETH", "1000000").await?;
+    // A signer registered the tenant's wallet, so the withdrawal is accepted at create...
+    drop(InProcessSigner::start(&stack.db, acme.id).await?);
+    let w = stack.withdraw(&acme, "500", ALICE).await?;
+    approve(&stack, &acme, &w).await?;
+    // ...and the signer that serves it no longer holds it (its entry removed).
+    let signer = InProcessSigner::start_with_wallets(&stack.db, acme.id, TestWallets::None).await?;
+    let mut client = client(signer.addr).await?;
+    let err = client
+        .sign_withdrawal(sign_request(acme.id, &w.withdrawal_id))
+        .await
+        .expect_err("no wallet");
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+    // A configuration fault, not tampering: it ends for the payments team with its reason, hold
+    // kept, no security event, nothing signed, and it is not retried.
+    let (state, owner, code) = stack.ending(&w.withdrawal_id).await?;
+    assert_eq!(
+        (state.as_str(), owner.as_str(), code.as_str()),
+        (
+            "FAILED_TERMINAL",
+            "payments-operations",
+            "SIGNER_NOT_CONFIGURED"
+        )
+    );
+    let (events,): (i64,) = sqlx::query_as("SELECT count(*) FROM security_events")
+        .fetch_one(stack.admin.pool())
+        .await?;
+    assert_eq!(events, 0);
+    assert_eq!(
+        stack.balance(acme.id, "treasury", "ETH").await?,
+        (1_000_000 - 500, 500),
+        "hold kept"
     );
     let err = client
         .sign_withdrawal(sign_request(acme.id, &w.withdrawal_id))

@@ -417,6 +417,55 @@ impl Stack {
         Ok(state)
     }
 
+    /// The state of an operation with the owner and reason code of its (one) escalation.
+    pub async fn ending(&self, withdrawal_id: &str) -> anyhow::Result<(String, String, String)> {
+        Ok(sqlx::query_as(
+            "SELECT o.state, e.owner, e.reason_code FROM withdrawal_ops o \
+             JOIN escalations e USING (tenant_id, op_id) WHERE o.op_id = $1",
+        )
+        .bind(withdrawal_id.parse::<uuid::Uuid>()?)
+        .fetch_one(self.admin.pool())
+        .await?)
+    }
+
+    /// Sets an operation's state as the database owner could (no transition check): for tests
+    /// that put an operation where only a fault or a deep reorganization could.
+    pub async fn force_state(&self, withdrawal_id: &str, state: &str) -> anyhow::Result<()> {
+        let moved = sqlx::query(
+            "UPDATE withdrawal_ops SET state = $2, version = version + 1 WHERE op_id = $1",
+        )
+        .bind(withdrawal_id.parse::<uuid::Uuid>()?)
+        .bind(state)
+        .execute(&self.db.admin_pool().await?)
+        .await?
+        .rows_affected();
+        anyhow::ensure!(moved == 1, "no such operation");
+        Ok(())
+    }
+
+    /// Relabels attempt `attempt` of an operation as `kind`, as a superuser bypassing the row's
+    /// triggers would.
+    pub async fn relabel_attempt(
+        &self,
+        withdrawal_id: &str,
+        attempt: i32,
+        kind: &str,
+    ) -> anyhow::Result<()> {
+        let admin = self.db.admin_pool().await?;
+        let mut tx = admin.begin().await?;
+        sqlx::query("SET LOCAL session_replication_role = replica")
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE tx_attempts SET kind = $3 WHERE op_id = $1 AND attempt = $2")
+            .bind(withdrawal_id.parse::<uuid::Uuid>()?)
+            .bind(attempt)
+            .bind(kind)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// Fails when any ledger or operation invariant is violated.
     pub async fn assert_invariants(&self) -> anyhow::Result<()> {
         let violations = self

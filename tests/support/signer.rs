@@ -115,6 +115,7 @@ pub fn config(
             retiring: false,
         }],
         trust_roots: vec![trust_root(tenant)],
+        wallet_retire_check_secs: 1,
         ..Config::default()
     }
 }
@@ -150,6 +151,8 @@ pub enum TestWallets {
     /// After a rotation: [`ROTATED_WALLET`] active, and [`HOT_WALLET`] retiring when `true`
     /// (finishing its in-flight nonces) or gone when `false`.
     Rotated(bool),
+    /// No wallet at all (its entry removed from the configuration).
+    None,
 }
 
 fn dev_secret(index: usize) -> anyhow::Result<Zeroizing<[u8; 32]>> {
@@ -176,12 +179,14 @@ pub struct InProcessSigner {
     pub addr: SocketAddr,
     server: tokio::task::JoinHandle<Result<(), opledger_grpc::server::ServeError>>,
     sweep: tokio::task::JoinHandle<()>,
+    retirement: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for InProcessSigner {
     fn drop(&mut self) {
         self.server.abort();
         self.sweep.abort();
+        self.retirement.abort();
     }
 }
 
@@ -278,17 +283,23 @@ impl InProcessSigner {
                     wallets.insert_retiring(tenant, NETWORK, hot);
                 }
             }
+            TestWallets::None => {}
         }
         let callers = opledger_signer::callers(&config);
         let sweep = tokio::spawn(opledger_signer::release_sweep(
             store.clone(),
             std::time::Duration::from_millis(config.release_sweep_ms),
         ));
+        let retire_every = std::time::Duration::from_secs(config.wallet_retire_check_secs);
         let signer = Signer::new(store, Arc::new(config), Arc::new(wallets));
         signer
             .register_wallets()
             .await
             .map_err(|e| anyhow::anyhow!("cannot register the wallets: {e}"))?;
+        let retirement = tokio::spawn(opledger_signer::wallet_retirement(
+            signer.clone(),
+            retire_every,
+        ));
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let server = tokio::spawn(opledger_grpc::server::serve_tls(
@@ -302,6 +313,7 @@ impl InProcessSigner {
             addr,
             server,
             sweep,
+            retirement,
         })
     }
 }

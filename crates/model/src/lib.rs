@@ -81,8 +81,9 @@
 //! - The chain is bounded ([`Config::max_height`]); the liveness check continues past it.
 //! - Liveness assumes the faults stop ([`liveness`]). With [`Config::persistent_fault`] a faulty
 //!   endpoint stays faulty instead; since `agree` needs every answering endpoint to agree, one
-//!   that keeps lying (or one of two that keeps lagging) blocks every verdict, and a BROADCAST
-//!   operation then waits forever without an escalation, which a test pins.
+//!   that keeps lying (or one of two that keeps lagging) blocks every verdict; the reconciler
+//!   then escalates the operation after its window without a verdict (`next_step` escalates
+//!   from BROADCAST as from UNKNOWN), which a test pins.
 //! - One watcher and one reconciler (each with at most one evaluation in flight), an operator, a
 //!   broadcaster and a signer; the store's compare-and-set on the state stands for the row lock
 //!   that serializes them.

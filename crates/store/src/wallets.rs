@@ -13,6 +13,8 @@ pub enum WalletStatus {
     Active,
     /// Signs only replacements of its own in-flight nonces.
     Retiring,
+    /// Rotated out and finished: none of its operations in flight, its key dropped.
+    Retired,
 }
 
 impl WalletStatus {
@@ -21,6 +23,7 @@ impl WalletStatus {
         match self {
             WalletStatus::Active => "ACTIVE",
             WalletStatus::Retiring => "RETIRING",
+            WalletStatus::Retired => "RETIRED",
         }
     }
 }
@@ -36,6 +39,16 @@ pub struct Registration {
     pub sender: String,
     /// Its role.
     pub status: WalletStatus,
+}
+
+/// The operations of tenant $1 whose original attempt sender $3 signed on network $2 and that are
+/// still in flight (a `FROM` clause; the attempts are read by their nonce-owner index).
+macro_rules! in_flight_of_sender {
+    () => {
+        "FROM tx_attempts a JOIN withdrawal_ops o USING (tenant_id, op_id) \
+         WHERE a.tenant_id = $1 AND a.network = $2 AND a.sender = $3 AND a.attempt = 1 \
+           AND o.state IN ('SIGNED', 'BROADCAST', 'UNKNOWN', 'FAILED_TERMINAL')"
+    };
 }
 
 impl Store {
@@ -76,19 +89,48 @@ impl Store {
         Ok(())
     }
 
-    /// Operations whose original attempt `sender` signed on `network` and that are not yet
-    /// CONFIRMED at final depth or ended (SIGNED, BROADCAST, UNKNOWN, FAILED_TERMINAL): a
-    /// retiring wallet may be removed from the signer's configuration once this is zero.
-    pub async fn in_flight_of_sender(&self, network: &str, sender: &str) -> Result<u64> {
-        let (count,): (i64,) = sqlx::query_as(
-            "SELECT count(*) FROM tx_attempts a JOIN withdrawal_ops o USING (tenant_id, op_id) \
-             WHERE a.attempt = 1 AND a.network = $1 AND a.sender = $2 \
-               AND o.state IN ('SIGNED', 'BROADCAST', 'UNKNOWN', 'FAILED_TERMINAL')",
-        )
+    /// Operations of `tenant_id` whose original attempt `sender` signed on `network` and that are
+    /// not yet CONFIRMED at final depth nor ended without a payout (SIGNED, BROADCAST, UNKNOWN,
+    /// FAILED_TERMINAL): a retiring wallet retires once this is zero.
+    pub async fn in_flight_of_sender(
+        &self,
+        tenant_id: TenantId,
+        network: &str,
+        sender: &str,
+    ) -> Result<u64> {
+        let (count,): (i64,) = sqlx::query_as(concat!("SELECT count(*) ", in_flight_of_sender!()))
+            .bind(tenant_id.as_uuid())
+            .bind(network)
+            .bind(sender)
+            .fetch_one(&self.pool)
+            .await?;
+        u64::try_from(count).map_err(|_| StoreError::Corrupt { what: "count" })
+    }
+
+    /// RETIRING -> RETIRED for the wallet `sender` of `tenant_id` on `network`, in one statement
+    /// and only when none of its operations is in flight ([`Store::in_flight_of_sender`] is zero):
+    /// true when the row is RETIRED now (by this call, or by an earlier one whose answer was
+    /// lost). The signer drops the key only after this returned true.
+    pub async fn retire_wallet(
+        &self,
+        tenant_id: TenantId,
+        network: &str,
+        sender: &str,
+    ) -> Result<bool> {
+        let retired = sqlx::query(concat!(
+            "UPDATE signer_wallets SET status = 'RETIRED', updated_at = now() \
+             WHERE tenant_id = $1 AND network = $2 AND sender = $3 \
+               AND status IN ('RETIRING', 'RETIRED') \
+               AND NOT EXISTS (SELECT 1 ",
+            in_flight_of_sender!(),
+            ")"
+        ))
+        .bind(tenant_id.as_uuid())
         .bind(network)
         .bind(sender)
-        .fetch_one(&self.pool)
-        .await?;
-        u64::try_from(count).map_err(|_| StoreError::Corrupt { what: "count" })
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(retired == 1)
     }
 }

@@ -71,6 +71,11 @@ pub struct Config {
     /// attempt at least this old and unreleased is probed (a commit after its own, which must be
     /// acknowledged) and then released for submission. See docs/serialization.md.
     pub release_sweep_ms: u64,
+    /// How often (seconds) the signer checks whether a retiring wallet (`retiring = true`) has
+    /// finished: once none of the operations whose original it signed is in flight (all
+    /// CONFIRMED at final depth or ended without a payout), it is marked RETIRED and its key is
+    /// dropped from memory; it signs nothing afterwards. From 1 to 3600.
+    pub wallet_retire_check_secs: u64,
 }
 
 fn default_security_owner() -> String {
@@ -206,8 +211,9 @@ pub struct WalletConfig {
     #[serde(default)]
     pub initial_nonce: u64,
     /// True for a wallet rotated out: it signs no new withdrawal, only fee bumps and cancels of
-    /// its own in-flight nonces (a replacement must come from the original's sender). Remove it
-    /// once the signer logs that it has no operation in flight.
+    /// its own in-flight nonces (a replacement must come from the original's sender). Once none of
+    /// its operations is in flight the signer retires it (RETIRED, key dropped, logged); remove
+    /// it from the configuration then.
     #[serde(default)]
     pub retiring: bool,
 }
@@ -233,6 +239,7 @@ impl Default for Config {
             security_owner: default_security_owner(),
             operations_owner: default_operations_owner(),
             release_sweep_ms: 1000,
+            wallet_retire_check_secs: 30,
         }
     }
 }
@@ -271,6 +278,9 @@ impl Config {
         }
         if !(100..=60_000).contains(&self.release_sweep_ms) {
             return invalid("release_sweep_ms", "must be from 100 to 60000");
+        }
+        if !(1..=3600).contains(&self.wallet_retire_check_secs) {
+            return invalid("wallet_retire_check_secs", "must be from 1 to 3600");
         }
         if self.callers.is_empty() {
             return invalid("callers", "must name at least one caller");

@@ -74,11 +74,13 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     let _metrics = server::spawn_metrics(metrics, limits);
     let sweep = std::time::Duration::from_millis(config.release_sweep_ms);
     let _sweep = tokio::spawn(release_sweep(store.clone(), sweep));
+    let retire_every = std::time::Duration::from_secs(config.wallet_retire_check_secs);
     let signer = Signer::new(store.clone(), Arc::new(config), wallets);
     signer
         .register_wallets()
         .await
         .map_err(StartError::Register)?;
+    let _retirement = tokio::spawn(wallet_retirement(signer.clone(), retire_every));
     let routes = routes(signer, callers);
     Ok(server::serve_ready(
         listener,
@@ -111,6 +113,20 @@ pub async fn release_sweep(store: opledger_store::Store, every: std::time::Durat
             Err(e) => {
                 tracing::warn!(error = %e.log_safe(), "cannot sweep held-back signed attempts")
             }
+        }
+    }
+}
+
+/// Wallet retirement: every `every`, retires the retiring wallets none of whose operations is in
+/// flight any more ([`Signer::retire_finished_wallets`]). Ends when none is left to retire (the
+/// set only shrinks until the next start). Runs until dropped otherwise.
+pub async fn wallet_retirement(signer: Signer, every: std::time::Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while signer.holds_retiring_wallets() {
+        tick.tick().await;
+        if let Err(e) = signer.retire_finished_wallets().await {
+            tracing::warn!(error = %e.log_safe(), "cannot check the retiring wallets");
         }
     }
 }

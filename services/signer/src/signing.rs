@@ -18,6 +18,7 @@ use opledger_store::signing::{
     Attempt, AttemptKind, GuardRefusal, NewAttempt, ReplacementError, ReplacementGuard,
     SigningInput,
 };
+use opledger_store::wallets::WalletStatus;
 use opledger_store::{Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -212,27 +213,66 @@ impl Signer {
     }
 
     /// Registers this signer's wallets (active and retiring) where the operations service reads
-    /// them, and logs, for each retiring wallet, how many of its operations are still in flight:
-    /// it may be removed from the configuration once that is zero.
+    /// them, and logs, for each retiring wallet, how many of its operations are still in flight
+    /// (it retires once that is zero: [`Signer::retire_finished_wallets`]).
     pub async fn register_wallets(&self) -> Result<(), SignerError> {
         let registrations = self.wallets.registrations();
         self.store.register_wallets(&registrations).await?;
         for wallet in registrations
             .iter()
-            .filter(|w| w.status == opledger_store::wallets::WalletStatus::Retiring)
+            .filter(|w| w.status == WalletStatus::Retiring)
         {
             let in_flight = self
                 .store
-                .in_flight_of_sender(&wallet.network, &wallet.sender)
+                .in_flight_of_sender(wallet.tenant_id, &wallet.network, &wallet.sender)
                 .await?;
             tracing::info!(
                 tenant_id = %wallet.tenant_id,
                 network = %wallet.network,
                 in_flight,
-                "retiring wallet: signs only replacements of its own nonces; remove it when none is in flight"
+                "retiring wallet: signs only replacements of its own nonces until none is in flight"
             );
         }
         Ok(())
+    }
+
+    /// True while this signer holds a retiring wallet.
+    pub fn holds_retiring_wallets(&self) -> bool {
+        self.wallets
+            .registrations()
+            .iter()
+            .any(|w| w.status == WalletStatus::Retiring)
+    }
+
+    /// Retires every retiring wallet none of whose operations is in flight any more (each
+    /// original it signed is CONFIRMED at final depth or ended without a payout): its row becomes
+    /// RETIRED in the same statement that checks this, then its key is dropped, so no replacement
+    /// of its nonces can be signed afterwards. Returns how many it retired.
+    pub async fn retire_finished_wallets(&self) -> Result<usize, StoreError> {
+        let mut retired = 0;
+        for wallet in self
+            .wallets
+            .registrations()
+            .into_iter()
+            .filter(|w| w.status == WalletStatus::Retiring)
+        {
+            if self
+                .store
+                .retire_wallet(wallet.tenant_id, &wallet.network, &wallet.sender)
+                .await?
+                && self
+                    .wallets
+                    .retire(wallet.tenant_id, &wallet.network, &wallet.sender)
+            {
+                retired += 1;
+                tracing::warn!(
+                    tenant_id = %wallet.tenant_id,
+                    network = %wallet.network,
+                    "wallet retired: none of its operations is in flight; its key is dropped, remove it from the configuration"
+                );
+            }
+        }
+        Ok(retired)
     }
 
     /// Signs an APPROVED withdrawal once; any later call returns the persisted attempt. A refusal
@@ -552,10 +592,17 @@ impl Signer {
                     .check(role)
                     .map_err(AttemptDefect::from)
             })?;
-        // The original's sender signs, whichever wallet is the tenant's current one.
+        // The original's sender (recovered from its signature, not read from its row) signs,
+        // whichever wallet is the tenant's current one: the domain's rule, which the model checks.
+        let network_id = payload.network.as_str();
+        let sender = evidence::replacement_sender(
+            decoded_original.from.into_array(),
+            &self.wallets.senders(tenant, network_id),
+        )
+        .map_err(|_| SignerError::NoKeyForSender)?;
         let wallet = self
             .wallets
-            .by_sender(tenant, payload.network.as_str(), &original.signed.sender)
+            .by_sender(tenant, network_id, &format!("{:#x}", Address::from(sender)))
             .ok_or(SignerError::NoKeyForSender)?;
         let previous = decoded_latest
             .transfer_request()

@@ -6,7 +6,7 @@ use opledger_domain::ids::TenantId;
 use opledger_evm::keystore::KeystoreError;
 use opledger_evm::signer::{KeyProvider, LocalKey};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use zeroize::Zeroizing;
 
 /// A tenant's signing account on one network.
@@ -53,12 +53,15 @@ pub enum WalletError {
 
 /// The hot wallets by tenant and network: one active wallet signs new withdrawals; retiring ones
 /// (after a rotation) sign only replacements of their own in-flight nonces, which must come from
-/// the original's sender.
-#[derive(Debug, Clone, Default)]
+/// the original's sender, until [`Wallets::retire`] drops them (none of their nonces in flight).
+#[derive(Debug, Default)]
 pub struct Wallets {
     by_tenant_network: HashMap<(TenantId, String), Wallet>,
-    retiring: HashMap<(TenantId, String), Vec<Wallet>>,
+    retiring: RwLock<HashMap<(TenantId, String), Vec<Wallet>>>,
 }
+
+/// A tenant's slot: its tenant and network.
+type Slot = (TenantId, String);
 
 impl Wallets {
     /// Decrypts every configured keystore.
@@ -127,16 +130,46 @@ impl Wallets {
         if active || self.holds_retiring(&slot, &address) {
             return false;
         }
-        self.retiring.entry(slot).or_default().push(Wallet {
-            address,
-            initial_nonce: 0,
-            key,
-        });
+        self.retiring
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(slot)
+            .or_default()
+            .push(Wallet {
+                address,
+                initial_nonce: 0,
+                key,
+            });
         true
     }
 
-    fn holds_retiring(&self, slot: &(TenantId, String), address: &str) -> bool {
-        self.retiring
+    /// Drops a retiring wallet for good (its key's memory is zeroized once no signing in progress
+    /// holds it): no replacement of its nonces can be signed afterwards. False when it is not held
+    /// as retiring.
+    pub fn retire(&self, tenant: TenantId, network: &str, sender: &str) -> bool {
+        let mut retiring = self
+            .retiring
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let slot: Slot = (tenant, network.to_owned());
+        let Some(wallets) = retiring.get_mut(&slot) else {
+            return false;
+        };
+        let before = wallets.len();
+        wallets.retain(|w| w.address != sender);
+        let retired = wallets.len() < before;
+        if wallets.is_empty() {
+            retiring.remove(&slot);
+        }
+        retired
+    }
+
+    fn retiring(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Slot, Vec<Wallet>>> {
+        self.retiring.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn holds_retiring(&self, slot: &Slot, address: &str) -> bool {
+        self.retiring()
             .get(slot)
             .is_some_and(|ws| ws.iter().any(|w| w.address == address))
     }
@@ -148,16 +181,32 @@ impl Wallets {
 
     /// The tenant's wallet on `network` whose address is `sender` (0x-prefixed lowercase),
     /// active or retiring: the only key that may sign a replacement of that sender's attempt.
-    pub fn by_sender(&self, tenant: TenantId, network: &str, sender: &str) -> Option<&Wallet> {
+    pub fn by_sender(&self, tenant: TenantId, network: &str, sender: &str) -> Option<Wallet> {
         let slot = (tenant, network.to_owned());
-        self.by_tenant_network
+        if let Some(active) = self
+            .by_tenant_network
             .get(&slot)
             .filter(|w| w.address == sender)
-            .or_else(|| {
-                self.retiring
-                    .get(&slot)
-                    .and_then(|ws| ws.iter().find(|w| w.address == sender))
-            })
+        {
+            return Some(active.clone());
+        }
+        self.retiring()
+            .get(&slot)
+            .and_then(|ws| ws.iter().find(|w| w.address == sender))
+            .cloned()
+    }
+
+    /// The accounts of the tenant's wallets on `network` this signer holds keys for, active and
+    /// retiring: what `opledger_domain::evidence::replacement_sender` chooses from.
+    pub fn senders(&self, tenant: TenantId, network: &str) -> Vec<[u8; 20]> {
+        let slot = (tenant, network.to_owned());
+        let retiring = self.retiring();
+        self.by_tenant_network
+            .get(&slot)
+            .into_iter()
+            .chain(retiring.get(&slot).into_iter().flatten())
+            .map(|w| w.key.address().into_array())
+            .collect()
     }
 
     /// Every wallet with its role, for the registry the operations service reads.
@@ -172,7 +221,8 @@ impl Wallets {
                 sender: w.address.clone(),
                 status: WalletStatus::Active,
             });
-        let retiring = self.retiring.iter().flat_map(|((tenant, network), ws)| {
+        let retiring = self.retiring();
+        let retiring = retiring.iter().flat_map(|((tenant, network), ws)| {
             ws.iter().map(|w| Registration {
                 tenant_id: *tenant,
                 network: network.clone(),
@@ -185,7 +235,7 @@ impl Wallets {
 
     /// How many wallets are loaded, retiring ones included.
     pub fn len(&self) -> usize {
-        self.by_tenant_network.len() + self.retiring.values().map(Vec::len).sum::<usize>()
+        self.by_tenant_network.len() + self.retiring().values().map(Vec::len).sum::<usize>()
     }
 
     /// True when none is loaded.

@@ -231,6 +231,65 @@ mod tests {
         );
     }
 
+    /// What a service logs while building its readers.
+    fn logged_while(build: impl FnOnce()) -> String {
+        #[derive(Clone, Default)]
+        struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Captured {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, build);
+        let bytes = captured
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    #[test]
+    fn a_quorum_of_one_is_a_warning_at_start_and_two_are_not() {
+        let one = settings(Some(3), false);
+        let logs = logged_while(|| {
+            assert!(service_reader("anvil", Some(&one), Duration::from_secs(1), None, []).is_ok());
+        });
+        assert!(
+            logs.contains("WARN") && logs.contains("evidence rests on a single endpoint"),
+            "{logs}"
+        );
+        assert!(
+            logs.contains("network=anvil") && logs.contains("quorum=1"),
+            "{logs}"
+        );
+        let two = NetworkEvidence {
+            urls: vec![
+                "http://127.0.0.1:1".to_owned(),
+                "http://127.0.0.1:2".to_owned(),
+            ],
+            quorum: 2,
+            ..settings(Some(3), false)
+        };
+        let logs = logged_while(|| {
+            assert!(service_reader("anvil", Some(&two), Duration::from_secs(1), None, []).is_ok());
+        });
+        assert_eq!(logs, "", "no warning at quorum 2");
+    }
+
     #[test]
     fn the_counter_renders_per_network_and_reason() {
         let counter = NoEvidenceCounter::default();
