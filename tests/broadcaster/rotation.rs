@@ -186,9 +186,10 @@ async fn a_rotation_while_withdrawals_are_in_flight_pays_each_once_and_retires_t
         (10_000_000_000_000_000_000 - expected, 0)
     );
 
-    // All its operations final, the old wallet retires by itself, and its key is gone: a
-    // replacement at one of its nonces (an operation put back to BROADCAST, as only a
-    // reorganization deeper than final depth could) is refused, nothing signed.
+    // All its operations confirmed (the tests' signer keeps no grace after a confirmation; the
+    // store test of retirement checks the grace), the old wallet retires by itself and its key is
+    // gone: a replacement at one of its nonces (an operation put back to BROADCAST, as only a
+    // reorganization after the grace could) is refused, nothing signed.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while wallet_status(&stack, HOT_WALLET).await? != "RETIRED" {
         anyhow::ensure!(

@@ -5,12 +5,13 @@
 
 use opledger_evm::signer::decode;
 use opledger_evm::{Address, U256};
-use opledger_proto::v1::{AttemptKind, SignReplacementRequest};
+use opledger_proto::v1::{AttemptKind, SignReplacementRequest, SignedAttempt, Withdrawal};
+use opledger_store::wallets::{Registration, WalletStatus};
 use opledger_tests::signer::{
-    CALLER_TOKEN, HOT_WALLET, InProcessSigner, ROTATED_WALLET, TestWallets, approve, attempts,
-    client, sign_request,
+    CALLER_TOKEN, HOT_WALLET, InProcessSigner, NETWORK, ROTATED_WALLET, TestWallets, approve,
+    attempts, client, sign_request,
 };
-use opledger_tests::{ALICE, BOB, Stack, authed, reason};
+use opledger_tests::{ALICE, BOB, Stack, Tenant, authed, reason};
 
 fn replace(tenant: &str, op: &str, kind: AttemptKind) -> tonic::Request<SignReplacementRequest> {
     authed(
@@ -21,6 +22,26 @@ fn replace(tenant: &str, op: &str, kind: AttemptKind) -> tonic::Request<SignRepl
             kind: kind as i32,
         },
     )
+}
+
+/// Tenant `acme` (funded) with a withdrawal of 500 to ALICE signed by its old wallet
+/// ([`HOT_WALLET`]) through a signer since stopped: the withdrawal and its original attempt.
+async fn signed_by_the_old_wallet(
+    stack: &Stack,
+) -> anyhow::Result<(Tenant, Withdrawal, SignedAttempt)> {
+    let acme = stack.tenant("acme").await?;
+    stack.fund(&acme, "treasury", "ETH", "1000000").await?;
+    let w = stack.withdraw(&acme, "500", ALICE).await?;
+    approve(stack, &acme, &w).await?;
+    let before = InProcessSigner::start(&stack.db, acme.id).await?;
+    let original = client(before.addr)
+        .await?
+        .sign_withdrawal(sign_request(acme.id, &w.withdrawal_id))
+        .await?
+        .into_inner()
+        .attempt
+        .ok_or_else(|| anyhow::anyhow!("no original"))?;
+    Ok((acme, w, original))
 }
 
 async fn registry(stack: &Stack) -> anyhow::Result<Vec<(String, String)>> {
@@ -35,21 +56,9 @@ async fn registry(stack: &Stack) -> anyhow::Result<Vec<(String, String)>> {
 async fn after_a_rotation_replacements_come_from_the_original_sender_and_new_withdrawals_from_the_new_wallet()
 -> anyhow::Result<()> {
     let stack = Stack::start().await?;
-    let acme = stack.tenant("acme").await?;
-    stack.fund(&acme, "treasury", "ETH", "1000000").await?;
-    let tenant = acme.id.to_string();
     // In flight at nonce 0 of the old wallet.
-    let old = stack.withdraw(&acme, "500", ALICE).await?;
-    approve(&stack, &acme, &old).await?;
-    let before = InProcessSigner::start(&stack.db, acme.id).await?;
-    let original = client(before.addr)
-        .await?
-        .sign_withdrawal(sign_request(acme.id, &old.withdrawal_id))
-        .await?
-        .into_inner()
-        .attempt
-        .expect("original");
-    drop(before);
+    let (acme, old, original) = signed_by_the_old_wallet(&stack).await?;
+    let tenant = acme.id.to_string();
     // Rotation: the new wallet is active, the old one retiring.
     let signer =
         InProcessSigner::start_with_wallets(&stack.db, acme.id, TestWallets::Rotated(true)).await?;
@@ -110,16 +119,7 @@ async fn after_a_rotation_replacements_come_from_the_original_sender_and_new_wit
 async fn a_replacement_whose_sender_key_is_gone_is_refused_not_signed_by_the_new_wallet()
 -> anyhow::Result<()> {
     let stack = Stack::start().await?;
-    let acme = stack.tenant("acme").await?;
-    stack.fund(&acme, "treasury", "ETH", "1000000").await?;
-    let w = stack.withdraw(&acme, "500", ALICE).await?;
-    approve(&stack, &acme, &w).await?;
-    let before = InProcessSigner::start(&stack.db, acme.id).await?;
-    client(before.addr)
-        .await?
-        .sign_withdrawal(sign_request(acme.id, &w.withdrawal_id))
-        .await?;
-    drop(before);
+    let (acme, w, _) = signed_by_the_old_wallet(&stack).await?;
     // The old wallet was removed too early: only the new one is held.
     let signer =
         InProcessSigner::start_with_wallets(&stack.db, acme.id, TestWallets::Rotated(false))
@@ -345,6 +345,127 @@ async fn a_rotation_while_a_withdrawal_is_in_flight_leaves_one_payable_transacti
         node.balance(BOB).await? - before,
         3_000_000_000_000_000,
         "no second payable transaction"
+    );
+    Ok(())
+}
+
+/// What another signer's start does at a rotation: the new wallet registered ACTIVE, demoting the
+/// old one to RETIRING.
+async fn rotate(stack: &Stack, tenant: opledger_domain::ids::TenantId) -> anyhow::Result<()> {
+    stack
+        .admin
+        .register_wallets(&[Registration {
+            tenant_id: tenant,
+            network: NETWORK.to_owned(),
+            sender: ROTATED_WALLET.to_owned(),
+            status: WalletStatus::Active,
+        }])
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", e.log_safe()))
+}
+
+#[tokio::test]
+async fn a_signer_with_an_outdated_configuration_cannot_start_a_withdrawal_from_a_rotated_out_wallet()
+-> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack.fund(&acme, "treasury", "ETH", "1000000").await?;
+    // Still running with the old configuration (a rolling restart), while another signer's start
+    // rotated the wallet out.
+    let outdated = InProcessSigner::start(&stack.db, acme.id).await?;
+    rotate(&stack, acme.id).await?;
+    let w = stack.withdraw(&acme, "500", ALICE).await?;
+    approve(&stack, &acme, &w).await?;
+    let err = client(outdated.addr)
+        .await?
+        .sign_withdrawal(sign_request(acme.id, &w.withdrawal_id))
+        .await
+        .expect_err("the old wallet is not active");
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+    assert_eq!(reason(&err), "WALLET_NOT_ACTIVE");
+    assert_eq!(
+        attempts(&stack, &w.withdrawal_id).await?,
+        0,
+        "nothing signed"
+    );
+    // The claim is given back at once: a signer holding the active wallet signs it.
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "APPROVED");
+    let current =
+        InProcessSigner::start_with_wallets(&stack.db, acme.id, TestWallets::Rotated(true)).await?;
+    let signed = client(current.addr)
+        .await?
+        .sign_withdrawal(sign_request(acme.id, &w.withdrawal_id))
+        .await?
+        .into_inner()
+        .attempt
+        .expect("signed");
+    assert_eq!(signed.from_address, ROTATED_WALLET);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_retiring_wallet_retires_only_when_nothing_it_signed_is_in_flight_or_recently_confirmed()
+-> anyhow::Result<()> {
+    let stack = Stack::start().await?;
+    let (acme, w, _) = signed_by_the_old_wallet(&stack).await?;
+    rotate(&stack, acme.id).await?;
+    let grace = std::time::Duration::from_secs(3600);
+    let store = &stack.admin;
+    let check = |grace| store.retire_wallet(acme.id, NETWORK, HOT_WALLET, grace);
+    // Every state in which a replacement may still be needed keeps it.
+    for state in ["SIGNED", "BROADCAST", "UNKNOWN", "FAILED_TERMINAL"] {
+        stack.force_state(&w.withdrawal_id, state).await?;
+        assert_eq!(
+            store
+                .in_flight_of_sender(acme.id, NETWORK, HOT_WALLET, grace)
+                .await?,
+            1,
+            "{state}"
+        );
+        assert!(!check(grace).await?, "{state}");
+    }
+    // Confirmed just now: the watcher may still reopen it after a reorganization.
+    stack.force_state(&w.withdrawal_id, "CONFIRMED").await?;
+    sqlx::query(
+        "UPDATE withdrawal_ops SET updated_at = now(), version = version + 1 WHERE op_id = $1",
+    )
+    .bind(w.withdrawal_id.parse::<uuid::Uuid>()?)
+    .execute(&stack.db.admin_pool().await?)
+    .await?;
+    assert!(!check(grace).await?, "confirmed within the grace");
+    // Another tenant's or network's wallet of the same address is not this one.
+    let other = stack.tenant("globex").await?;
+    assert!(
+        !store
+            .retire_wallet(other.id, NETWORK, HOT_WALLET, grace)
+            .await?
+    );
+    assert_eq!(registry(&stack).await?.len(), 3);
+    // Confirmed longer ago than the grace: retired, once, and for good.
+    sqlx::query(
+        "UPDATE withdrawal_ops SET updated_at = now() - interval '2 hours', version = version + 1 \
+         WHERE op_id = $1",
+    )
+    .bind(w.withdrawal_id.parse::<uuid::Uuid>()?)
+    .execute(&stack.db.admin_pool().await?)
+    .await?;
+    assert!(check(grace).await?);
+    let (status,): (String,) =
+        sqlx::query_as("SELECT status FROM signer_wallets WHERE tenant_id = $1 AND sender = $2")
+            .bind(acme.id.as_uuid())
+            .bind(HOT_WALLET)
+            .fetch_one(stack.admin.pool())
+            .await?;
+    assert_eq!(status, "RETIRED");
+    assert!(
+        check(grace).await?,
+        "an answer lost and asked again: still retired"
+    );
+    // An ACTIVE wallet never retires.
+    assert!(
+        !store
+            .retire_wallet(acme.id, NETWORK, ROTATED_WALLET, grace)
+            .await?
     );
     Ok(())
 }

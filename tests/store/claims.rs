@@ -196,7 +196,8 @@ fn filters_by_tenant(text: &str) -> bool {
         let parameter = rest
             .strip_prefix('$')
             .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_digit()));
-        parameter || rest.starts_with("p_")
+        // A trigger filters by the tenant of the row being written (`NEW.tenant_id`).
+        parameter || rest.starts_with("p_") || rest.starts_with("new.tenant_id")
     })
 }
 

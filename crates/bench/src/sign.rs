@@ -157,6 +157,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("the signer role cannot connect: {}", e.log_safe()))?;
     let signer = Signer::new(store, Arc::new(config), Arc::new(wallets));
+    // Originals come only from registered ACTIVE wallets (migration 24), as in the service.
+    signer
+        .register_wallets()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot register the wallets: {e}"))?;
 
     // The CPU ceiling of signing alone, measured while the database is idle.
     let baseline_for = Duration::from_secs(args.baseline_seconds);

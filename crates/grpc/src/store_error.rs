@@ -99,6 +99,18 @@ pub fn store_status(error: StoreError) -> Status {
             ),
             &[("state", state.as_str())],
         ),
+        StoreError::WalletNotActive => {
+            tracing::error!(
+                "an original was refused: its wallet is no longer the tenant's active wallet (this signer's configuration is out of date)"
+            );
+            error_status(
+                Code::FailedPrecondition,
+                ErrorReason::WalletNotActive,
+                "the sender's wallet is not the tenant's active wallet on this network: this \
+                 signer's configuration is out of date (a rotation); nothing signed",
+                &[],
+            )
+        }
         StoreError::Conflict { current } => error_status(
             Code::Aborted,
             ErrorReason::ConcurrentModification,

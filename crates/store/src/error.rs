@@ -76,6 +76,11 @@ pub enum StoreError {
         /// What failed to parse.
         what: &'static str,
     },
+    /// An original attempt's sender is not its tenant's ACTIVE wallet on its network in the
+    /// wallet registry (another signer rotated it out): nothing stored. The signer's
+    /// configuration is out of date.
+    #[error("the sender's wallet is not the tenant's active wallet on this network")]
+    WalletNotActive,
     /// The database refused or failed the statement.
     #[error("database error")]
     Database(#[from] sqlx::Error),
@@ -104,6 +109,18 @@ impl StoreError {
             })
         {
             return StoreError::OutOfRange { what };
+        }
+        StoreError::Database(error)
+    }
+
+    /// [`StoreError::WalletNotActive`] when the database refused an original attempt whose
+    /// sender is not an ACTIVE wallet (migration 24), the error unchanged otherwise.
+    pub(crate) fn wallet(error: sqlx::Error) -> StoreError {
+        if let sqlx::Error::Database(db) = &error
+            && db.code().as_deref() == Some("23514")
+            && db.constraint() == Some("signer_wallets_active_original")
+        {
+            return StoreError::WalletNotActive;
         }
         StoreError::Database(error)
     }

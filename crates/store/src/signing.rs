@@ -863,7 +863,8 @@ async fn insert_attempt(
     .bind(signed.max_fee_per_gas.to_string())
     .bind(signed.max_priority_fee_per_gas.to_string())
     .fetch_one(&mut *conn)
-    .await?;
+    .await
+    .map_err(StoreError::wallet)?;
     Ok(Attempt {
         attempt: number,
         network: network.to_owned(),

@@ -5,6 +5,7 @@
 
 use crate::{Result, Store, StoreError};
 use opledger_domain::ids::TenantId;
+use std::time::Duration;
 
 /// A wallet's role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -42,12 +43,15 @@ pub struct Registration {
 }
 
 /// The operations of tenant $1 whose original attempt sender $3 signed on network $2 and that are
-/// still in flight (a `FROM` clause; the attempts are read by their nonce-owner index).
+/// still in flight: SIGNED, BROADCAST, UNKNOWN, FAILED_TERMINAL, or CONFIRMED less than $4 seconds
+/// ago (the chain watcher may still reopen it after a reorganization). A `FROM` clause; the
+/// originals are read by their nonce-owner index (tenant, network, sender, nonce; originals only).
 macro_rules! in_flight_of_sender {
     () => {
         "FROM tx_attempts a JOIN withdrawal_ops o USING (tenant_id, op_id) \
-         WHERE a.tenant_id = $1 AND a.network = $2 AND a.sender = $3 AND a.attempt = 1 \
-           AND o.state IN ('SIGNED', 'BROADCAST', 'UNKNOWN', 'FAILED_TERMINAL')"
+         WHERE a.tenant_id = $1 AND a.network = $2 AND a.sender = $3 AND a.kind = 'ORIGINAL' \
+           AND (o.state IN ('SIGNED', 'BROADCAST', 'UNKNOWN', 'FAILED_TERMINAL') \
+                OR (o.state = 'CONFIRMED' AND o.updated_at > now() - make_interval(secs => $4)))"
     };
 }
 
@@ -90,25 +94,29 @@ impl Store {
     }
 
     /// Operations of `tenant_id` whose original attempt `sender` signed on `network` and that are
-    /// not yet CONFIRMED at final depth nor ended without a payout (SIGNED, BROADCAST, UNKNOWN,
-    /// FAILED_TERMINAL): a retiring wallet retires once this is zero.
+    /// still in flight: not yet CONFIRMED nor ended without a payout (SIGNED, BROADCAST, UNKNOWN,
+    /// FAILED_TERMINAL), or CONFIRMED less than `grace` ago (a reorganization within the chain
+    /// watcher's window may still reopen it). A retiring wallet retires once this is zero.
     pub async fn in_flight_of_sender(
         &self,
         tenant_id: TenantId,
         network: &str,
         sender: &str,
+        grace: Duration,
     ) -> Result<u64> {
         let (count,): (i64,) = sqlx::query_as(concat!("SELECT count(*) ", in_flight_of_sender!()))
             .bind(tenant_id.as_uuid())
             .bind(network)
             .bind(sender)
+            .bind(grace.as_secs_f64())
             .fetch_one(&self.pool)
             .await?;
         u64::try_from(count).map_err(|_| StoreError::Corrupt { what: "count" })
     }
 
     /// RETIRING -> RETIRED for the wallet `sender` of `tenant_id` on `network`, in one statement
-    /// and only when none of its operations is in flight ([`Store::in_flight_of_sender`] is zero):
+    /// and only when none of its operations is in flight ([`Store::in_flight_of_sender`] with
+    /// `grace` is zero; no original can be added meanwhile: only an ACTIVE wallet signs one):
     /// true when the row is RETIRED now (by this call, or by an earlier one whose answer was
     /// lost). The signer drops the key only after this returned true.
     pub async fn retire_wallet(
@@ -116,6 +124,7 @@ impl Store {
         tenant_id: TenantId,
         network: &str,
         sender: &str,
+        grace: Duration,
     ) -> Result<bool> {
         let retired = sqlx::query(concat!(
             "UPDATE signer_wallets SET status = 'RETIRED', updated_at = now() \
@@ -128,6 +137,7 @@ impl Store {
         .bind(tenant_id.as_uuid())
         .bind(network)
         .bind(sender)
+        .bind(grace.as_secs_f64())
         .execute(&self.pool)
         .await?
         .rows_affected();

@@ -72,10 +72,16 @@ pub struct Config {
     /// acknowledged) and then released for submission. See docs/serialization.md.
     pub release_sweep_ms: u64,
     /// How often (seconds) the signer checks whether a retiring wallet (`retiring = true`) has
-    /// finished: once none of the operations whose original it signed is in flight (all
-    /// CONFIRMED at final depth or ended without a payout), it is marked RETIRED and its key is
-    /// dropped from memory; it signs nothing afterwards. From 1 to 3600.
+    /// finished: once none of the operations whose original it signed is in flight (each ended
+    /// without a payout, or CONFIRMED longer than `wallet_retire_grace_secs` ago), it is marked
+    /// RETIRED and its key is dropped from memory; it signs nothing afterwards. From 1 to 3600.
     pub wallet_retire_check_secs: u64,
+    /// Seconds a CONFIRMED withdrawal still keeps its retiring wallet loaded after its
+    /// confirmation: the chain watcher re-checks confirmed inclusions for reorganizations over its
+    /// `reorg_window_blocks` (64) and sends a reorganized one back to BROADCAST, where a fee bump
+    /// or cancel needs the original's key again. Set above `reorg_window_blocks` times the block
+    /// time. From 0 to 604800.
+    pub wallet_retire_grace_secs: u64,
 }
 
 fn default_security_owner() -> String {
@@ -240,6 +246,7 @@ impl Default for Config {
             operations_owner: default_operations_owner(),
             release_sweep_ms: 1000,
             wallet_retire_check_secs: 30,
+            wallet_retire_grace_secs: 3600,
         }
     }
 }
@@ -281,6 +288,9 @@ impl Config {
         }
         if !(1..=3600).contains(&self.wallet_retire_check_secs) {
             return invalid("wallet_retire_check_secs", "must be from 1 to 3600");
+        }
+        if self.wallet_retire_grace_secs > 604_800 {
+            return invalid("wallet_retire_grace_secs", "must be from 0 to 604800");
         }
         if self.callers.is_empty() {
             return invalid("callers", "must name at least one caller");

@@ -125,9 +125,7 @@ pub async fn wallet_retirement(signer: Signer, every: std::time::Duration) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     while signer.holds_retiring_wallets() {
         tick.tick().await;
-        if let Err(e) = signer.retire_finished_wallets().await {
-            tracing::warn!(error = %e.log_safe(), "cannot check the retiring wallets");
-        }
+        signer.retire_finished_wallets().await;
     }
 }
 

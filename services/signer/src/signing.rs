@@ -224,7 +224,12 @@ impl Signer {
         {
             let in_flight = self
                 .store
-                .in_flight_of_sender(wallet.tenant_id, &wallet.network, &wallet.sender)
+                .in_flight_of_sender(
+                    wallet.tenant_id,
+                    &wallet.network,
+                    &wallet.sender,
+                    self.retire_grace(),
+                )
                 .await?;
             tracing::info!(
                 tenant_id = %wallet.tenant_id,
@@ -245,10 +250,12 @@ impl Signer {
     }
 
     /// Retires every retiring wallet none of whose operations is in flight any more (each
-    /// original it signed is CONFIRMED at final depth or ended without a payout): its row becomes
-    /// RETIRED in the same statement that checks this, then its key is dropped, so no replacement
-    /// of its nonces can be signed afterwards. Returns how many it retired.
-    pub async fn retire_finished_wallets(&self) -> Result<usize, StoreError> {
+    /// original it signed ended without a payout, or CONFIRMED longer than
+    /// `wallet_retire_grace_secs` ago): its row becomes RETIRED in the same statement that checks
+    /// this, then its key is dropped, so no replacement of its nonces can be signed afterwards.
+    /// Returns how many it retired; a wallet the database could not check is left for the next
+    /// call (late is the safe direction).
+    pub async fn retire_finished_wallets(&self) -> usize {
         let mut retired = 0;
         for wallet in self
             .wallets
@@ -256,13 +263,31 @@ impl Signer {
             .into_iter()
             .filter(|w| w.status == WalletStatus::Retiring)
         {
-            if self
+            let finished = self
                 .store
-                .retire_wallet(wallet.tenant_id, &wallet.network, &wallet.sender)
-                .await?
-                && self
-                    .wallets
-                    .retire(wallet.tenant_id, &wallet.network, &wallet.sender)
+                .retire_wallet(
+                    wallet.tenant_id,
+                    &wallet.network,
+                    &wallet.sender,
+                    self.retire_grace(),
+                )
+                .await;
+            match finished {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    tracing::warn!(
+                        tenant_id = %wallet.tenant_id,
+                        network = %wallet.network,
+                        error = %e.log_safe(),
+                        "cannot check a retiring wallet"
+                    );
+                    continue;
+                }
+            }
+            if self
+                .wallets
+                .retire(wallet.tenant_id, &wallet.network, &wallet.sender)
             {
                 retired += 1;
                 tracing::warn!(
@@ -272,7 +297,11 @@ impl Signer {
                 );
             }
         }
-        Ok(retired)
+        retired
+    }
+
+    fn retire_grace(&self) -> Duration {
+        Duration::from_secs(self.config.wallet_retire_grace_secs)
     }
 
     /// Signs an APPROVED withdrawal once; any later call returns the persisted attempt. A refusal
@@ -410,11 +439,22 @@ impl Signer {
         };
         // Persisted with the sender's next nonce, in one transaction with the other signatures
         // of this sender that are ready now (see `batch`).
-        let persisted = self
+        let persisted = match self
             .lanes
             .persist(network, &wallet.address, job)
             .await
-            .map_err(|_| SignerError::Interrupted)??;
+            .map_err(|_| SignerError::Interrupted)?
+        {
+            // Another signer rotated this wallet out: this signer's configuration is out of
+            // date. The claim is given back at once, for a signer holding the active wallet.
+            Err(StoreError::WalletNotActive) => {
+                self.store
+                    .release_claim(tenant, op, Some(&owner), &owner, "wallet not active")
+                    .await?;
+                return Err(StoreError::WalletNotActive.into());
+            }
+            other => other?,
+        };
         match persisted {
             Ok(attempt) => {
                 tracing::info!(%op, nonce = attempt.signed.nonce, "withdrawal signed and persisted");
