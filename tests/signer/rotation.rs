@@ -400,6 +400,21 @@ async fn a_signer_with_an_outdated_configuration_cannot_start_a_withdrawal_from_
         .attempt
         .expect("signed");
     assert_eq!(signed.from_address, ROTATED_WALLET);
+    // Restarted with that configuration, it does not start: a start never undoes a rotation.
+    drop(outdated);
+    let err = InProcessSigner::start(&stack.db, acme.id)
+        .await
+        .expect_err("a configuration from before the rotation");
+    assert!(err.to_string().contains("rotated out"), "{err}");
+    let (active,): (String,) = sqlx::query_as(
+        "SELECT sender FROM signer_wallets \
+         WHERE tenant_id = $1 AND network = $2 AND status = 'ACTIVE'",
+    )
+    .bind(acme.id.as_uuid())
+    .bind(NETWORK)
+    .fetch_one(stack.admin.pool())
+    .await?;
+    assert_eq!(active, ROTATED_WALLET, "the rotation stands");
     Ok(())
 }
 

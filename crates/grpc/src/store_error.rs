@@ -99,7 +99,7 @@ pub fn store_status(error: StoreError) -> Status {
             ),
             &[("state", state.as_str())],
         ),
-        StoreError::WalletNotActive => {
+        StoreError::WalletNotActive | StoreError::WalletRotatedOut => {
             tracing::error!(
                 "an original was refused: its wallet is no longer the tenant's active wallet (this signer's configuration is out of date)"
             );

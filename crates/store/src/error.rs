@@ -81,6 +81,13 @@ pub enum StoreError {
     /// configuration is out of date.
     #[error("the sender's wallet is not the tenant's active wallet on this network")]
     WalletNotActive,
+    /// A signer's configuration lists as its active wallet one that the wallet registry holds as
+    /// RETIRING or RETIRED: the configuration predates a rotation. Nothing registered.
+    #[error(
+        "a wallet this configuration lists as active was rotated out (RETIRING or RETIRED in \
+         signer_wallets): the configuration predates the rotation"
+    )]
+    WalletRotatedOut,
     /// The database refused or failed the statement.
     #[error("database error")]
     Database(#[from] sqlx::Error),

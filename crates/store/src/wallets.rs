@@ -59,6 +59,9 @@ impl Store {
     /// Registers the signer's wallets, in one transaction: a wallet registered ACTIVE demotes any
     /// other ACTIVE wallet of its tenant and network to RETIRING (a rotation), and a RETIRING one
     /// is recorded as such. Rows of wallets this signer no longer holds are left as they are.
+    /// A rotation is never undone by a start: a wallet the registry holds as RETIRING or RETIRED
+    /// registered ACTIVE (a signer restarted with a configuration from before the rotation) is
+    /// [`StoreError::WalletRotatedOut`], and nothing is registered.
     pub async fn register_wallets(&self, wallets: &[Registration]) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         // Retiring ones first, so that the ACTIVE ones never meet the one-active index twice.
@@ -66,6 +69,19 @@ impl Store {
         ordered.sort_by_key(|w| w.status == WalletStatus::Active);
         for wallet in ordered {
             if wallet.status == WalletStatus::Active {
+                let rotated_out: Option<(String,)> = sqlx::query_as(
+                    "SELECT status FROM signer_wallets \
+                     WHERE tenant_id = $1 AND network = $2 AND sender = $3 \
+                       AND status IN ('RETIRING', 'RETIRED') FOR UPDATE",
+                )
+                .bind(wallet.tenant_id.as_uuid())
+                .bind(&wallet.network)
+                .bind(&wallet.sender)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if rotated_out.is_some() {
+                    return Err(StoreError::WalletRotatedOut);
+                }
                 sqlx::query(
                     "UPDATE signer_wallets SET status = 'RETIRING', updated_at = now() \
                      WHERE tenant_id = $1 AND network = $2 AND sender <> $3 AND status = 'ACTIVE'",
