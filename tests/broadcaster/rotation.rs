@@ -79,7 +79,10 @@ async fn a_rotation_while_withdrawals_are_in_flight_pays_each_once_and_retires_t
     // The rotation: the new wallet active, the old one retiring.
     let signer =
         InProcessSigner::start_with_wallets(&stack.db, acme.id, TestWallets::Rotated(true)).await?;
-    let cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
+    let mut cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
+    // A short reorganization window (still above the three confirmations), so that the confirmed
+    // withdrawals leave it within the test.
+    cfg.reorg_window_blocks = 5;
     let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
     let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
     // The stuck transfers are fee-bumped, each by the old wallet at its own nonce.
@@ -186,10 +189,25 @@ async fn a_rotation_while_withdrawals_are_in_flight_pays_each_once_and_retires_t
         (10_000_000_000_000_000_000 - expected, 0)
     );
 
-    // All its operations confirmed (the tests' signer keeps no grace after a confirmation; the
-    // store test of retirement checks the grace), the old wallet retires by itself and its key is
+    // Confirmed, but within the watcher's reorganization window: the old wallet is kept. The tests'
+    // signer keeps no grace after a confirmation; the store test of retirement checks the grace.
+    let (floor,): (i64,) =
+        sqlx::query_as("SELECT floor_block FROM chain_reorg_floors WHERE network = $1")
+            .bind(NETWORK)
+            .fetch_one(stack.admin.pool())
+            .await?;
+    let (lowest,): (i64,) =
+        sqlx::query_as("SELECT min(block_number) FROM inclusions WHERE reorged_at IS NULL")
+            .fetch_one(stack.admin.pool())
+            .await?;
+    assert!(lowest > floor, "inclusions at {lowest}, floor {floor}");
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(wallet_status(&stack, HOT_WALLET).await?, "RETIRING");
+    // Past the window (the watcher's next heads), the old wallet retires by itself and its key is
     // gone: a replacement at one of its nonces (an operation put back to BROADCAST, as only a
-    // reorganization after the grace could) is refused, nothing signed.
+    // reorganization deeper than the window could) is refused, nothing signed.
+    node.mine(cfg.reorg_window_blocks + 1).await?;
+    watcher.tick(64).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while wallet_status(&stack, HOT_WALLET).await? != "RETIRED" {
         anyhow::ensure!(

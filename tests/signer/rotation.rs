@@ -419,7 +419,7 @@ async fn a_signer_with_an_outdated_configuration_cannot_start_a_withdrawal_from_
 }
 
 #[tokio::test]
-async fn a_retiring_wallet_retires_only_when_nothing_it_signed_is_in_flight_or_recently_confirmed()
+async fn a_retiring_wallet_retires_only_when_nothing_it_signed_is_in_flight_or_within_the_reorganization_window()
 -> anyhow::Result<()> {
     let stack = Stack::start().await?;
     let (acme, w, _) = signed_by_the_old_wallet(&stack).await?;
@@ -456,14 +456,32 @@ async fn a_retiring_wallet_retires_only_when_nothing_it_signed_is_in_flight_or_r
             .await?
     );
     assert_eq!(registry(&stack).await?.len(), 3);
-    // Confirmed longer ago than the grace: retired, once, and for good.
+    // Confirmed longer ago than the grace, included in block 10.
+    let op: uuid::Uuid = w.withdrawal_id.parse()?;
     sqlx::query(
         "UPDATE withdrawal_ops SET updated_at = now() - interval '2 hours', version = version + 1 \
          WHERE op_id = $1",
     )
-    .bind(w.withdrawal_id.parse::<uuid::Uuid>()?)
+    .bind(op)
     .execute(&stack.db.admin_pool().await?)
     .await?;
+    sqlx::query(
+        "INSERT INTO inclusions (tenant_id, op_id, tx_hash, block_number, block_hash) \
+         VALUES ($1, $2, $3, 10, $4)",
+    )
+    .bind(acme.id.as_uuid())
+    .bind(op)
+    .bind(format!("0x{:064x}", 1))
+    .bind(format!("0x{:064x}", 0xb10c))
+    .execute(stack.admin.pool())
+    .await?;
+    // No watcher has recorded a reorganization floor on the network yet, then one below the
+    // inclusion (a watcher stopped, or still within its window): the watcher may still reopen it.
+    assert!(!check(grace).await?, "no reorganization floor yet");
+    store.record_reorg_floor(NETWORK, 9).await?;
+    assert!(!check(grace).await?, "included above the watcher's floor");
+    // At or below the floor: the watcher no longer looks at it. Retired, once, and for good.
+    store.record_reorg_floor(NETWORK, 10).await?;
     assert!(check(grace).await?);
     let (status,): (String,) =
         sqlx::query_as("SELECT status FROM signer_wallets WHERE tenant_id = $1 AND sender = $2")

@@ -56,6 +56,13 @@ const SHARED: &[(&str, &str)] = &[
         "signer_nonces",
         "one nonce counter per hot wallet, whatever the tenant",
     ),
+    // One row per network: the block below which the chain watcher no longer re-checks
+    // inclusions for reorganizations, written by the one watcher of the network, read by signers
+    // deciding whether a retiring wallet may retire.
+    (
+        "chain_reorg_floors",
+        "one reorganization floor per network, whatever the tenant",
+    ),
 ];
 
 /// Tables that are neither: the migrator's own bookkeeping, a plain local table of the node that

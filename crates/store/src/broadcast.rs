@@ -234,6 +234,25 @@ impl Store {
         Ok(moved)
     }
 
+    /// Records that the chain watcher of `network` no longer re-checks inclusions at or below
+    /// `floor_block` for reorganizations (its pinned block minus its window). Signers keep a
+    /// retiring wallet while a withdrawal it signed is CONFIRMED above the floor.
+    pub async fn record_reorg_floor(&self, network: &str, floor_block: u64) -> Result<()> {
+        let floor =
+            i64::try_from(floor_block).map_err(|_| StoreError::Corrupt { what: "block" })?;
+        sqlx::query(
+            "INSERT INTO chain_reorg_floors (network, floor_block) VALUES ($1, $2) \
+             ON CONFLICT (network) DO UPDATE SET floor_block = excluded.floor_block, \
+               updated_at = now() \
+             WHERE chain_reorg_floors.floor_block <> excluded.floor_block",
+        )
+        .bind(network)
+        .bind(floor)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     /// The distinct blocks (number, hash) holding confirmed inclusions on `network` from
     /// `from_block` to `to_block` (both included), lowest first: what a reorganization check must
     /// look at, one row per block however many withdrawals each holds.

@@ -43,15 +43,24 @@ pub struct Registration {
 }
 
 /// The operations of tenant $1 whose original attempt sender $3 signed on network $2 and that are
-/// still in flight: SIGNED, BROADCAST, UNKNOWN, FAILED_TERMINAL, or CONFIRMED less than $4 seconds
-/// ago (the chain watcher may still reopen it after a reorganization). A `FROM` clause; the
-/// originals are read by their nonce-owner index (tenant, network, sender, nonce; originals only).
+/// still in flight: SIGNED, BROADCAST, UNKNOWN, FAILED_TERMINAL, or CONFIRMED and still within
+/// the chain watcher's reorganization window (which may reopen it): confirmed less than $4
+/// seconds ago, or with a live inclusion above the network's reorganization floor, or on a
+/// network without a floor yet. A `FROM` clause; the originals are read by their nonce-owner
+/// index (tenant, network, sender, nonce; originals only).
 macro_rules! in_flight_of_sender {
     () => {
         "FROM tx_attempts a JOIN withdrawal_ops o USING (tenant_id, op_id) \
          WHERE a.tenant_id = $1 AND a.network = $2 AND a.sender = $3 AND a.kind = 'ORIGINAL' \
            AND (o.state IN ('SIGNED', 'BROADCAST', 'UNKNOWN', 'FAILED_TERMINAL') \
-                OR (o.state = 'CONFIRMED' AND o.updated_at > now() - make_interval(secs => $4)))"
+                OR (o.state = 'CONFIRMED' \
+                    AND (o.updated_at > now() - make_interval(secs => $4) \
+                         OR NOT EXISTS (SELECT 1 FROM chain_reorg_floors f WHERE f.network = $2) \
+                         OR EXISTS (SELECT 1 FROM inclusions i \
+                                    JOIN chain_reorg_floors f ON f.network = $2 \
+                                    WHERE i.tenant_id = o.tenant_id AND i.op_id = o.op_id \
+                                      AND i.reorged_at IS NULL \
+                                      AND i.block_number > f.floor_block))))"
     };
 }
 
@@ -111,8 +120,9 @@ impl Store {
 
     /// Operations of `tenant_id` whose original attempt `sender` signed on `network` and that are
     /// still in flight: not yet CONFIRMED nor ended without a payout (SIGNED, BROADCAST, UNKNOWN,
-    /// FAILED_TERMINAL), or CONFIRMED less than `grace` ago (a reorganization within the chain
-    /// watcher's window may still reopen it). A retiring wallet retires once this is zero.
+    /// FAILED_TERMINAL), or CONFIRMED less than `grace` ago or above the chain watcher's
+    /// reorganization floor (a reorganization within its window may still reopen it). A retiring
+    /// wallet retires once this is zero.
     pub async fn in_flight_of_sender(
         &self,
         tenant_id: TenantId,

@@ -191,6 +191,12 @@ impl Watcher {
             }
             pass.new_heads += 1;
             pass.reopened += self.check_reorgs(network, watched, &pinned).await;
+            // What later passes no longer re-check (signers keep a retiring wallet until its
+            // confirmed withdrawals are at or below it).
+            let floor = pinned.pinned.number.saturating_sub(watched.reorg_window);
+            if let Err(e) = self.store.record_reorg_floor(network, floor).await {
+                tracing::warn!(error = %e.log_safe(), "cannot record the reorganization floor");
+            }
             lap(&mut pass.stages.reorgs);
             let watching = self.store.watching(network, limit).await;
             lap(&mut pass.stages.load);

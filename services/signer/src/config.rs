@@ -73,14 +73,16 @@ pub struct Config {
     pub release_sweep_ms: u64,
     /// How often (seconds) the signer checks whether a retiring wallet (`retiring = true`) has
     /// finished: once none of the operations whose original it signed is in flight (each ended
-    /// without a payout, or CONFIRMED longer than `wallet_retire_grace_secs` ago), it is marked
+    /// without a payout, or CONFIRMED longer than `wallet_retire_grace_secs` ago and at or below
+    /// the chain watcher's reorganization floor), it is marked
     /// RETIRED and its key is dropped from memory; it signs nothing afterwards. From 1 to 3600.
     pub wallet_retire_check_secs: u64,
-    /// Seconds a CONFIRMED withdrawal still keeps its retiring wallet loaded after its
-    /// confirmation: the chain watcher re-checks confirmed inclusions for reorganizations over its
-    /// `reorg_window_blocks` (64) and sends a reorganized one back to BROADCAST, where a fee bump
-    /// or cancel needs the original's key again. Set above `reorg_window_blocks` times the block
-    /// time. From 0 to 604800.
+    /// Seconds a CONFIRMED withdrawal keeps its retiring wallet loaded after its confirmation at
+    /// least. Besides, it keeps it while its inclusion is above the chain watcher's
+    /// reorganization floor (the watcher re-checks confirmed inclusions over its
+    /// `reorg_window_blocks` and sends a reorganized one back to BROADCAST, where a fee bump or
+    /// cancel needs the original's key again; a stopped watcher leaves the floor where it was).
+    /// From 0 to 604800.
     pub wallet_retire_grace_secs: u64,
 }
 
