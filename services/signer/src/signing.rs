@@ -243,10 +243,7 @@ impl Signer {
 
     /// True while this signer holds a retiring wallet.
     pub fn holds_retiring_wallets(&self) -> bool {
-        self.wallets
-            .registrations()
-            .iter()
-            .any(|w| w.status == WalletStatus::Retiring)
+        self.wallets.any_retiring()
     }
 
     /// Retires every retiring wallet none of whose operations is in flight any more (each

@@ -164,6 +164,11 @@ impl Wallets {
         retired
     }
 
+    /// True while any retiring wallet is still held (none is added after start).
+    pub fn any_retiring(&self) -> bool {
+        !self.retiring().is_empty()
+    }
+
     fn retiring(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Slot, Vec<Wallet>>> {
         self.retiring.read().unwrap_or_else(PoisonError::into_inner)
     }
