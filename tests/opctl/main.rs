@@ -4,7 +4,11 @@
 //! (refused 1, usage 2, unreachable 3, unwanted final state 4, watch timeout 5). Approvals and
 //! rejections are signed by opctl with the tenant's approver key 0 of `opledger_testkit::trust`
 //! (OPLEDGER_APPROVER_KEY), registered in the trust statement v1 every test tenant gets. No output
-//! of any run may contain the API key or the signing key it used.
+//! of any run may contain the API key or the signing key it used. `lying.rs` plays the operations
+//! host lying to approvers; `tls.rs` TLS and a man in the middle.
+
+mod lying;
+mod tls;
 
 use opledger_domain::approval::{KeyId, SigningKey};
 use opledger_domain::state::OperationState;
@@ -21,7 +25,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 /// Environment variables opctl reads; cleared so the test's environment cannot leak in.
-const OPCTL_ENV: [&str; 9] = [
+const OPCTL_ENV: [&str; 10] = [
     "OPCTL_OPERATIONS_URL",
     "OPCTL_APPROVALS_URL",
     "OPCTL_RECONCILER_URL",
@@ -29,6 +33,7 @@ const OPCTL_ENV: [&str; 9] = [
     "OPCTL_API_KEY",
     "OPCTL_APPROVER_KEY",
     "OPCTL_TENANT_ID",
+    "OPCTL_CA_FILE",
     "OPLEDGER_APPROVER_KEY",
     "NO_COLOR",
 ];
@@ -110,8 +115,22 @@ impl Opctl {
         self
     }
 
-    fn with(mut self, flag: &'static str, addr: SocketAddr) -> Opctl {
-        self.urls.push((flag, format!("http://{addr}")));
+    /// Points `flag` at `http://addr`.
+    fn with(self, flag: &'static str, addr: SocketAddr) -> Opctl {
+        self.with_url(flag, format!("http://{addr}"))
+    }
+
+    /// Points `flag` at `url`.
+    fn with_url(mut self, flag: &'static str, url: String) -> Opctl {
+        self.urls.retain(|(name, _)| *name != flag);
+        self.urls.push((flag, url));
+        self
+    }
+
+    /// Sets the environment variable `name` for every run.
+    fn env(mut self, name: &'static str, value: &str) -> Opctl {
+        self.env.retain(|(n, _)| *n != name);
+        self.env.push((name, value.to_owned()));
         self
     }
 
@@ -781,6 +800,7 @@ async fn opctl_exit_codes_say_how_a_command_ended() -> anyhow::Result<()> {
         "3  cannot connect",
         "4  watch",
         "5  watch",
+        "6  approve, reject",
     ] {
         assert!(help.stdout.contains(code), "--help documents {code}");
     }
@@ -976,7 +996,8 @@ async fn opctl_approve_with_a_key_outside_the_registry_is_refused_with_approver_
         .expect(2)?;
     assert!(run.stderr.contains("approver key"), "{}", run.stderr);
 
-    // The registered key approves; signing for another tenant id is refused.
+    // The registered key approves; signing for another tenant id is refused before anything is
+    // sent: the payload opctl hashes names that tenant, so its hash is not the withdrawal's.
     let other_tenant = Tenant {
         id: opledger_domain::ids::TenantId::new(),
         ..acme.clone()
@@ -986,10 +1007,11 @@ async fn opctl_approve_with_a_key_outside_the_registry_is_refused_with_approver_
         .signing_with(&other_tenant, &approver_key(acme.id, 0))
         .run(Some(&acme.approver), &["approve", &w.withdrawal_id])
         .await?
-        .expect(1)?;
+        .expect(6)?;
     assert!(
         run.stderr
-            .starts_with("error: APPROVAL_FOR_OTHER_OPERATION: "),
+            .starts_with("error: DISPLAYED_PAYLOAD_MISMATCH: ")
+            && run.stderr.contains(&other_tenant.id.to_string()),
         "{}",
         run.stderr
     );

@@ -18,7 +18,15 @@ policy; operator: unresolved, resolve, inbox). It is never printed.
 Approvals and rejections are approval statements signed locally with your own Ed25519 approver key \
 (`opctl approver keygen`; then --key-file or OPLEDGER_APPROVER_KEY, with --tenant or \
 OPCTL_TENANT_ID): only the statement and its signature are sent, never the key. The key counts \
-once it is registered in the tenant's trust statement (`opledger-admin trust publish`).
+once it is registered in the tenant's trust statement (`opledger-admin trust publish`). What you \
+see is what you sign: opctl rebuilds the payload from the fields it shows (for --tenant), hashes \
+it with the canonical encoding and signs only its own hash; an answer of the operations service \
+naming another withdrawal, holding a field that does not parse, or whose payload hash is not the \
+hash of the fields shown is refused (exit 6) and nothing is sent to the approvals service.
+
+Service URLs: https:// trusts only the CA of --ca-file (OPCTL_CA_FILE), never the system's roots; \
+http:// is refused before connecting unless the host is loopback (127.0.0.0/8, ::1, localhost) \
+or --allow-clear-text is given.
 
 With --json every result is one JSON object on one line of stdout; errors are \
 {\"error\":{\"code\",\"reason\",\"message\",\"metadata\",\"violations\"}} on stdout too. Without \
@@ -28,13 +36,17 @@ Exit codes:
   0  success (watch: the withdrawal reached CONFIRMED)
   1  the service refused the request (its ErrorInfo reason is printed), or opctl refused it on the
      service's rules before sending it (unacknowledged risk flags, a different payload hash)
-  2  usage error: unknown flag, missing or malformed argument
+  2  usage error: unknown flag, missing or malformed argument, an https:// URL without --ca-file,
+     an http:// URL to a host that is not loopback without --allow-clear-text
   3  cannot connect, service unavailable, or no answer within --timeout (watch: still so when
      --until-timeout elapsed): transient, retrying is safe for idempotent calls (create only with
      the same --idempotency-key)
   4  watch: the withdrawal ended in an unwanted final state (REJECTED, VERIFIED_NOT_SENT,
      FAILED_TERMINAL)
-  5  watch: --until-timeout elapsed before a final state";
+  5  watch: --until-timeout elapsed before a final state
+  6  approve, reject: the operations service's answer did not verify (another withdrawal than the
+     one asked for, a field that does not parse, a payload hash that is not the hash of the fields
+     shown): nothing was signed or sent; do not retry, report it";
 
 /// The whole command line.
 #[derive(Parser, Debug)]
@@ -59,6 +71,7 @@ pub struct Cli {
 #[command(next_help_heading = "Global options")]
 pub struct Global {
     /// The operations service (create, get, list, balance, watch; approve reads the withdrawal).
+    /// https:// with --ca-file; http:// only to loopback unless --allow-clear-text.
     #[arg(
         long,
         global = true,
@@ -105,6 +118,15 @@ pub struct Global {
         value_parser = parse_api_key
     )]
     pub api_key: Option<ApiKey>,
+    /// PEM certificate of the CA that issued the services' certificates, for https:// URLs: the
+    /// only root trusted (no system roots), so no other CA can stand in for a service.
+    #[arg(long, global = true, value_name = "PATH", env = "OPCTL_CA_FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// Also accept http:// to a host that is not loopback (a private segment you trust). Without
+    /// it opctl refuses such a URL before connecting: in clear text the API key can be read and
+    /// every answer (what you approve) changed on the way.
+    #[arg(long, global = true)]
+    pub allow_clear_text: bool,
     /// One JSON object per result on stdout, for scripts.
     #[arg(long, global = true)]
     pub json: bool,
@@ -125,7 +147,8 @@ pub enum Command {
     /// Creates a withdrawal (client key). Without --idempotency-key a UUIDv4 key is generated
     /// and printed before the request is sent: pass it to retry the same create safely.
     Create(CreateArgs),
-    /// Shows one withdrawal.
+    /// Shows one withdrawal as the operations service answers it (approve and reject verify the
+    /// answer before signing).
     Get {
         /// The withdrawal id.
         #[arg(value_parser = parse_withdrawal_id)]
@@ -142,9 +165,11 @@ pub enum Command {
         #[arg(long)]
         asset: String,
     },
-    /// Approves a withdrawal's payload hash (approver API key): reads the withdrawal and the
-    /// tenant's policy version, signs the approval statement locally with your approver key
-    /// (--key-file or OPLEDGER_APPROVER_KEY; never sent) and sends the statement and signature.
+    /// Approves a withdrawal (approver API key): reads it, rebuilds its payload from the fields
+    /// shown, hashes it and shows what it signs (exit 6 when the answer names another withdrawal
+    /// or its hash is not that of its fields); reads the tenant's policy version, signs the
+    /// approval statement over its own hash locally with your approver key (--key-file or
+    /// OPLEDGER_APPROVER_KEY; never sent) and sends the statement and signature.
     Approve(ApproveArgs),
     /// Rejects a REQUESTED withdrawal and releases its hold (approver or operator API key): signs
     /// a REJECT statement locally with your approver key, like `approve`.
@@ -255,7 +280,8 @@ pub struct ApproveArgs {
     /// Acknowledge the withdrawal's risk flags explicitly (required when it carries any).
     #[arg(long)]
     pub ack_risk: bool,
-    /// The payload hash you reviewed; refused locally when the withdrawal's differs.
+    /// The payload hash you reviewed; refused locally when the hash opctl computes from the
+    /// withdrawal's fields differs.
     #[arg(long, value_name = "HASH")]
     pub payload_hash: Option<String>,
     /// The approver key and tenant the statement is signed for.
@@ -272,7 +298,8 @@ pub struct RejectArgs {
     /// Why, 1 to 200 characters, kept in the transition log; no personal data.
     #[arg(long)]
     pub reason: String,
-    /// The payload hash you reviewed; refused locally when the withdrawal's differs.
+    /// The payload hash you reviewed; refused locally when the hash opctl computes from the
+    /// withdrawal's fields differs.
     #[arg(long, value_name = "HASH")]
     pub payload_hash: Option<String>,
     /// The approver key and tenant the statement is signed for.
@@ -298,8 +325,9 @@ pub struct SigningArgs {
         value_parser = parse_secret_hex
     )]
     pub approver_signing_key: Option<SecretHex>,
-    /// The tenant's id (a UUID, as printed by `opledger-admin tenant create`): the statement
-    /// names it, and the service refuses a statement for another tenant than the API key's.
+    /// The tenant's id (a UUID, as printed by `opledger-admin tenant create`): the payload opctl
+    /// hashes and the statement name it, so another tenant's withdrawal does not verify and the
+    /// service refuses a statement for another tenant than the API key's.
     #[arg(long, value_name = "UUID", env = "OPCTL_TENANT_ID", value_parser = parse_tenant_id)]
     pub tenant: String,
 }
@@ -539,6 +567,36 @@ mod tests {
             assert!(help.contains(code), "{code} missing from --help");
         }
         assert!(help.contains("4  watch") && help.contains("5  watch"));
+        assert!(
+            help.contains("6  approve, reject: the operations service's answer did not verify")
+        );
+        for flag in ["--ca-file", "OPCTL_CA_FILE", "--allow-clear-text"] {
+            assert!(help.contains(flag), "{flag} missing from --help");
+        }
+    }
+
+    #[test]
+    fn tls_flags_are_global() {
+        let cli = parse(&[
+            "get",
+            "0190c4c8-4b5d-7c6e-8f90-123456789abc",
+            "--ca-file",
+            "/etc/opledger/ca.pem",
+            "--allow-clear-text",
+        ])
+        .expect("valid");
+        assert_eq!(
+            cli.global.ca_file.as_deref(),
+            Some(std::path::Path::new("/etc/opledger/ca.pem"))
+        );
+        assert!(cli.global.allow_clear_text);
+        if std::env::var_os("OPCTL_CA_FILE").is_none() {
+            let cli = parse(&["get", "0190c4c8-4b5d-7c6e-8f90-123456789abc"]).expect("valid");
+            assert_eq!(
+                (cli.global.ca_file, cli.global.allow_clear_text),
+                (None, false)
+            );
+        }
     }
 
     #[test]

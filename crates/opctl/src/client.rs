@@ -1,4 +1,5 @@
-//! Connections to the services and authenticated requests.
+//! Connections to the services and authenticated requests: `https://` trusting only the CA of
+//! `--ca-file`, clear-text `http://` only to a loopback host unless `--allow-clear-text`.
 
 use crate::cli::{ApiKey, Global};
 use crate::error::Failure;
@@ -6,10 +7,12 @@ use opledger_proto::v1::approvals_service_client::ApprovalsServiceClient;
 use opledger_proto::v1::inbox_service_client::InboxServiceClient;
 use opledger_proto::v1::operations_service_client::OperationsServiceClient;
 use opledger_proto::v1::operator_service_client::OperatorServiceClient;
+use std::net::IpAddr;
+use std::path::Path;
 use std::time::Duration;
 use tonic::Request;
 use tonic::metadata::MetadataValue;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 /// The services opctl talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,7 +122,11 @@ impl Session {
     /// Connects to `service` (exit 3 when it cannot be reached within --timeout).
     pub async fn channel(&self, service: Service) -> Result<Channel, Failure> {
         let url = self.url(service);
-        let endpoint = endpoint(service, url, self.timeout())?;
+        let transport = Transport {
+            ca_file: self.global.ca_file.as_deref(),
+            allow_clear_text: self.global.allow_clear_text,
+        };
+        let endpoint = endpoint(service, url, self.timeout(), &transport)?;
         endpoint
             .connect()
             .await
@@ -163,41 +170,190 @@ fn bearer(key: &ApiKey) -> Result<MetadataValue<tonic::metadata::Ascii>, Failure
     Ok(value)
 }
 
-/// The endpoint for `url`: plain HTTP/2 (the services serve no TLS yet).
-fn endpoint(service: Service, url: &str, timeout: Duration) -> Result<Endpoint, Failure> {
+/// How opctl may reach a service: `--ca-file` and `--allow-clear-text`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Transport<'a> {
+    /// The CA trusted alone for `https://` URLs.
+    ca_file: Option<&'a Path>,
+    /// Accept `http://` to a host that is not loopback.
+    allow_clear_text: bool,
+}
+
+/// True when `host` (as a URI gives it, IPv6 in brackets) is a loopback address or `localhost`.
+fn is_loopback(host: &str) -> bool {
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    match bare.parse::<IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => bare.eq_ignore_ascii_case("localhost"),
+    }
+}
+
+/// The endpoint for `url`, checked before anything connects: `https://` with the CA of
+/// `--ca-file` as its only root, `http://` only to a loopback host or with `--allow-clear-text`.
+/// Messages never quote the URL (it may carry credentials).
+fn endpoint(
+    service: Service,
+    url: &str,
+    timeout: Duration,
+    transport: &Transport<'_>,
+) -> Result<Endpoint, Failure> {
     let problem = |what: &str| Failure::usage(format!("{}: {what}", service.flag()));
     let Some((scheme, _)) = url.split_once("://") else {
-        return Err(problem("expected a URL like http://127.0.0.1:15051"));
+        return Err(problem("expected a URL like https://ops.example:15051"));
     };
-    if scheme != "http" {
-        return Err(problem(
-            "only http:// URLs are supported (the services serve plain gRPC; reach a TLS \
-             deployment through a local tunnel or proxy)",
-        ));
-    }
-    Ok(Endpoint::from_shared(url.to_owned())
+    let endpoint = Endpoint::from_shared(url.to_owned())
         .map_err(|_| problem("not a valid URL"))?
         .connect_timeout(timeout)
-        .timeout(timeout))
+        .timeout(timeout);
+    let Some(host) = endpoint.uri().host() else {
+        return Err(problem("the URL names no host"));
+    };
+    match scheme {
+        "http" if is_loopback(host) || transport.allow_clear_text => Ok(endpoint),
+        "http" => Err(Failure::usage_because(
+            "CLEAR_TEXT_NOT_ALLOWED",
+            format!(
+                "{}: http:// to a host that is not loopback is refused: in clear text the API key \
+                 can be read and every answer, what you approve included, changed on the way; \
+                 use https:// with --ca-file, or --allow-clear-text on a private segment you \
+                 trust",
+                service.flag()
+            ),
+        )),
+        "https" => {
+            let Some(ca_file) = transport.ca_file else {
+                return Err(problem(
+                    "https:// needs --ca-file (or OPCTL_CA_FILE): the PEM certificate of the CA \
+                     that issued the service's certificate, trusted alone",
+                ));
+            };
+            let pem = std::fs::read(ca_file).map_err(|e| {
+                Failure::usage(format!("--ca-file: cannot read {}: {e}", ca_file.display()))
+            })?;
+            if !pem
+                .windows(CERTIFICATE_PEM.len())
+                .any(|w| w == CERTIFICATE_PEM)
+            {
+                return Err(Failure::usage(format!(
+                    "--ca-file: {} holds no PEM certificate",
+                    ca_file.display()
+                )));
+            }
+            // Only this CA: no system or bundled roots are added.
+            let tls = ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(pem))
+                .timeout(timeout);
+            endpoint.tls_config(tls).map_err(|e| {
+                Failure::usage(format!(
+                    "--ca-file: {} is not a usable CA certificate: {}",
+                    ca_file.display(),
+                    crate::error::error_chain(&e)
+                ))
+            })
+        }
+        _ => Err(problem(
+            "expected an https:// URL (or http:// to a loopback host)",
+        )),
+    }
 }
+
+/// The line that opens a PEM certificate.
+const CERTIFICATE_PEM: &[u8] = b"-----BEGIN CERTIFICATE-----";
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const T: Duration = Duration::from_secs(1);
+
     #[test]
     fn urls_are_checked_before_connecting() {
-        let t = Duration::from_secs(1);
-        assert!(endpoint(Service::Operations, "http://127.0.0.1:15051", t).is_ok());
+        let plain = Transport::default();
+        for ok in [
+            "http://127.0.0.1:15051",
+            "http://127.8.9.10:1",
+            "http://[::1]:15051",
+            "http://localhost:15051",
+            "http://LOCALHOST:1/",
+        ] {
+            assert!(endpoint(Service::Operations, ok, T, &plain).is_ok(), "{ok}");
+        }
         for bad in [
             "127.0.0.1:15051",
             "https://example.com",
             "http://exa mple:1",
+            "ftp://127.0.0.1:1",
         ] {
-            let f = endpoint(Service::Inbox, bad, t).expect_err(bad);
+            let f = endpoint(Service::Inbox, bad, T, &plain).expect_err(bad);
             assert_eq!(f.exit_code(), 2, "{bad}");
             assert!(f.message.starts_with("--inbox: "), "{}", f.message);
         }
+    }
+
+    /// A man in the middle on the network between an approver and the operations service.
+    #[test]
+    fn clear_text_off_loopback_is_refused_unless_allowed() {
+        for url in [
+            "http://10.0.0.5:15051",
+            "http://ops.example:15051",
+            "http://127.0.0.1.example:15051",
+            "http://[::ffff:127.0.0.1]:1",
+            "http://0.0.0.0:15051",
+            "http://user:secret@ops.example:1",
+        ] {
+            let f = endpoint(Service::Operations, url, T, &Transport::default()).expect_err(url);
+            assert_eq!(
+                (f.reason.as_str(), f.exit_code()),
+                ("CLEAR_TEXT_NOT_ALLOWED", 2),
+                "{url}"
+            );
+            assert!(
+                f.message.starts_with("--operations: http:// "),
+                "{}",
+                f.message
+            );
+            assert!(!f.message.contains("secret") && !f.message.contains("example"));
+            let allowed = Transport {
+                allow_clear_text: true,
+                ..Transport::default()
+            };
+            assert!(
+                endpoint(Service::Operations, url, T, &allowed).is_ok(),
+                "{url}"
+            );
+        }
+    }
+
+    #[test]
+    fn https_needs_a_readable_pem_ca_file() {
+        let f = endpoint(
+            Service::Approvals,
+            "https://approvals.example:15052",
+            T,
+            &Transport::default(),
+        )
+        .expect_err("no CA");
+        assert_eq!(f.exit_code(), 2);
+        assert!(f.message.contains("--ca-file"), "{}", f.message);
+        let dir = std::env::temp_dir().join(format!("opctl-ca-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let missing = dir.join("missing.pem");
+        let not_pem = dir.join("not.pem");
+        std::fs::write(&not_pem, "hello").expect("write");
+        for path in [&missing, &not_pem] {
+            let with = Transport {
+                ca_file: Some(path),
+                allow_clear_text: false,
+            };
+            let f = endpoint(Service::Approvals, "https://approvals.example:1", T, &with)
+                .expect_err("unusable CA file");
+            assert_eq!(f.exit_code(), 2);
+            assert!(f.message.starts_with("--ca-file: "), "{}", f.message);
+        }
+        std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub const EXIT_UNAVAILABLE: u8 = 3;
 pub const EXIT_UNWANTED_FINAL: u8 = 4;
 /// Exit code: `watch` timed out.
 pub const EXIT_WATCH_TIMEOUT: u8 = 5;
+/// Exit code: the operations service's answer did not verify (another withdrawal, a hash that is
+/// not the hash of the fields shown, a field that does not parse); nothing was signed or sent.
+pub const EXIT_UNTRUSTED: u8 = 6;
 
 /// The `ErrorInfo` domain of opledger errors.
 const DOMAIN: &str = opledger_proto::ERROR_DOMAIN;
@@ -32,6 +35,9 @@ pub enum Kind {
     Usage,
     /// Nothing definite happened (or nothing is known): retry is safe for idempotent calls.
     Transient,
+    /// A service's answer contradicts itself or the request: it is not trusted, nothing was
+    /// signed; retrying does not help, reporting it does.
+    Untrusted,
 }
 
 /// One failure as printed: `error: <reason>: <message>`, or the JSON error object.
@@ -142,12 +148,38 @@ impl Failure {
         }
     }
 
+    /// A usage problem with its own reason (exit 2). `message` must not quote secrets.
+    pub fn usage_because(reason: &str, message: impl Into<String>) -> Failure {
+        Failure {
+            reason: reason.to_owned(),
+            ..Failure::usage(message)
+        }
+    }
+
     /// The process exit code for this failure.
     pub fn exit_code(&self) -> u8 {
         match self.kind {
             Kind::Refused => EXIT_REFUSED,
             Kind::Usage => EXIT_USAGE,
             Kind::Transient => EXIT_UNAVAILABLE,
+            Kind::Untrusted => EXIT_UNTRUSTED,
+        }
+    }
+}
+
+impl From<crate::review::Unverified> for Failure {
+    fn from(e: crate::review::Unverified) -> Failure {
+        Failure {
+            kind: Kind::Untrusted,
+            code: "FAILED_PRECONDITION",
+            reason: e.reason().to_owned(),
+            message: e.to_string(),
+            metadata: e
+                .metadata()
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect(),
+            violations: Vec::new(),
         }
     }
 }
@@ -179,6 +211,15 @@ pub fn hint(reason: &str) -> Option<&'static str> {
         "TRUST_STATEMENT_MISSING" => {
             "the tenant has no trust statement yet: its administrator publishes one with \
              `opledger-admin trust publish`"
+        }
+        "WITHDRAWAL_ID_MISMATCH" | "PAYLOAD_UNPARSEABLE" | "DISPLAYED_PAYLOAD_MISMATCH" => {
+            "the operations service's answer does not verify: do not approve this withdrawal \
+             from this connection; report it to security (the operations host or the path to it \
+             may be compromised)"
+        }
+        "CLEAR_TEXT_NOT_ALLOWED" => {
+            "use https:// with --ca-file (the CA that issued the service's certificate), or \
+             --allow-clear-text on a private segment you trust"
         }
         "KYT_PASS_REQUIRED" => {
             "the tenant's policy needs a recorded KYT pass for this withdrawal before approvals \

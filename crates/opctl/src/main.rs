@@ -8,6 +8,7 @@ mod commands;
 mod error;
 mod keyfile;
 mod output;
+mod review;
 mod states;
 
 use clap::Parser;

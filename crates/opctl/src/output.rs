@@ -2,7 +2,9 @@
 //! only decides where a line goes. Broken pipes (`opctl list | head`) are ignored.
 
 use crate::error::Failure;
+use crate::review::Reviewed;
 use crate::states::{risk_flag_name, state_name};
+use opledger_domain::payload::{PayloadField, WithdrawalPayload};
 use opledger_proto::v1 as pb;
 use prost_types::Timestamp;
 use serde_json::{Map, Value, json};
@@ -274,6 +276,84 @@ pub fn withdrawal_text(w: &pb::Withdrawal) -> String {
     text
 }
 
+/// The label of a payload field where an approver reviews it.
+fn payload_label(field: PayloadField) -> &'static str {
+    match field {
+        PayloadField::TenantId => "tenant",
+        PayloadField::SourceAccount => "account",
+        PayloadField::Asset => "asset",
+        PayloadField::Network => "network",
+        PayloadField::Destination => "destination",
+        PayloadField::Memo => "memo",
+        PayloadField::Amount => "amount",
+        PayloadField::FeeCap => "fee cap",
+        PayloadField::PolicyVersion => "policy version",
+    }
+}
+
+/// A payload field as it enters the canonical encoding, `None` for an absent memo.
+fn payload_value(p: &WithdrawalPayload, field: PayloadField) -> Option<String> {
+    Some(match field {
+        PayloadField::TenantId => p.tenant_id.to_string(),
+        PayloadField::SourceAccount => p.source_account.as_str().to_owned(),
+        PayloadField::Asset => p.asset.as_str().to_owned(),
+        PayloadField::Network => p.network.as_str().to_owned(),
+        PayloadField::Destination => p.destination.as_str().to_owned(),
+        PayloadField::Memo => p.memo.as_ref()?.as_str().to_owned(),
+        PayloadField::Amount => p.amount.to_string(),
+        PayloadField::FeeCap => p.fee_cap.to_string(),
+        PayloadField::PolicyVersion => p.policy_version.to_string(),
+    })
+}
+
+/// Every field of the hashed payload, in canonical order, for people: the memo quoted with
+/// invisible and direction-changing characters escaped (`none` when absent), so that two
+/// payloads with different hashes never look the same.
+pub fn payload_rows(p: &WithdrawalPayload) -> Vec<(&'static str, String)> {
+    PayloadField::ALL
+        .into_iter()
+        .map(|field| {
+            let value = match (field, payload_value(p, field)) {
+                (PayloadField::Memo, Some(memo)) => format!("\"{}\"", memo.escape_debug()),
+                (_, Some(value)) => value,
+                (_, None) => "none".to_owned(),
+            };
+            (payload_label(field), value)
+        })
+        .collect()
+}
+
+/// Every field of the hashed payload for scripts, by wire name, exactly as hashed (`memo` null
+/// when absent, `policy_version` a number).
+pub fn payload_json(p: &WithdrawalPayload) -> Value {
+    let map: Map<String, Value> = PayloadField::ALL
+        .into_iter()
+        .map(|field| {
+            let value = match (field, payload_value(p, field)) {
+                (PayloadField::PolicyVersion, _) => Value::from(p.policy_version),
+                (_, Some(text)) => Value::String(text),
+                (_, None) => Value::Null,
+            };
+            (field.as_str().to_owned(), value)
+        })
+        .collect();
+    Value::Object(map)
+}
+
+/// What an approver is about to sign, shown before the statement is sent: the withdrawal, every
+/// field of its payload (the ones hashed, nothing else) and the hash opctl computed from them.
+pub fn reviewed_text(decision: &str, r: &Reviewed) -> String {
+    let mut text = format!("signing {decision} for\n{:<15}{}\n", "withdrawal", r.id);
+    for (label, value) in payload_rows(&r.payload) {
+        text.push_str(&format!("{label:<15}{value}\n"));
+    }
+    text.push_str(&format!(
+        "{:<15}{} (computed by opctl from the fields above)\n",
+        "payload hash", r.hash
+    ));
+    text
+}
+
 /// Withdrawals as a table.
 pub fn withdrawal_table(ws: &[pb::Withdrawal]) -> String {
     let rows: Vec<Vec<String>> = ws
@@ -375,6 +455,88 @@ mod tests {
                 .is_some_and(|l| l.contains("  REQUESTED  ETH  "))
         );
         assert_eq!(withdrawal_table(&[]), "no withdrawals\n");
+    }
+
+    fn reviewed(memo: Option<&str>) -> Reviewed {
+        use opledger_domain::amount::Amount;
+        use opledger_domain::payload::{AccountName, AssetCode, Destination, Memo, NetworkId};
+        let payload = WithdrawalPayload {
+            tenant_id: "0190c4c8-0000-7c6e-8f90-123456789abc"
+                .parse()
+                .expect("uuid"),
+            source_account: AccountName::parse("treasury").expect("account"),
+            asset: AssetCode::parse("ETH").expect("asset"),
+            network: NetworkId::parse("anvil").expect("network"),
+            destination: Destination::parse("0x70997970c51812dc3a010c7d01b50e0d17dc79c8")
+                .expect("destination"),
+            memo: memo.map(|m| Memo::parse(m).expect("memo")),
+            amount: Amount::parse("5000").expect("amount"),
+            fee_cap: Amount::parse("100").expect("fee cap"),
+            policy_version: 3,
+        };
+        Reviewed {
+            id: "0190c4c8-4b5d-7c6e-8f90-123456789abc"
+                .parse()
+                .expect("uuid"),
+            hash: payload.hash(),
+            payload,
+        }
+    }
+
+    /// What you see is what you sign: every hashed field is shown (text and JSON), nothing else
+    /// of the payload, and the JSON form rebuilds to the very hash signed.
+    #[test]
+    fn what_an_approver_sees_is_exactly_what_is_hashed() {
+        use opledger_domain::amount::Amount;
+        use opledger_domain::payload::{AccountName, AssetCode, Destination, Memo, NetworkId};
+        for memo in [None, Some("none"), Some("tag \u{202e}1337"), Some("-")] {
+            let r = reviewed(memo);
+            let rows = payload_rows(&r.payload);
+            assert_eq!(rows.len(), PayloadField::ALL.len());
+            let text = reviewed_text("APPROVE", &r);
+            for (label, value) in &rows {
+                assert!(text.contains(&format!("{label:<15}{value}\n")), "{text}");
+            }
+            assert!(text.contains(&r.hash.to_hex()));
+            assert!(
+                !text.contains('\u{202e}'),
+                "direction changes are escaped: {text}"
+            );
+            let memo_row = rows
+                .iter()
+                .find(|(l, _)| *l == "memo")
+                .map(|(_, v)| v.as_str());
+            assert_eq!(
+                memo_row,
+                Some(match memo {
+                    None => "none",
+                    Some("none") => "\"none\"",
+                    Some("-") => "\"-\"",
+                    Some(_) => "\"tag \\u{202e}1337\"",
+                })
+            );
+            let json = payload_json(&r.payload);
+            let field = |name: &str| json[name].as_str().expect(name).to_owned();
+            assert_eq!(
+                json.as_object().map(|o| o.len()),
+                Some(PayloadField::ALL.len())
+            );
+            let rebuilt = WithdrawalPayload {
+                tenant_id: field("tenant_id").parse().expect("tenant"),
+                source_account: AccountName::parse(&field("source_account")).expect("account"),
+                asset: AssetCode::parse(&field("asset")).expect("asset"),
+                network: NetworkId::parse(&field("network")).expect("network"),
+                destination: Destination::parse(&field("destination")).expect("destination"),
+                memo: json["memo"].as_str().map(|m| Memo::parse(m).expect("memo")),
+                amount: Amount::parse(&field("amount")).expect("amount"),
+                fee_cap: Amount::parse(&field("fee_cap")).expect("fee cap"),
+                policy_version: json["policy_version"]
+                    .as_u64()
+                    .and_then(|v| u32::try_from(v).ok())
+                    .expect("policy version"),
+            };
+            assert_eq!(rebuilt.hash(), r.hash);
+        }
     }
 
     #[test]

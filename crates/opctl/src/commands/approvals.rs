@@ -1,5 +1,6 @@
 //! `approve`, `reject`, `policy` (ApprovalsService; approve and reject read the withdrawal from
-//! OperationsService and sign an approval statement locally), `approver keygen` (local only).
+//! OperationsService, verify the answer against itself (`crate::review`), show what they sign and
+//! sign an approval statement over their own hash locally), `approver keygen` (local only).
 
 use super::refused;
 use super::withdrawals::fetch;
@@ -7,7 +8,8 @@ use crate::cli::{ApproveArgs, ApproverCommand, RejectArgs, SigningArgs};
 use crate::client::{Service, Session};
 use crate::error::{Done, Failure};
 use crate::keyfile;
-use crate::output::{Output, Report, rfc3339, risk_flags};
+use crate::output::{Output, Report, payload_json, reviewed_text, rfc3339, risk_flags};
+use crate::review::{Reviewed, review};
 use crate::states::state_name;
 use opledger_domain::approval::{ApprovalStatement, Decision, SigningKey};
 use opledger_domain::ids::{OperationId, TenantId};
@@ -30,47 +32,51 @@ pub(super) fn signing_key(signing: &SigningArgs) -> Result<SigningKey, Failure> 
     }
 }
 
-/// Refuses locally when the reviewed hash is not the withdrawal's.
-fn check_reviewed_hash(w: &pb::Withdrawal, reviewed: Option<&str>) -> Result<(), Failure> {
-    if let Some(reviewed) = reviewed
-        && !reviewed.trim().eq_ignore_ascii_case(&w.payload_hash)
-    {
-        return Err(Failure::refused_locally(
-            "PAYLOAD_HASH_MISMATCH",
-            "the withdrawal's payload hash is not the one given with --payload-hash; review it \
-             again (opctl get) before deciding",
-            &[],
-        ));
+/// The withdrawal the approver asked for, as the operations service answered it, checked before
+/// anything is sent to the approvals service: the answer verifies against itself for `tenant`
+/// (same id, every shown field parses, its hash is the hash of those fields; else exit 6), and
+/// the hash opctl computed is the one the approver reviewed (`--payload-hash`; else exit 1).
+fn checked(
+    w: &pb::Withdrawal,
+    asked: &str,
+    tenant: &str,
+    reviewed_hash: Option<&str>,
+) -> Result<Reviewed, Failure> {
+    let asked: OperationId = asked
+        .parse()
+        .map_err(|_| Failure::usage("not a withdrawal id (a UUID)"))?;
+    let reviewed = review(asked, tenant_id(tenant)?, w)?;
+    if let Some(given) = reviewed_hash {
+        let given = PayloadHash::from_hex(given.trim())
+            .map_err(|_| Failure::usage("--payload-hash: not 64 hex digits"))?;
+        if given != reviewed.hash {
+            return Err(Failure::refused_locally(
+                "PAYLOAD_HASH_MISMATCH",
+                "the payload hash opctl computed from the withdrawal's fields is not the one \
+                 given with --payload-hash; review the withdrawal again (opctl get) before \
+                 deciding",
+                &[("computed_hash", reviewed.hash.to_hex())],
+            ));
+        }
     }
-    Ok(())
+    Ok(reviewed)
 }
 
-/// The signed statement: "key K decides D for withdrawal `w` of the tenant, whose payload hash
-/// is H, under policy version V", and its signature.
+/// `--tenant` as a tenant id.
+fn tenant_id(tenant: &str) -> Result<TenantId, Failure> {
+    tenant
+        .parse()
+        .map_err(|_| Failure::usage("--tenant: not a tenant id (a UUID)"))
+}
+
+/// The signed statement: "key K decides D for withdrawal `r.id` of the tenant, whose payload hash
+/// is H, under policy version V", H being the hash opctl computed, and its signature.
 fn signed_statement(
-    w: &pb::Withdrawal,
-    tenant: &str,
+    r: &Reviewed,
     decision: Decision,
     key: &SigningKey,
     policy_version: u64,
 ) -> Result<(ApprovalStatement, Vec<u8>), Failure> {
-    let tenant_id: TenantId = tenant
-        .parse()
-        .map_err(|_| Failure::usage("--tenant: not a tenant id (a UUID)"))?;
-    let operation_id: OperationId = w.withdrawal_id.parse().map_err(|_| {
-        Failure::refused_locally(
-            "INTERNAL",
-            "the operations service answered a withdrawal id that is not a UUID",
-            &[],
-        )
-    })?;
-    let payload_hash = PayloadHash::from_hex(&w.payload_hash).map_err(|_| {
-        Failure::refused_locally(
-            "INTERNAL",
-            "the operations service answered a payload hash that is not 64 hex digits",
-            &[],
-        )
-    })?;
     if policy_version == 0 {
         return Err(Failure::refused_locally(
             "TRUST_STATEMENT_MISSING",
@@ -80,9 +86,9 @@ fn signed_statement(
         ));
     }
     let statement = ApprovalStatement {
-        tenant_id,
-        operation_id,
-        payload_hash,
+        tenant_id: r.payload.tenant_id,
+        operation_id: r.id,
+        payload_hash: r.hash,
         decision,
         approver_key_id: keyfile::key_id(key),
         policy_version,
@@ -105,21 +111,16 @@ async fn policy_of(session: &Session, asset: &str) -> Result<pb::ApprovalPolicy,
         .map_err(refused(Service::Approvals))
 }
 
-/// The current policy version for the withdrawal's asset.
-async fn policy_version(session: &Session, w: &pb::Withdrawal) -> Result<u64, Failure> {
-    let asset = w.payload.as_ref().map(|p| p.asset.as_str()).unwrap_or("");
-    Ok(policy_of(session, asset).await?.policy_version)
+/// The current policy version for the reviewed withdrawal's asset.
+async fn policy_version(session: &Session, r: &Reviewed) -> Result<u64, Failure> {
+    Ok(policy_of(session, r.payload.asset.as_str())
+        .await?
+        .policy_version)
 }
 
-/// What to approve: the withdrawal's own hash and, only when acknowledged, its risk flags.
-fn approval_request(
-    w: &pb::Withdrawal,
-    args: &ApproveArgs,
-    key: &SigningKey,
-    policy_version: u64,
-) -> Result<(pb::ApproveWithdrawalRequest, ApprovalStatement), Failure> {
-    check_reviewed_hash(w, args.payload_hash.as_deref())?;
-    if !w.risk_flags.is_empty() && !args.ack_risk {
+/// Refuses locally when the withdrawal carries risk flags the approver did not acknowledge.
+fn check_risk_flags(w: &pb::Withdrawal, ack_risk: bool) -> Result<(), Failure> {
+    if !w.risk_flags.is_empty() && !ack_risk {
         let flags = risk_flags(w).join(",");
         return Err(Failure::refused_locally(
             "RISK_FLAGS_NOT_ACKNOWLEDGED",
@@ -130,16 +131,23 @@ fn approval_request(
             &[("flags", flags.clone())],
         ));
     }
-    let (statement, signature) = signed_statement(
-        w,
-        &args.signing.tenant,
-        Decision::Approve,
-        key,
-        policy_version,
-    )?;
+    Ok(())
+}
+
+/// What to approve: the reviewed withdrawal, opctl's own hash of it and, only when acknowledged,
+/// its risk flags.
+fn approval_request(
+    w: &pb::Withdrawal,
+    r: &Reviewed,
+    args: &ApproveArgs,
+    key: &SigningKey,
+    policy_version: u64,
+) -> Result<(pb::ApproveWithdrawalRequest, ApprovalStatement), Failure> {
+    check_risk_flags(w, args.ack_risk)?;
+    let (statement, signature) = signed_statement(r, Decision::Approve, key, policy_version)?;
     Ok((
         pb::ApproveWithdrawalRequest {
-            withdrawal_id: w.withdrawal_id.clone(),
+            withdrawal_id: r.id.to_string(),
             acknowledged_risk_flags: if args.ack_risk {
                 w.risk_flags.clone()
             } else {
@@ -153,7 +161,7 @@ fn approval_request(
 }
 
 fn approved_report(
-    w: &pb::Withdrawal,
+    r: &Reviewed,
     sent: &pb::ApproveWithdrawalRequest,
     statement: &ApprovalStatement,
     done: &pb::ApproveWithdrawalResponse,
@@ -171,11 +179,11 @@ fn approved_report(
         } else {
             ""
         },
-        w.withdrawal_id,
+        r.id,
         state_name(done.state),
         done.approvals,
         done.required_approvals,
-        w.payload_hash,
+        r.hash,
         statement.approver_key_id,
         statement.policy_version,
     );
@@ -185,12 +193,13 @@ fn approved_report(
     Report {
         text,
         json: json!({
-            "withdrawal_id": w.withdrawal_id,
+            "withdrawal_id": r.id.to_string(),
             "state": state_name(done.state),
             "approvals": done.approvals,
             "required_approvals": done.required_approvals,
             "already_approved": done.already_approved,
-            "payload_hash": w.payload_hash,
+            "payload_hash": r.hash.to_hex(),
+            "payload": payload_json(&r.payload),
             "approver_key_id": statement.approver_key_id.to_hex(),
             "policy_version": statement.policy_version,
             "acknowledged_risk_flags": acknowledged,
@@ -199,33 +208,52 @@ fn approved_report(
     }
 }
 
+/// Shows what is about to be signed (text output; `--json` puts it in the result).
+fn show(out: &Output, decision: &str, r: &Reviewed) {
+    if !out.json {
+        out.text(&reviewed_text(decision, r));
+    }
+}
+
 pub async fn approve(session: &Session, out: &Output, args: &ApproveArgs) -> Result<Done, Failure> {
     // The key is checked before anything is sent.
     let key = signing_key(&args.signing)?;
     let w = fetch(session, &args.id).await?;
-    let version = policy_version(session, &w).await?;
-    let (request, statement) = approval_request(&w, args, &key, version)?;
+    let r = checked(
+        &w,
+        &args.id,
+        &args.signing.tenant,
+        args.payload_hash.as_deref(),
+    )?;
+    let version = policy_version(session, &r).await?;
+    let (request, statement) = approval_request(&w, &r, args, &key, version)?;
+    show(out, "APPROVE", &r);
     let mut client = session.approvals().await?;
     let done = client
         .approve_withdrawal(session.request(request.clone()))
         .await
         .map_err(refused(Service::Approvals))?
         .into_inner();
-    out.report(&approved_report(&w, &request, &statement, &done));
+    out.report(&approved_report(&r, &request, &statement, &done));
     Ok(Done::Ok)
 }
 
 pub async fn reject(session: &Session, out: &Output, args: &RejectArgs) -> Result<Done, Failure> {
     let key = signing_key(&args.signing)?;
     let w = fetch(session, &args.id).await?;
-    check_reviewed_hash(&w, args.payload_hash.as_deref())?;
-    let version = policy_version(session, &w).await?;
-    let (statement, signature) =
-        signed_statement(&w, &args.signing.tenant, Decision::Reject, &key, version)?;
+    let r = checked(
+        &w,
+        &args.id,
+        &args.signing.tenant,
+        args.payload_hash.as_deref(),
+    )?;
+    let version = policy_version(session, &r).await?;
+    let (statement, signature) = signed_statement(&r, Decision::Reject, &key, version)?;
+    show(out, "REJECT", &r);
     let mut client = session.approvals().await?;
     let done = client
         .reject_withdrawal(session.request(pb::RejectWithdrawalRequest {
-            withdrawal_id: w.withdrawal_id.clone(),
+            withdrawal_id: r.id.to_string(),
             reason: args.reason.clone(),
             approval_statement: statement.canonical_bytes(),
             signature,
@@ -233,17 +261,21 @@ pub async fn reject(session: &Session, out: &Output, args: &RejectArgs) -> Resul
         .await
         .map_err(refused(Service::Approvals))?
         .into_inner();
-    let id = &w.withdrawal_id;
+    let id = r.id;
     out.report(&Report {
         text: format!(
-            "withdrawal     {id}\nstate          {}\napprover key   {}\npolicy version {}\n",
+            "withdrawal     {id}\nstate          {}\npayload hash   {}\napprover key   {}\n\
+             policy version {}\n",
             state_name(done.state),
+            r.hash,
             statement.approver_key_id,
             statement.policy_version,
         ),
         json: json!({
-            "withdrawal_id": id,
+            "withdrawal_id": id.to_string(),
             "state": state_name(done.state),
+            "payload_hash": r.hash.to_hex(),
+            "payload": payload_json(&r.payload),
             "approver_key_id": statement.approver_key_id.to_hex(),
             "policy_version": statement.policy_version,
         }),
@@ -322,21 +354,58 @@ pub fn approver(out: &Output, command: &ApproverCommand) -> Result<Done, Failure
 mod tests {
     use super::*;
     use crate::cli::SecretHex;
+    use opledger_domain::amount::Amount;
+    use opledger_domain::payload::WithdrawalPayload;
+    use opledger_domain::payload::{AccountName, AssetCode, Destination, NetworkId};
 
     const TENANT: &str = "0190c4c8-0000-7c6e-8f90-123456789abc";
+    const ID: &str = "0190c4c8-4b5d-7c6e-8f90-123456789abc";
 
     fn key() -> SigningKey {
         SigningKey::from_bytes(&[7; 32])
     }
 
-    fn flagged() -> pb::Withdrawal {
+    fn stored(to: &str, amount: &str) -> WithdrawalPayload {
+        WithdrawalPayload {
+            tenant_id: TENANT.parse().expect("uuid"),
+            source_account: AccountName::parse("treasury").expect("account"),
+            asset: AssetCode::parse("ETH").expect("asset"),
+            network: NetworkId::parse("anvil").expect("network"),
+            destination: Destination::parse(to).expect("destination"),
+            memo: None,
+            amount: Amount::parse(amount).expect("amount"),
+            fee_cap: Amount::parse("100").expect("fee cap"),
+            policy_version: 1,
+        }
+    }
+
+    /// The operations service's answer showing `shown` with the hash of `hashed`.
+    fn answer(shown: &WithdrawalPayload, hashed: &WithdrawalPayload) -> pb::Withdrawal {
         pb::Withdrawal {
-            withdrawal_id: "0190c4c8-4b5d-7c6e-8f90-123456789abc".into(),
-            payload_hash: "ab".repeat(32),
+            withdrawal_id: ID.into(),
+            payload: Some(pb::WithdrawalPayload {
+                source_account: shown.source_account.as_str().into(),
+                asset: shown.asset.as_str().into(),
+                network: shown.network.as_str().into(),
+                destination: shown.destination.as_str().into(),
+                memo: None,
+                amount: shown.amount.to_string(),
+                fee_cap: shown.fee_cap.to_string(),
+                policy_version: shown.policy_version,
+            }),
+            payload_hash: hashed.hash().to_hex(),
             state: pb::WithdrawalState::Requested as i32,
             risk_flags: vec![pb::RiskFlag::SameDestinationAndAmount as i32],
             ..Default::default()
         }
+    }
+
+    fn harmless() -> WithdrawalPayload {
+        stored("0x70997970c51812dc3a010c7d01b50e0d17dc79c8", "5000")
+    }
+
+    fn flagged() -> pb::Withdrawal {
+        answer(&harmless(), &harmless())
     }
 
     fn signing() -> SigningArgs {
@@ -349,68 +418,109 @@ mod tests {
 
     fn args(ack_risk: bool, payload_hash: Option<&str>) -> ApproveArgs {
         ApproveArgs {
-            id: "0190c4c8-4b5d-7c6e-8f90-123456789abc".into(),
+            id: ID.into(),
             ack_risk,
             payload_hash: payload_hash.map(str::to_owned),
             signing: signing(),
         }
     }
 
+    /// `checked` then `approval_request`, as `approve` runs them.
+    fn request(
+        w: &pb::Withdrawal,
+        args: &ApproveArgs,
+        version: u64,
+    ) -> Result<(pb::ApproveWithdrawalRequest, ApprovalStatement), Failure> {
+        let r = checked(
+            w,
+            &args.id,
+            &args.signing.tenant,
+            args.payload_hash.as_deref(),
+        )?;
+        approval_request(w, &r, args, &key(), version)
+    }
+
     #[test]
     fn risk_flags_need_an_explicit_acknowledgement() {
-        let f = approval_request(&flagged(), &args(false, None), &key(), 1)
-            .expect_err("unacknowledged");
+        let f = request(&flagged(), &args(false, None), 1).expect_err("unacknowledged");
         assert_eq!(f.exit_code(), 1);
         assert_eq!(f.reason, "RISK_FLAGS_NOT_ACKNOWLEDGED");
         assert!(f.message.contains("--ack-risk"));
-        let (request, _) =
-            approval_request(&flagged(), &args(true, None), &key(), 1).expect("acknowledged");
+        let (request_sent, _) = request(&flagged(), &args(true, None), 1).expect("acknowledged");
         assert_eq!(
-            request.acknowledged_risk_flags,
+            request_sent.acknowledged_risk_flags,
             vec![pb::RiskFlag::SameDestinationAndAmount as i32]
         );
         let mut plain = flagged();
         plain.risk_flags.clear();
-        let (request, _) = approval_request(&plain, &args(false, None), &key(), 1).expect("plain");
-        assert!(request.acknowledged_risk_flags.is_empty());
+        let (request_sent, _) = request(&plain, &args(false, None), 1).expect("plain");
+        assert!(request_sent.acknowledged_risk_flags.is_empty());
     }
 
     #[test]
-    fn the_statement_names_the_withdrawal_its_hash_the_key_and_the_policy_version() {
-        let (request, statement) =
-            approval_request(&flagged(), &args(true, None), &key(), 3).expect("signed");
-        let decoded = ApprovalStatement::decode(&request.approval_statement).expect("canonical");
+    fn the_statement_names_the_withdrawal_its_own_hash_the_key_and_the_policy_version() {
+        let (sent, statement) = request(&flagged(), &args(true, None), 3).expect("signed");
+        let decoded = ApprovalStatement::decode(&sent.approval_statement).expect("canonical");
         assert_eq!(decoded, statement);
         assert_eq!(decoded.tenant_id.to_string(), TENANT);
-        assert_eq!(decoded.operation_id.to_string(), flagged().withdrawal_id);
-        assert_eq!(
-            hex::encode(decoded.payload_hash.as_bytes()),
-            "ab".repeat(32)
-        );
+        assert_eq!(decoded.operation_id.to_string(), ID);
+        assert_eq!(sent.withdrawal_id, ID);
+        assert_eq!(decoded.payload_hash, harmless().hash());
         assert_eq!(decoded.decision, Decision::Approve);
         assert_eq!(decoded.approver_key_id, keyfile::key_id(&key()));
         assert_eq!(decoded.policy_version, 3);
-        let signature = opledger_domain::approval::signature(&request.signature).expect("64 bytes");
+        let signature = opledger_domain::approval::signature(&sent.signature).expect("64 bytes");
         opledger_domain::approval::verify(
             &key().verifying_key(),
-            &request.approval_statement,
+            &sent.approval_statement,
             &signature,
         )
         .expect("verifies");
-        let f = approval_request(&flagged(), &args(true, None), &key(), 0).expect_err("v0");
+        let f = request(&flagged(), &args(true, None), 0).expect_err("v0");
         assert_eq!(f.reason, "TRUST_STATEMENT_MISSING");
     }
 
+    /// Issue 25, finding 1, as the approver's tool: the operations host shows a harmless payload
+    /// with the stored hash of its own withdrawal to the attacker. Nothing is signed (exit 6).
     #[test]
-    fn a_reviewed_hash_must_be_the_withdrawals() {
-        let hash = "AB".repeat(32);
-        assert!(approval_request(&flagged(), &args(true, Some(&hash)), &key(), 1).is_ok());
-        let f =
-            approval_request(&flagged(), &args(true, Some("00")), &key(), 1).expect_err("differs");
+    fn lying_operations_host_gets_no_signature_from_opctl() {
+        let attackers = stored("0x000000000000000000000000000000000000dead", "9000000000");
+        let lie = answer(&harmless(), &attackers);
+        for reviewed in [None, Some(attackers.hash().to_hex())] {
+            let f = request(&lie, &args(true, reviewed.as_deref()), 1).expect_err("a lie");
+            assert_eq!(
+                (f.reason.as_str(), f.exit_code()),
+                ("DISPLAYED_PAYLOAD_MISMATCH", 6)
+            );
+            assert_eq!(f.metadata["answered_hash"], attackers.hash().to_hex());
+            assert_eq!(f.metadata["computed_hash"], harmless().hash().to_hex());
+        }
+        let mut other = flagged();
+        other.withdrawal_id = "0190c4c8-4b5d-7c6e-8f90-cba987654321".into();
+        let f = request(&other, &args(true, None), 1).expect_err("another withdrawal");
+        assert_eq!(
+            (f.reason.as_str(), f.exit_code()),
+            ("WITHDRAWAL_ID_MISMATCH", 6)
+        );
+        // Rejections are checked the same way.
+        let f = checked(&lie, ID, TENANT, None).expect_err("a lie");
+        assert_eq!(f.reason, "DISPLAYED_PAYLOAD_MISMATCH");
+    }
+
+    #[test]
+    fn a_reviewed_hash_must_be_the_one_opctl_computes() {
+        let hash = harmless().hash().to_hex().to_ascii_uppercase();
+        assert!(request(&flagged(), &args(true, Some(&hash)), 1).is_ok());
+        let other = stored("0x70997970c51812dc3a010c7d01b50e0d17dc79c8", "5001")
+            .hash()
+            .to_hex();
+        let f = request(&flagged(), &args(true, Some(&other)), 1).expect_err("differs");
         assert_eq!(
             (f.reason.as_str(), f.exit_code()),
             ("PAYLOAD_HASH_MISMATCH", 1)
         );
+        let f = request(&flagged(), &args(true, Some("00")), 1).expect_err("malformed");
+        assert_eq!(f.exit_code(), 2);
     }
 
     #[test]
@@ -427,7 +537,7 @@ mod tests {
     }
 
     #[test]
-    fn approvals_report_progress_towards_the_policy() {
+    fn approvals_report_progress_towards_the_policy_and_the_payload_signed() {
         let done = pb::ApproveWithdrawalResponse {
             state: pb::WithdrawalState::Requested as i32,
             approvals: 1,
@@ -435,15 +545,20 @@ mod tests {
             already_approved: false,
             approve_time: None,
         };
+        let w = flagged();
+        let r = checked(&w, ID, TENANT, None).expect("honest");
         let (sent, statement) =
-            approval_request(&flagged(), &args(true, None), &key(), 2).expect("acknowledged");
-        let r = approved_report(&flagged(), &sent, &statement, &done);
-        assert!(r.text.contains("approvals      1 of 2"));
-        assert!(r.text.contains("policy version 2"));
-        assert_eq!(r.json["state"], "REQUESTED");
-        assert_eq!(r.json["policy_version"], 2);
+            approval_request(&w, &r, &args(true, None), &key(), 2).expect("acknowledged");
+        let report = approved_report(&r, &sent, &statement, &done);
+        assert!(report.text.contains("approvals      1 of 2"));
+        assert!(report.text.contains("policy version 2"));
+        assert_eq!(report.json["state"], "REQUESTED");
+        assert_eq!(report.json["policy_version"], 2);
+        assert_eq!(report.json["payload_hash"], harmless().hash().to_hex());
+        assert_eq!(report.json["payload"]["amount"], "5000");
+        assert_eq!(report.json["payload"]["tenant_id"], TENANT);
         assert_eq!(
-            r.json["acknowledged_risk_flags"],
+            report.json["acknowledged_risk_flags"],
             json!(["SAME_DESTINATION_AND_AMOUNT"])
         );
     }
