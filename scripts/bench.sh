@@ -10,16 +10,17 @@
 #                                       and for eight sender addresses, vs evm::sign alone (ARGS
 #                                       go to `opledger-bench sign`, e.g. --withdrawals 4000)
 #   scripts/bench.sh pipeline [ARGS...] create -> approve -> sign -> broadcast -> CONFIRMED with
-#                                       every service in-process on anvil (1-second blocks), for
-#                                       one and for eight sender addresses, vs the node's own
+#                                       every service in-process on anvil (1-second blocks), the
+#                                       reconciler and the witness polling with their defaults,
+#                                       for one and for eight sender addresses, vs the node's own
 #                                       eth_sendRawTransaction rate (installs the pinned anvil;
 #                                       ARGS go to `opledger-bench pipeline`, e.g.
 #                                       --withdrawals 200; `--instances 1,2` measures each
-#                                       sender count with one and then two broadcaster and
-#                                       reconciler instances, and fails on duplicate work;
-#                                       `--no-send-counter` submits straight to the node instead
-#                                       of through the proxy that counts each transaction's sends;
-#                                       refused with more than one instance)
+#                                       sender count with one and then two broadcaster,
+#                                       reconciler and witness instances, and fails on duplicate
+#                                       work; `--no-send-counter` submits straight to the node
+#                                       instead of through the proxy that counts each
+#                                       transaction's sends; refused with more than one instance)
 #   scripts/bench.sh verify [ARGS...]   the signer's approval verification per withdrawal (the
 #                                       trust statement's signature, the quorum of 1, 2 and 3
 #                                       signed approvals) vs recomputing the payload hash, in the

@@ -19,8 +19,10 @@
 # key in [[trust_roots]]) with the demo tenant's trust statement v1 registering the approver key
 # (published once), a demo hot wallet keystore (anvil's first PUBLIC dev key, light KDF: development
 # only) and signer caller tokens. Then it starts anvil (pinned npm package, 1 s blocks, state kept
-# in .data/dev), the operations, approvals, signer, broadcaster, reconciler and inbox services, and
-# prints how to call them.
+# in .data/dev), the operations, approvals, signer, broadcaster, reconciler, witness and inbox
+# services, and prints how to call them. The witness (the second principal of every release of a
+# signed withdrawal's hold) has its own login in opledger_witness and its own [evidence]
+# endpoints: here the same anvil node as the reconciler's, quorum 1, the same confirmations.
 #
 # Environment:
 #   OPLEDGER_DEV_HA=1         the same as --ha
@@ -50,7 +52,8 @@ done
 
 log "building the workspace binaries ($profile)"
 cargo build "${cargo_flags[@]}" -p opledger-operations -p opledger-approvals -p opledger-signer \
-    -p opledger-broadcaster -p opledger-reconciler -p opledger-inbox -p opledger-admin -p opledger-opctl >&2
+    -p opledger-broadcaster -p opledger-reconciler -p opledger-witness -p opledger-inbox \
+    -p opledger-admin -p opledger-opctl >&2
 bin="$OPLEDGER_REPO_ROOT/target/$profile"
 
 # The stack's keys, tokens and chain state belong to its database: the HA stack keeps its own
@@ -67,7 +70,7 @@ chmod 700 "$state"
 if [[ -n "${OPLEDGER_DATABASE_URL:-}" ]]; then
     owner_url="$OPLEDGER_DATABASE_URL"
     app_url="${OPLEDGER_DEV_APP_URL:-$OPLEDGER_DATABASE_URL}"
-    for service in operations approvals broadcaster reconciler inbox; do
+    for service in operations approvals broadcaster reconciler witness inbox; do
         printf -v "${service}_url" '%s' "$app_url"
     done
 else
@@ -92,7 +95,7 @@ else
     fi
     app_password="$(cat "$app_password_file")"
     # One login per service, each a member of its own service role only (least privilege).
-    for service in operations approvals broadcaster reconciler inbox; do
+    for service in operations approvals broadcaster reconciler witness inbox; do
         printf -v "${service}_url" '%s' \
             "postgres://opledger_dev_${service}:${app_password}@${server#postgres://*@}/opledger"
     done
@@ -107,7 +110,7 @@ if [[ -z "${OPLEDGER_DATABASE_URL:-}" ]]; then
 DO \$\$
 DECLARE service text;
 BEGIN
-    FOREACH service IN ARRAY ARRAY['operations', 'approvals', 'broadcaster', 'reconciler', 'inbox'] LOOP
+    FOREACH service IN ARRAY ARRAY['operations', 'approvals', 'broadcaster', 'reconciler', 'witness', 'inbox'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'opledger_dev_' || service) THEN
             EXECUTE format('CREATE ROLE %I LOGIN PASSWORD %L IN ROLE %I',
                 'opledger_dev_' || service, '${app_password}', 'opledger_' || service);
@@ -145,9 +148,14 @@ signer_listen="127.0.0.1:15053"
 broadcaster_listen="127.0.0.1:15054"
 reconciler_listen="127.0.0.1:15055"
 inbox_listen="127.0.0.1:15056"
+witness_listen="127.0.0.1:15057"
 inbox_http="127.0.0.1:8088"
 anvil_port="${OPLEDGER_DEV_ANVIL_PORT:-8545}"
 anvil_url="http://127.0.0.1:$anvil_port"
+# Blocks an inclusion needs before the chain-facing services call it final (1 s blocks). Below
+# the default floor of 12 (min_confirmations), so their [evidence.anvil] says
+# allow_shallow_finality = true: development only, they warn at start.
+dev_confirmations=2
 if ! grep -q '^OPLEDGER_DEMO_SIGNER_TOKEN=' "$keys"; then
     echo "OPLEDGER_DEMO_SIGNER_TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$keys"
 fi
@@ -283,15 +291,32 @@ signer_token = "${!token_var}"
 anvil = "$anvil_url"
 
 # What counts as evidence on anvil: its one endpoint (quorum 1: the services warn at start; a
-# production network names two or more independent https:// endpoints and quorum 2) and two
-# confirmations (1 s blocks).
+# production network names two or more independent https:// endpoints and quorum 2) and
+# $dev_confirmations confirmations (1 s blocks; a production network keeps a safe depth or
+# finalized = true).
 [evidence.anvil]
 urls = ["$anvil_url"]
 quorum = 1
-confirmations = 2
+confirmations = $dev_confirmations
+allow_shallow_finality = true
 TOML
         chmod 600 "$state/$worker.toml"
     done
+    # The witness: no signer token, no rpc; its own login and its own evidence endpoints (in
+    # production other providers than the reconciler's, on another host).
+    cat >"$state/witness.toml" <<TOML
+listen = "$witness_listen"
+metrics_listen = "127.0.0.1:9107"
+database_url = "$witness_url"
+witness_id = "dev-witness"
+
+[evidence.anvil]
+urls = ["$anvil_url"]
+quorum = 1
+confirmations = $dev_confirmations
+allow_shallow_finality = true
+TOML
+    chmod 600 "$state/witness.toml"
 fi
 # The operations service's network registry: anvil's EVM transfers carry no memo, so a memo is
 # refused at create. Creates need a hot wallet the signer registered for the tenant and network
@@ -312,6 +337,7 @@ opledger dev stack
   signer gRPC       $signer_listen  (caller tokens: \$OPLEDGER_DEMO_SIGNER_TOKEN for the broadcaster, \$OPLEDGER_DEMO_RECONCILER_SIGNER_TOKEN for the reconciler)
   broadcaster       $broadcaster_listen (health), metrics http://127.0.0.1:9104/metrics
   reconciler        $reconciler_listen (operator API), metrics http://127.0.0.1:9105/metrics
+  witness           $witness_listen (health), metrics http://127.0.0.1:9107/metrics
   inbox (webhooks)  http://$inbox_http\$OPLEDGER_DEMO_WEBHOOK_PATH (Standard Webhooks, secret
                     \$OPLEDGER_DEMO_WEBHOOK_SECRET), operator API $inbox_listen,
                     metrics http://127.0.0.1:9106/metrics
@@ -343,6 +369,9 @@ Or call the APIs, for example with grpcurl (reflection lists every method):
     -d '{}' $reconciler_listen opledger.v1.OperatorService/ListUnresolved
   grpcurl -plaintext -H "authorization: Bearer \$OPLEDGER_DEMO_OPERATOR_KEY" \\
     -d '{}' $inbox_listen opledger.v1.InboxService/ListInboxIssues
+  grpcurl -plaintext -d '{"service":"opledger.witness"}' $witness_listen grpc.health.v1.Health/Check
+  (the witness serves no API: what it attested and refused is in release_attestations and
+  witness_refusals)
 (source $keys first; Ctrl-C stops the services and the local cluster)
 
 EOF2
@@ -378,6 +407,8 @@ if [[ -s "$signer_config" ]]; then
     OPLEDGER_BROADCASTER_CONFIG="$state/broadcaster.toml" "$bin/opledger-broadcaster" &
     pids+=("$!")
     OPLEDGER_RECONCILER_CONFIG="$state/reconciler.toml" "$bin/opledger-reconciler" &
+    pids+=("$!")
+    OPLEDGER_WITNESS_CONFIG="$state/witness.toml" "$bin/opledger-witness" &
     pids+=("$!")
 fi
 OPLEDGER_OPERATIONS_CONFIG="$operations_config" OPLEDGER_OPERATIONS_DATABASE_URL="$operations_url" \

@@ -122,6 +122,42 @@ fn listener_section() -> anyhow::Result<String> {
     Ok(out)
 }
 
+/// The `[evidence.<network>]` table of every chain-facing service (`opledger_chain`'s
+/// `NetworkEvidence`).
+fn evidence_section() -> anyhow::Result<String> {
+    let source = std::fs::read_to_string(repo("crates/chain/src/evidence/settings.rs"))?;
+    let fields = fields_of(&source, "pub struct NetworkEvidence {");
+    anyhow::ensure!(!fields.is_empty(), "no NetworkEvidence fields found");
+    // The keys with a default: what a table naming only the required ones reads as.
+    let minimal: opledger_chain::NetworkEvidence = toml::from_str("urls = []\nquorum = 0\n")?;
+    let defaults = toml::Value::try_from(minimal)?;
+    let defaults = defaults.as_table().cloned().unwrap_or_default();
+    let mut out = String::from(
+        "## evidence (broadcaster, reconciler, witness)\n\nThe keys of each `[evidence.<network>]` \
+         table, or of each network's inline table in `OPLEDGER_<SERVICE>_EVIDENCE='{mainnet = \
+         {urls = [...], quorum = 2, finalized = true}}'`.\n\n\
+         | key | default | meaning |\n|---|---|---|\n",
+    );
+    for (name, doc) in &fields {
+        let default = match name.as_str() {
+            "urls" | "quorum" => "(required)".to_owned(),
+            _ => render_default(defaults.get(name), false),
+        };
+        out.push_str(&format!(
+            "| `{name}` | {default} | {} |\n",
+            doc.replace('|', "\\|")
+        ));
+    }
+    for key in defaults.keys() {
+        anyhow::ensure!(
+            fields.iter().any(|(n, _)| n == key),
+            "evidence: key {key} has no documented field"
+        );
+    }
+    out.push('\n');
+    Ok(out)
+}
+
 fn reference() -> anyhow::Result<String> {
     let mut doc = String::from(
         "# Configuration reference\n\n\
@@ -143,7 +179,9 @@ fn reference() -> anyhow::Result<String> {
     doc.push_str(&section::<opledger_broadcaster::Config>("broadcaster", "")?);
     doc.push_str(&section::<opledger_reconciler::Config>("reconciler", "")?);
     doc.push_str(&section::<opledger_inbox::Config>("inbox", "")?);
+    doc.push_str(&section::<opledger_witness::Config>("witness", "")?);
     doc.push_str(&listener_section()?);
+    doc.push_str(&evidence_section()?);
     Ok(doc)
 }
 
@@ -175,4 +213,5 @@ fn the_field_parser_reads_docs_and_names() {
     );
 }
 
+mod evidence;
 mod start;

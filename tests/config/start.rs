@@ -58,6 +58,11 @@ fn every_default_listen_port_lies_outside_the_ephemeral_range() {
             "reconciler metrics",
             opledger_reconciler::Config::default().metrics_listen,
         ),
+        ("witness listen", opledger_witness::Config::default().listen),
+        (
+            "witness metrics",
+            opledger_witness::Config::default().metrics_listen,
+        ),
         ("inbox listen", opledger_inbox::Config::default().listen),
         (
             "inbox webhooks",
@@ -86,13 +91,13 @@ fn every_default_listen_port_lies_outside_the_ephemeral_range() {
 
 /// A loopback port held by this test, and whether anything ever connected to a second one that
 /// stands in for the database.
-struct Taken {
+pub(super) struct Taken {
     taken: std::net::TcpListener,
     database: std::net::TcpListener,
 }
 
 impl Taken {
-    fn new() -> anyhow::Result<Taken> {
+    pub(super) fn new() -> anyhow::Result<Taken> {
         let database = std::net::TcpListener::bind("127.0.0.1:0")?;
         database.set_nonblocking(true)?;
         Ok(Taken {
@@ -105,19 +110,19 @@ impl Taken {
         Ok(self.taken.local_addr()?)
     }
 
-    fn database_url(&self) -> anyhow::Result<String> {
+    pub(super) fn database_url(&self) -> anyhow::Result<String> {
         let port = self.database.local_addr()?.port();
         Ok(format!("postgres://nobody:x@127.0.0.1:{port}/opledger"))
     }
 
-    fn database_was_contacted(&self) -> bool {
+    pub(super) fn database_was_contacted(&self) -> bool {
         self.database.accept().is_ok()
     }
 }
 
 /// Runs `bin` with `env` and returns its exit success and stderr plus stdout (logs are JSON on
 /// stdout), killing it if it has not ended after 20 s.
-fn run(bin: &str, env: &[(&str, String)]) -> anyhow::Result<(bool, String)> {
+pub(super) fn run(bin: &str, env: &[(&str, String)]) -> anyhow::Result<(bool, String)> {
     let mut child = Command::new(opledger_testkit::binary_path(bin)?)
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .env("RUST_LOG", "info")

@@ -13,15 +13,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// The six services: compose service name, Kubernetes workload name `opledger-<name>`, image and
+/// The seven services: compose service name, Kubernetes workload name `opledger-<name>`, image and
 /// Dockerfile target `<name>`, settings `OPLEDGER_<NAME>_*`, and their ports.
-const SERVICES: [Service; 6] = [
+const SERVICES: [Service; 7] = [
     service("operations", 15051, 9101),
     service("approvals", 15052, 9102),
     service("signer", 15053, 9103),
     service("broadcaster", 15054, 9104),
     service("reconciler", 15055, 9105),
     service("inbox", 15056, 9106),
+    service("witness", 15057, 9107),
 ];
 
 const fn service(name: &'static str, grpc: u16, metrics: u16) -> Service {
@@ -75,6 +76,14 @@ const METRICS: &[(&str, MetricKind)] = &[
         "opledger_inbox_oldest_unresolved_seconds",
         MetricKind::Gauge,
     ),
+    // the witness (services/witness/src/metrics.rs)
+    (
+        "opledger_witness_oldest_unwitnessed_seconds",
+        MetricKind::Gauge,
+    ),
+    ("opledger_witness_examined_total", MetricKind::Counter),
+    // every service that reads chain evidence (crates/chain/src/evidence/settings.rs)
+    ("opledger_evidence_no_verdict_total", MetricKind::Counter),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1732,6 +1741,7 @@ fn expected_health_service(service: &str) -> &'static str {
         "broadcaster" => "opledger.v1.Broadcaster",
         "reconciler" => "opledger.v1.OperatorService",
         "inbox" => "opledger.v1.InboxService",
+        "witness" => "opledger.witness",
         other => panic!("unknown service {other}"),
     }
 }
@@ -2008,6 +2018,103 @@ fn prometheus_scrapes_every_services_metrics_port_and_loads_the_alert_rules() {
     );
 }
 
+/// GitHub's anchor of a Markdown heading: lowercase, punctuation but `-` and `_` dropped, spaces
+/// as `-`.
+fn heading_anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// Every alerting rule of `deploy/prometheus/alerts.yml`.
+fn alert_rules() -> Vec<Value> {
+    let rules = yaml_doc(&deploy().join("prometheus/alerts.yml"));
+    array_at(&rules, "/groups")
+        .iter()
+        .flat_map(|group| array_at(group, "/rules"))
+        .filter(|rule| rule.get("alert").is_some())
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn every_alert_reads_exported_metrics_names_its_owner_and_links_a_runbook_section() {
+    let runbook = read(&repo().join("docs/runbook.md"));
+    let sections: BTreeSet<String> = runbook
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .map(heading_anchor)
+        .collect();
+    let rules = alert_rules();
+    assert!(rules.len() >= 9, "{} alerts", rules.len());
+    let mut problems = Vec::new();
+    let mut read_metrics = BTreeSet::new();
+    for rule in &rules {
+        let name = str_at(rule, "/alert").unwrap_or_default();
+        let expr = str_at(rule, "/expr").unwrap_or_default();
+        let metrics = promql_metrics(expr);
+        if metrics.is_empty() {
+            problems.push(format!("{name}: {expr:?} selects no metric"));
+        }
+        for m in metrics {
+            if !allowed_metric(&m) {
+                problems.push(format!("{name}: {m} is not exported by the suite"));
+            }
+            read_metrics.insert(m);
+        }
+        if !matches!(str_at(rule, "/labels/severity"), Some("page" | "ticket")) {
+            problems.push(format!("{name}: severity is neither page nor ticket"));
+        }
+        if str_at(rule, "/labels/owner").is_none_or(str::is_empty) {
+            problems.push(format!("{name}: no owner label"));
+        }
+        match str_at(rule, "/annotations/runbook_url")
+            .and_then(|url| url.strip_prefix("docs/runbook.md#"))
+        {
+            Some(anchor) if sections.contains(anchor) => {}
+            other => problems.push(format!(
+                "{name}: runbook_url {other:?} is no section of docs/runbook.md"
+            )),
+        }
+    }
+    // The witness's lag and refusals are alerts: an unattested release keeps its hold silently
+    // otherwise, and a refused one is a security event.
+    for needed in [
+        "opledger_witness_oldest_unwitnessed_seconds",
+        "opledger_witness_examined_total",
+    ] {
+        if !read_metrics.contains(needed) {
+            problems.push(format!("no alert reads {needed}"));
+        }
+    }
+    assert_none(problems, "alert rules");
+}
+
+#[test]
+fn every_alert_fires_in_a_promtool_case() {
+    // promtool runs these cases (tests/reconciler/alerts.rs); a rule no case sees firing could
+    // be one that never fires.
+    let cases = yaml_doc(&deploy().join("prometheus/alerts.test.yml"));
+    let fired: BTreeSet<&str> = array_at(&cases, "/tests")
+        .iter()
+        .flat_map(|case| array_at(case, "/alert_rule_test"))
+        .filter(|check| !array_at(check, "/exp_alerts").is_empty())
+        .filter_map(|check| str_at(check, "/alertname"))
+        .collect();
+    let rules = alert_rules();
+    let missing: Vec<String> = rules
+        .iter()
+        .filter_map(|rule| str_at(rule, "/alert"))
+        .filter(|name| !fired.contains(name))
+        .map(str::to_owned)
+        .collect();
+    assert_none(missing, "alerts no case of alerts.test.yml sees firing");
+}
+
 #[test]
 fn every_dashboard_query_names_only_metrics_the_suite_exports() {
     let dashboard = dashboard();
@@ -2056,6 +2163,8 @@ fn every_dashboard_query_names_only_metrics_the_suite_exports() {
         "opledger_inbox_unhandled_total",
         "opledger_inbox_dead_letters",
         "opledger_inbox_oldest_unresolved_seconds",
+        "opledger_witness_oldest_unwitnessed_seconds",
+        "opledger_witness_examined_total",
     ] {
         if !queried.contains(needed) {
             problems.push(format!("no panel shows {needed}"));
@@ -2166,13 +2275,14 @@ fn grafana_provisions_the_dashboard_compose_mounts_and_the_compose_prometheus() 
 // =============================================================================================
 // Images
 
-const TARGETS: [&str; 7] = [
+const TARGETS: [&str; 8] = [
     "operations",
     "approvals",
     "signer",
     "broadcaster",
     "reconciler",
     "inbox",
+    "witness",
     "admin",
 ];
 
@@ -2379,6 +2489,7 @@ fn load_with_service_type(service: &Service, settings: &toml::Table) -> Result<(
         "broadcaster" => opledger_broadcaster::Config::load(path).map(drop),
         "reconciler" => opledger_reconciler::Config::load(path).map(drop),
         "inbox" => opledger_inbox::Config::load(path).map(drop),
+        "witness" => opledger_witness::Config::load(path).map(drop),
         other => panic!("unknown service {other}"),
     };
     let _ = fs::remove_file(&file);
@@ -2416,6 +2527,7 @@ fn the_health_service_names_are_the_ones_the_services_register() {
         ("broadcaster", opledger_broadcaster::SERVICE_NAME),
         ("reconciler", opledger_reconciler::SERVICE_NAME),
         ("inbox", opledger_inbox::SERVICE_NAME),
+        ("witness", opledger_witness::SERVICE_NAME),
     ] {
         assert_eq!(expected_health_service(service), registered, "{service}");
     }
@@ -2446,7 +2558,7 @@ fn only_the_chain_facing_images_carry_a_ca_bundle() {
         let copies = stage
             .with("COPY")
             .any(|c| c.contains("ca-certificates.crt"));
-        let chain_facing = stage.name == "broadcaster" || stage.name == "reconciler";
+        let chain_facing = ["broadcaster", "reconciler", "witness"].contains(&stage.name.as_str());
         if chain_facing {
             assert!(
                 stage.with("COPY").any(|c| c == BUNDLE),
@@ -2594,4 +2706,240 @@ fn the_broadcaster_and_the_reconciler_present_their_own_scoped_signer_tokens() {
         }
     }
     assert_none(problems, "signer tokens beyond their worker's moves");
+}
+
+// =============================================================================================
+// The dev stack
+
+#[test]
+fn the_dev_stack_builds_starts_stops_and_lists_every_service_each_with_its_own_login() {
+    let dev = read(&repo().join("scripts/dev.sh"));
+    let lines: Vec<&str> = dev.lines().collect();
+    let summary = dev
+        .split("<<EOF2")
+        .nth(1)
+        .and_then(|rest| rest.split("\nEOF2").next())
+        .expect("the printed summary");
+    let logins = lines
+        .iter()
+        .find(|l| l.trim_start().starts_with("FOREACH service IN ARRAY"))
+        .expect("the loop creating the services' logins");
+    let mut problems = Vec::new();
+    for service in SERVICES {
+        let name = service.name;
+        if !dev.contains(&format!("-p opledger-{name} ")) {
+            problems.push(format!("{name}: not built"));
+        }
+        // Started in the background and remembered: Ctrl-C, or any service exiting, stops it.
+        let start = format!("\"$bin/opledger-{name}\" &");
+        match lines.iter().position(|l| l.contains(&start)) {
+            Some(i) if lines.get(i + 1).map(|l| l.trim()) == Some("pids+=(\"$!\")") => {}
+            Some(_) => problems.push(format!("{name}: started but not stopped with the stack")),
+            None => problems.push(format!("{name}: not started")),
+        }
+        if !dev.contains(&format!("127.0.0.1:{}", service.grpc)) {
+            problems.push(format!("{name}: not on its port {}", service.grpc));
+        }
+        if !summary
+            .lines()
+            .any(|l| l.starts_with(&format!("  {name} ")))
+        {
+            problems.push(format!("{name}: not listed in the printed summary"));
+        }
+        // Its own login, a member of its own service's group role only.
+        let own_login = if name == "signer" {
+            dev.contains("CREATE ROLE opledger_dev_signer LOGIN PASSWORD '${app_password}' IN ROLE opledger_signer;")
+        } else {
+            logins.contains(&format!("'{name}'"))
+                && dev.contains(
+                    "'opledger_dev_' || service, '${app_password}', 'opledger_' || service",
+                )
+        };
+        if !own_login {
+            problems.push(format!("{name}: no login of its own in opledger_{name}"));
+        }
+    }
+    assert_none(problems, "scripts/dev.sh");
+}
+
+// =============================================================================================
+// Two principals: the reconciler proposes, the witness attests
+
+/// The user of a `postgres://user:password@host/db` URL.
+fn url_user(url: &str) -> &str {
+    url.strip_prefix("postgres://")
+        .and_then(|rest| rest.split_once('@'))
+        .and_then(|(credentials, _)| credentials.split(':').next())
+        .unwrap_or_default()
+}
+
+#[test]
+fn no_two_services_share_a_database_login_so_no_login_is_both_proposer_and_witness() {
+    // A release needs a proposal and an attestation, each insertable only by its own group role
+    // (opledger_reconciler, opledger_witness): a login shared by the reconciler and the witness,
+    // or granted both groups, would be both principals at once.
+    let mut problems = Vec::new();
+    for (at, settings) in [
+        ("compose", compose_settings()),
+        ("k8s dev overlay", dev_overlay_settings()),
+    ] {
+        let mut users: BTreeMap<String, &str> = BTreeMap::new();
+        for (service, table) in &settings {
+            let url = table
+                .get("database_url")
+                .and_then(toml::Value::as_str)
+                .unwrap_or_default();
+            let user = url_user(url);
+            if user.is_empty() {
+                problems.push(format!("{at}: {} has no database login", service.name));
+            } else if let Some(other) = users.insert(user.to_owned(), service.name) {
+                problems.push(format!(
+                    "{at}: {} and {other} share the login {user}",
+                    service.name
+                ));
+            }
+        }
+    }
+    // compose: each service's login comes from its own config secret, granted its own group.
+    let compose = compose();
+    let given = strings(&compose["services"]["provision"]["secrets"]);
+    let script = read(&compose_dir().join("provision.sh"));
+    let looped: Vec<&str> = script
+        .lines()
+        .find_map(|l| l.strip_prefix("for service in "))
+        .and_then(|l| l.strip_suffix("; do"))
+        .expect("the compose login loop")
+        .split_whitespace()
+        .collect();
+    assert!(
+        script.contains("login_role \"/run/secrets/${service}_config\" \"opledger_${service}\""),
+        "compose grants each login its own service's group"
+    );
+    for service in SERVICES {
+        let name = service.name;
+        let secret = format!("{name}_config");
+        if compose_config_secret(&compose, &service).as_deref() != Some(secret.as_str())
+            || !given.contains(&secret)
+        {
+            problems.push(format!(
+                "compose: provision does not read {name}'s {secret}"
+            ));
+        }
+        let granted = if name == "signer" {
+            script.contains("login_role /run/secrets/signer_config opledger_signer\n")
+        } else {
+            looped.contains(&name)
+        };
+        if !granted {
+            problems.push(format!(
+                "compose: {name}'s login is not granted opledger_{name}"
+            ));
+        }
+    }
+    // k8s dev overlay: the provision Job grants each URL the Job is given its own group, and
+    // each is the URL its service runs with.
+    let dev = dev_overlay();
+    let job = dev
+        .resources
+        .iter()
+        .find(|m| m.kind() == "Job" && m.name() == "opledger-dev-provision")
+        .expect("the dev provision Job");
+    let job_env = container_env(&dev, job, job.containers()[0]);
+    let script = read(&k8s().join("overlays/dev/provision.sh"));
+    let grants: Vec<&str> = script
+        .lines()
+        .filter(|l| l.starts_with("login_role \"$"))
+        .collect();
+    for (service, settings) in dev_overlay_settings() {
+        let name = service.name;
+        let variable = format!("{}_DATABASE_URL", name.to_uppercase());
+        let expected = format!("login_role \"${variable}\" opledger_{name}");
+        let mine: Vec<&&str> = grants
+            .iter()
+            .filter(|l| l.contains(&format!("\"${variable}\"")))
+            .collect();
+        if mine != [&expected.as_str()] {
+            problems.push(format!("k8s: {mine:?} is not `{expected}`"));
+        }
+        if job_env.get(&variable).map(String::as_str)
+            != settings.get("database_url").and_then(toml::Value::as_str)
+        {
+            problems.push(format!(
+                "k8s: the provision Job's {variable} is not the URL {name} runs with"
+            ));
+        }
+    }
+    assert_none(problems, "database logins");
+}
+
+#[test]
+fn the_witness_reads_its_own_evidence_apart_from_the_reconciler_and_cannot_reach_the_signer() {
+    let mut problems = Vec::new();
+    let networks = |settings: &[(Service, toml::Table)], name: &str| -> BTreeSet<String> {
+        settings
+            .iter()
+            .find(|(s, _)| s.name == name)
+            .and_then(|(_, t)| t.get("evidence"))
+            .and_then(toml::Value::as_table)
+            .map(|t| t.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    // A proposal on a network the witness has no endpoints for is never attested.
+    for (at, settings) in [
+        ("compose", compose_settings()),
+        ("k8s dev overlay", dev_overlay_settings()),
+    ] {
+        let reconciler = networks(&settings, "reconciler");
+        let witness = networks(&settings, "witness");
+        if reconciler.is_empty() || !reconciler.is_subset(&witness) {
+            problems.push(format!(
+                "{at}: the witness reads {witness:?}, the reconciler releases on {reconciler:?}"
+            ));
+        }
+    }
+    // compose: not on the signer's segment.
+    let compose = compose();
+    if strings(&compose["services"]["witness"]["networks"]).contains(&"signer".to_owned()) {
+        problems.push("compose: the witness is on the signer's network".to_owned());
+    }
+    // k8s: kept off the reconciler's node, with credentials of its own only.
+    let dev = dev_overlay();
+    let witness = deployment(&dev.resources, "opledger-witness");
+    let pod = witness.pod_spec().expect("pod");
+    let apart = ["preferred", "required"]
+        .iter()
+        .flat_map(|kind| {
+            array_at(
+                pod,
+                &format!("/affinity/podAntiAffinity/{kind}DuringSchedulingIgnoredDuringExecution"),
+            )
+        })
+        .map(|entry| entry.get("podAffinityTerm").unwrap_or(entry))
+        .any(|term| {
+            str_at(term, "/topologyKey") == Some("kubernetes.io/hostname")
+                && str_at(term, "/labelSelector/matchLabels/app.kubernetes.io~1name")
+                    == Some("opledger-reconciler")
+        });
+    if !apart {
+        problems.push(format!(
+            "{}: no anti-affinity to the reconciler's node",
+            witness.at()
+        ));
+    }
+    for container in witness.containers() {
+        for var in array_at(container, "/env") {
+            if let Some(secret) = str_at(var, "/valueFrom/secretKeyRef/name")
+                && secret != "opledger-witness-secrets"
+            {
+                problems.push(format!("{}: reads the Secret {secret}", witness.at()));
+            }
+        }
+        if !array_at(container, "/envFrom")
+            .iter()
+            .all(|source| source.get("secretRef").is_none())
+        {
+            problems.push(format!("{}: takes a whole Secret", witness.at()));
+        }
+    }
+    assert_none(problems, "the witness's independence");
 }

@@ -59,6 +59,9 @@ pub struct Tally {
     pub double_payouts: u64,
     /// Holds released without chain evidence or a pre-signing decision.
     pub releases_without_evidence: u64,
+    /// Released holds of signed withdrawals, each with the reconciler's proposal and the
+    /// witness's attestation of the same evidence (at the latest audit).
+    pub witnessed_releases: u64,
     /// Operations seen UNKNOWN at an audit's start (resolved by the reconciler since).
     pub unknown_resolved: u64,
     /// Transfers dropped from the node's pool that ended VERIFIED_NOT_SENT by their own final
@@ -447,6 +450,18 @@ impl Tally {
         let states = states(c).await?;
         let attempts = opledger_tests::audit::attempts(c.stack.admin.pool(), c.acme.id).await?;
         let holds = opledger_tests::audit::holds(c.stack.admin.pool(), c.acme.id).await?;
+        let witnessed: BTreeSet<String> = sqlx::query_scalar::<_, uuid::Uuid>(
+            "SELECT DISTINCT p.op_id FROM release_proposals p \
+             JOIN release_attestations t USING (tenant_id, op_id, tx_hash, block_number, block_hash) \
+             WHERE p.tenant_id = $1",
+        )
+        .bind(c.acme.id.as_uuid())
+        .fetch_all(c.stack.admin.pool())
+        .await?
+        .into_iter()
+        .map(|op| op.to_string())
+        .collect();
+        self.witnessed_releases = 0;
         let mut mined_nonces = BTreeSet::new();
         let mut paid: BTreeMap<String, u128> = BTreeMap::new();
         for (id, op) in &self.ops {
@@ -504,6 +519,16 @@ impl Tally {
                         self.releases_without_evidence += 1;
                         self.violations
                             .push(format!("{label}: {id} released without evidence"));
+                    }
+                    let signed = attempts.iter().any(|a| a.0.to_string() == *id);
+                    if signed && hold == "RELEASED" {
+                        if witnessed.contains(id) {
+                            self.witnessed_releases += 1;
+                        } else {
+                            self.releases_without_evidence += 1;
+                            self.violations
+                                .push(format!("{label}: {id} released without the witness"));
+                        }
                     }
                     if hold != "RELEASED" {
                         self.violations

@@ -27,12 +27,13 @@ use std::time::Duration;
 use tonic::transport::Channel;
 
 /// The services, in start order.
-pub const SERVICES: [&str; 6] = [
+pub const SERVICES: [&str; 7] = [
     "operations",
     "approvals",
     "signer",
     "broadcaster",
     "reconciler",
+    "witness",
     "inbox",
 ];
 
@@ -303,6 +304,31 @@ impl Cluster {
                 Service {
                     bin: "opledger-reconciler",
                     env: vec![("OPLEDGER_RECONCILER_CONFIG", path)],
+                    ready_port: ports[name.as_str()],
+                    child: None,
+                    armed: false,
+                },
+            );
+
+            // The witness of every release the reconciler proposes: its own login, its own
+            // evidence reader (here the same node, at the same depth).
+            let name = instance("witness", i);
+            let witness = opledger_witness::Config {
+                listen: loopback(ports[name.as_str()]),
+                metrics_listen: loopback(0),
+                database_url: opledger_grpc::config::DatabaseUrl(url_of(ServiceRole::Witness)?),
+                witness_id: format!("faults-{name}"),
+                evidence: evidence.clone(),
+                poll_interval_ms: 200,
+                rpc_timeout_ms: 2_000,
+                ..opledger_witness::Config::default()
+            };
+            let path = config_file(&name, toml::to_string(&witness)?)?;
+            services.insert(
+                name.clone(),
+                Service {
+                    bin: "opledger-witness",
+                    env: vec![("OPLEDGER_WITNESS_CONFIG", path)],
                     ready_port: ports[name.as_str()],
                     child: None,
                     armed: false,

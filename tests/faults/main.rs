@@ -487,7 +487,7 @@ async fn fault_harness_every_step_killed_then_a_seeded_soak_leaves_no_violation(
          duplicate_webhooks={} reordered_webhooks={}; indeterminate={} (had happened={}, \
          happened on retry={}) unknown_resolved={} dropped_cancelled={}; attempts={} submitted={} sends={} \
          repeated_sends={} most_sends={}; invariant_checks={} violations={} double_payouts={} \
-         releases_without_evidence={}",
+         releases_without_evidence={} witnessed_releases={}",
         tally.ops.len(),
         tally.webhooks.len(),
         tally.kills,
@@ -515,6 +515,7 @@ async fn fault_harness_every_step_killed_then_a_seeded_soak_leaves_no_violation(
         tally.violations.len(),
         tally.double_payouts,
         tally.releases_without_evidence,
+        tally.witnessed_releases,
     );
     assert!(
         tally.violations.is_empty(),
@@ -524,6 +525,14 @@ async fn fault_harness_every_step_killed_then_a_seeded_soak_leaves_no_violation(
     assert_eq!(
         (tally.double_payouts, tally.releases_without_evidence),
         (0, 0)
+    );
+    // Every dropped transfer's release was proposed and witnessed (the audit counts releases of
+    // signed withdrawals with both records, and counts any without the witness as a violation).
+    assert!(
+        tally.witnessed_releases >= tally.dropped_cancelled,
+        "{} witnessed releases for {} dropped transfers",
+        tally.witnessed_releases,
+        tally.dropped_cancelled
     );
     assert!(
         tally.kills >= 30,

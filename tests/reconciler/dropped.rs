@@ -5,7 +5,7 @@
 use opledger_reconciler::Finding;
 use opledger_tests::BOB;
 use opledger_tests::chain::Chain;
-use opledger_tests::chain::{CONFIRMATIONS, broadcaster_config, reconciler_config};
+use opledger_tests::chain::{CONFIRMATIONS, broadcaster_config, reconciler_config, witness};
 use opledger_tests::signer::{HOT_WALLET, approve, attempts};
 
 #[tokio::test]
@@ -70,7 +70,21 @@ async fn dropped_from_the_pool_is_cancelled_and_verified_not_sent() -> anyhow::R
         node.mine(1).await?;
     }
 
-    // The cancel is final: the transfer can never happen, the hold is released once.
+    // The cancel is final: the transfer can never happen. The reconciler proposes the release
+    // with that evidence, and the hold stays until the witness, reading the chain itself,
+    // attests the same evidence; then the hold is released once.
+    assert_eq!(reconciler.tick(0, 64).await, vec![Finding::AwaitingWitness]);
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "UNKNOWN");
+    assert_eq!(
+        stack.balance(acme.id, "treasury", "ETH").await?.1,
+        7_000_000_000_000_000,
+        "still held until witnessed"
+    );
+    let witness = witness(&stack, &[&node.rpc_url()], 1).await?;
+    assert_eq!(
+        witness.tick(64).await,
+        vec![opledger_witness::Outcome::Attested]
+    );
     assert_eq!(reconciler.tick(0, 64).await, vec![Finding::VerifiedNotSent]);
     assert_eq!(stack.state(&w.withdrawal_id).await?, "VERIFIED_NOT_SENT");
     assert_eq!(

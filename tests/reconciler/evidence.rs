@@ -11,7 +11,7 @@ use opledger_testkit::{
     Anvil, DEV_KEYS, FaultMode, FaultProxy, RpcMode, RpcProxy, deploy_test_token,
 };
 use opledger_tests::chain::{
-    CONFIRMATIONS, Chain, broadcaster_config, evidence, reconciler_config,
+    CONFIRMATIONS, Chain, broadcaster_config, evidence, reconciler_config, witness,
 };
 use opledger_tests::signer::{HOT_WALLET, InProcessSigner, NETWORK, TOKEN, approve, attempts};
 use opledger_tests::{BOB, Stack, Tenant, authed, new_key, payload};
@@ -149,6 +149,26 @@ async fn a_final_cancel_is_not_released_while_an_endpoint_hides_it() -> anyhow::
         );
     }
     other.set_mode(RpcMode::Honest);
+    assert_eq!(reconciler.tick(0, 64).await, vec![Finding::AwaitingWitness]);
+    // The witness reads through the same two endpoints: while one hides the cancel, it attests
+    // nothing either.
+    let witness = witness(&chain.stack, &[&honest.url(), &other.url()], 2).await?;
+    other.set_mode(RpcMode::HideReceipts);
+    assert_eq!(
+        witness.tick(64).await,
+        vec![opledger_witness::Outcome::NoVerdict]
+    );
+    assert_eq!(reconciler.tick(0, 64).await, vec![Finding::NoVerdict]);
+    assert_eq!(chain.stack.state(&w.withdrawal_id).await?, "UNKNOWN");
+    assert_eq!(
+        held(&chain.stack, &chain.acme, "ETH").await?,
+        7_000_000_000_000_000
+    );
+    other.set_mode(RpcMode::Honest);
+    assert_eq!(
+        witness.tick(64).await,
+        vec![opledger_witness::Outcome::Attested]
+    );
     assert_eq!(reconciler.tick(0, 64).await, vec![Finding::VerifiedNotSent]);
     assert_eq!(held(&chain.stack, &chain.acme, "ETH").await?, 0);
     chain.stack.assert_invariants().await
@@ -333,14 +353,36 @@ async fn a_reverted_transfer_has_an_owner_and_is_released_only_on_final_evidence
         .await
         .expect_err("a reverted transfer paid nobody");
     assert!(refused.to_string().contains("reverted"), "{refused}");
-    let done = reconciler
-        .resolve(
+    // The operator's resolution is a proposal: the hold stays until the witness, reading the
+    // chain itself, attests the same reverted attempt in the same block.
+    let release = || {
+        reconciler.resolve(
             &op,
             OperationState::VerifiedNotSent,
             "op-1",
             "reverted: nothing moved",
         )
-        .await?;
+    };
+    let waiting = release().await.expect_err("not witnessed yet");
+    assert!(
+        matches!(
+            waiting,
+            opledger_reconciler::reconcile::ReconcileError::AwaitingWitness
+        ),
+        "{waiting}"
+    );
+    assert_eq!(stack.state(&w.withdrawal_id).await?, "FAILED_TERMINAL");
+    assert_eq!(
+        held(&stack, &acme, "USDC").await?,
+        500,
+        "held until witnessed"
+    );
+    let witness = witness(&stack, &[&node.rpc_url()], 1).await?;
+    assert_eq!(
+        witness.tick(64).await,
+        vec![opledger_witness::Outcome::Attested]
+    );
+    let done = release().await?;
     assert_eq!(done, OperationState::VerifiedNotSent);
     assert_eq!(
         stack.balance(acme.id, "treasury", "USDC").await?,

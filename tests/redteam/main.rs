@@ -3,39 +3,55 @@
 //! nothing is signed: zero attempts, zero nonces taken, a security event recorded, the withdrawal's
 //! state and hold unchanged. The suite ends with one line: attempts tried, refused, signed.
 
+mod bytes;
 mod forge;
+mod freeze;
 mod gate;
+mod witness;
 
 use forge::Outcome;
 
 #[tokio::test]
 async fn redteam_every_forgery_is_refused_and_nothing_is_signed() -> anyhow::Result<()> {
-    let scenarios = forge::scenarios();
+    let mut scenarios = forge::scenarios();
+    scenarios.extend(bytes::scenarios());
+    scenarios.extend(freeze::scenarios());
+    scenarios.extend(witness::scenarios());
     let tried = scenarios.len();
     let results = futures::future::join_all(scenarios.into_iter().map(|(name, run)| async move {
         let outcome = run.await;
         (name, outcome)
     }))
     .await;
-    let mut refused = 0;
-    let mut signed = 0;
+    let (mut refused, mut signed, mut released, mut credited) = (0, 0, 0, 0);
     let mut failures = Vec::new();
     for (name, outcome) in results {
         match outcome {
             Ok(Outcome::Refused) => {
                 refused += 1;
-                println!("redteam: {name}: refused, nothing signed");
+                println!("redteam: {name}: refused");
             }
             Ok(Outcome::Signed) => {
                 signed += 1;
                 failures.push(format!("{name}: SIGNED"));
             }
+            Ok(Outcome::Released) => {
+                released += 1;
+                failures.push(format!("{name}: RELEASED"));
+            }
+            Ok(Outcome::Credited) => {
+                credited += 1;
+                failures.push(format!("{name}: CREDITED"));
+            }
             Err(e) => failures.push(format!("{name}: scenario failed: {e:#}")),
         }
     }
-    println!("redteam: attempts={tried} refused={refused} signed={signed}");
+    println!(
+        "redteam: attempts={tried} refused={refused} signed={signed} released={released} \
+         credited={credited}"
+    );
     assert!(failures.is_empty(), "{failures:#?}");
-    assert_eq!(signed, 0);
+    assert_eq!((signed, released, credited), (0, 0, 0));
     assert_eq!(refused, tried);
     Ok(())
 }

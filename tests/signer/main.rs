@@ -7,6 +7,7 @@ mod control_02;
 mod control_04;
 mod control_06;
 mod executed;
+mod held_bytes;
 mod isolation;
 mod rotation;
 mod signing;

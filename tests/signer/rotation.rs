@@ -6,7 +6,7 @@
 use opledger_evm::signer::decode;
 use opledger_evm::{Address, U256};
 use opledger_proto::v1::{AttemptKind, SignReplacementRequest, SignedAttempt, Withdrawal};
-use opledger_store::wallets::{Registration, WalletStatus};
+use opledger_store::wallets::{Registration, RetireAfter, WalletStatus};
 use opledger_tests::signer::{
     CALLER_TOKEN, HOT_WALLET, InProcessSigner, NETWORK, ROTATED_WALLET, TestWallets, approve,
     attempts, client, sign_request,
@@ -426,7 +426,23 @@ async fn a_retiring_wallet_retires_only_when_nothing_it_signed_is_in_flight_or_w
     rotate(&stack, acme.id).await?;
     let grace = std::time::Duration::from_secs(3600);
     let store = &stack.admin;
-    let check = |grace| store.retire_wallet(acme.id, NETWORK, HOT_WALLET, grace);
+    // Every condition on the rows other services write, with no minimum quiet time; the quiet
+    // time (read from the signer's own attempts) is checked last.
+    let no_quiet_time = RetireAfter {
+        grace,
+        quiet: std::time::Duration::ZERO,
+    };
+    let check = |grace| {
+        store.retire_wallet(
+            acme.id,
+            NETWORK,
+            HOT_WALLET,
+            RetireAfter {
+                grace,
+                ..no_quiet_time
+            },
+        )
+    };
     // Every state in which a replacement may still be needed keeps it.
     for state in ["SIGNED", "BROADCAST", "UNKNOWN", "FAILED_TERMINAL"] {
         stack.force_state(&w.withdrawal_id, state).await?;
@@ -452,7 +468,7 @@ async fn a_retiring_wallet_retires_only_when_nothing_it_signed_is_in_flight_or_w
     let other = stack.tenant("globex").await?;
     assert!(
         !store
-            .retire_wallet(other.id, NETWORK, HOT_WALLET, grace)
+            .retire_wallet(other.id, NETWORK, HOT_WALLET, no_quiet_time)
             .await?
     );
     assert_eq!(registry(&stack).await?.len(), 3);
@@ -480,8 +496,20 @@ async fn a_retiring_wallet_retires_only_when_nothing_it_signed_is_in_flight_or_w
     assert!(!check(grace).await?, "no reorganization floor yet");
     store.record_reorg_floor(NETWORK, 9).await?;
     assert!(!check(grace).await?, "included above the watcher's floor");
-    // At or below the floor: the watcher no longer looks at it. Retired, once, and for good.
+    // At or below the floor: the watcher no longer looks at it. Still kept while the wallet
+    // signed anything less than the quiet time ago (its original, seconds ago)...
     store.record_reorg_floor(NETWORK, 10).await?;
+    let quiet = RetireAfter {
+        grace,
+        quiet: std::time::Duration::from_secs(3600),
+    };
+    assert!(
+        !store
+            .retire_wallet(acme.id, NETWORK, HOT_WALLET, quiet)
+            .await?,
+        "signed within the quiet time"
+    );
+    // ...then retired, once, and for good.
     assert!(check(grace).await?);
     let (status,): (String,) =
         sqlx::query_as("SELECT status FROM signer_wallets WHERE tenant_id = $1 AND sender = $2")
@@ -497,7 +525,7 @@ async fn a_retiring_wallet_retires_only_when_nothing_it_signed_is_in_flight_or_w
     // An ACTIVE wallet never retires.
     assert!(
         !store
-            .retire_wallet(acme.id, NETWORK, ROTATED_WALLET, grace)
+            .retire_wallet(acme.id, NETWORK, ROTATED_WALLET, no_quiet_time)
             .await?
     );
     Ok(())

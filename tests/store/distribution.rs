@@ -63,6 +63,13 @@ const SHARED: &[(&str, &str)] = &[
         "chain_reorg_floors",
         "one reorganization floor per network, whatever the tenant",
     ),
+    // One row per network: the random key of the network's watcher lease, written and read only
+    // by the broadcaster's lease function (the one watcher among the instances, whatever the
+    // tenant).
+    (
+        "opledger_watch_leases",
+        "one watcher lease key per network, whatever the tenant",
+    ),
 ];
 
 /// Tables that are neither: the migrator's own bookkeeping, a plain local table of the node that

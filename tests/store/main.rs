@@ -3,8 +3,10 @@
 
 mod claims;
 mod distribution;
+mod freeze;
 mod immutability;
 mod pass;
 mod rejections;
 mod roles;
 mod transitions;
+mod witness;

@@ -94,7 +94,7 @@ async fn only_the_worker_roles_may_take_a_pass_lock() -> anyhow::Result<()> {
     ] {
         let pool = stack.db.pool_as(role).await?;
         let taken: Result<(bool,), sqlx::Error> =
-            sqlx::query_as("SELECT locked FROM opledger_pass_lock(1, 2, $1, $2)")
+            sqlx::query_as("SELECT locked FROM opledger_pass_lock($1, $2)")
                 .bind(acme.id.as_uuid())
                 .bind(op)
                 .fetch_one(&pool)

@@ -30,14 +30,17 @@ pub fn broadcaster_config(
 /// alone (a test mines `CONFIRMATIONS - 1` blocks on top of an inclusion to make it final).
 pub const CONFIRMATIONS: u64 = 3;
 
-/// Evidence for the test network from `urls` with `quorum`, at [`CONFIRMATIONS`].
+/// Evidence for the test network from `urls` with `quorum`, at [`CONFIRMATIONS`]: below the
+/// default floor of 12 on purpose (anvil mines on demand), so with `allow_shallow_finality`.
 pub fn evidence(urls: &[&str], quorum: usize) -> opledger_chain::NetworkEvidence {
     opledger_chain::NetworkEvidence {
         urls: urls.iter().map(|u| (*u).to_owned()).collect(),
         quorum,
         confirmations: Some(CONFIRMATIONS),
         finalized: false,
+        min_confirmations: 12,
         max_lag_blocks: 8,
+        allow_shallow_finality: true,
         insecure_clear_text: false,
     }
 }
@@ -62,6 +65,36 @@ pub fn reconciler_config(
         metrics_listen: SocketAddr::from(([127, 0, 0, 1], opledger_testkit::free_port())),
         ..opledger_reconciler::Config::default()
     }
+}
+
+/// A witness on the test database under its own login (`opledger_witness`), reading evidence
+/// from `urls` with `quorum` ([`CONFIRMATIONS`] deep).
+pub fn witness_config(stack: &Stack, urls: &[&str], quorum: usize) -> opledger_witness::Config {
+    opledger_witness::Config {
+        database_url: DatabaseUrl(stack.url(ServiceRole::Witness)),
+        evidence: BTreeMap::from([(NETWORK.to_owned(), evidence(urls, quorum))]),
+        rpc_timeout_ms: 2_000,
+        witness_id: "witness-test".into(),
+        metrics_listen: SocketAddr::from(([127, 0, 0, 1], opledger_testkit::free_port())),
+        ..opledger_witness::Config::default()
+    }
+}
+
+/// An in-process witness of [`witness_config`] (its own login, its own evidence reader).
+pub async fn witness(
+    stack: &Stack,
+    urls: &[&str],
+    quorum: usize,
+) -> anyhow::Result<opledger_witness::Witness> {
+    let config = witness_config(stack, urls, quorum);
+    let store = opledger_store::Store::connect(&config.database_url.0, config.store_config())
+        .await
+        .map_err(|e| anyhow::anyhow!("the witness login cannot connect: {}", e.log_safe()))?;
+    Ok(opledger_witness::witness(
+        &config,
+        store,
+        Default::default(),
+    )?)
 }
 
 /// A test world for the chain-facing services: the operations and approvals services with tenant

@@ -119,6 +119,7 @@ pub fn config(
         // Tests reorganize within the watcher's window explicitly; the store test of retirement
         // checks the grace itself.
         wallet_retire_grace_secs: 0,
+        wallet_retire_min_age_secs: 0,
         ..Config::default()
     }
 }

@@ -1,11 +1,13 @@
 //! The pipeline benchmark: withdrawals created and approved over gRPC, signed by the signer,
 //! submitted by the broadcaster and confirmed by its chain watcher on an anvil node mining a block
-//! every second, all services in-process under their own database roles. Measures confirmed
+//! every second, with the reconciler and the witness polling beside them, all services in-process
+//! under their own database roles. Measures confirmed
 //! withdrawals per second, create -> CONFIRMED latency and CPU per 1,000 withdrawals, for one
 //! sender address and for several, against the node's own `eth_sendRawTransaction` rate measured
 //! in the same run, and verifies every phase in SQL and on chain. With `--instances 1,2` each
-//! sender count is measured with one and then with two broadcaster (worker and watcher) and
-//! reconciler instances against the one database, and every phase counts duplicate work (a
+//! sender count is measured with one and then with two broadcaster (worker and watcher),
+//! reconciler and witness instances against the one database, and every phase counts duplicate
+//! work (a
 //! signed transaction submitted more than once, as a JSON-RPC proxy in front of the node sees
 //! it; a second attempt, BROADCAST or CONFIRMED move or settlement of one withdrawal), which
 //! fails the benchmark. `--no-send-counter` leaves that proxy out of the submission path (as a
@@ -15,6 +17,7 @@ mod cpu;
 mod node;
 mod report;
 mod services;
+mod witness;
 
 use crate::database::{self, BenchDatabase, LoginRole};
 use crate::report::summarize;
@@ -89,13 +92,14 @@ pub struct Args {
     /// Seconds a phase may take before it is given up (and fails verification).
     #[arg(long, default_value_t = 120)]
     phase_timeout: u64,
-    /// Evidence endpoints of the watcher and the reconciler: this many JSON-RPC proxies in front
-    /// of the one node, all of which must agree (the quorum is this number). 1 reads the node
-    /// directly.
+    /// Evidence endpoints of the watcher, the reconciler and the witness: this many JSON-RPC
+    /// proxies in front of the one node, all of which must agree (the quorum is this number). 1
+    /// reads the node directly.
     #[arg(long, default_value_t = 1)]
     evidence_endpoints: usize,
-    /// Broadcaster and reconciler instances of each phase, against the one database: every
-    /// sender count is measured once per value, in this order (`1,2` alternates one and two).
+    /// Broadcaster, reconciler and witness instances of each phase, against the one database:
+    /// every sender count is measured once per value, in this order (`1,2` alternates one and
+    /// two).
     #[arg(long, value_delimiter = ',', default_values_t = [1_usize])]
     instances: Vec<usize>,
     /// Submit straight to the node instead of through the proxy that counts each signed
@@ -121,6 +125,7 @@ const APPROVALS: LoginRole<'static> = login("opledger_bench_approvals", "opledge
 const SIGNER: LoginRole<'static> = login("opledger_bench_signer", "opledger_signer");
 const BROADCASTER: LoginRole<'static> = login("opledger_bench_broadcaster", "opledger_broadcaster");
 const RECONCILER: LoginRole<'static> = login("opledger_bench_reconciler", "opledger_reconciler");
+const WITNESS: LoginRole<'static> = login("opledger_bench_witness", "opledger_witness");
 /// The network id of the anvil node in payloads, the signer and the broadcaster.
 const NETWORK: &str = "anvil";
 /// Withdrawals of the unreported warm-up phase (own tenant and hot wallet).
@@ -187,6 +192,8 @@ struct PhaseResult {
     /// Seconds from the first create until the last withdrawal reached each state.
     reached: Vec<(&'static str, f64)>,
     watch: WatchTotals,
+    /// What the witnesses' passes did over the phase.
+    witness: witness::WitnessTotals,
     client_errors: usize,
     first_error: Option<String>,
     failures: Vec<String>,
@@ -273,6 +280,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         signer: database::login_role(&owner, &admin, DB, SIGNER).await?,
         broadcaster: database::login_role(&owner, &admin, DB, BROADCASTER).await?,
         reconciler: database::login_role(&owner, &admin, DB, RECONCILER).await?,
+        witness: database::login_role(&owner, &admin, DB, WITNESS).await?,
     };
     let setup = Store::from_pool(owner.clone(), StoreConfig::default());
 
@@ -606,6 +614,7 @@ impl Bench {
         // The new instances' first polls and passes, before the clock starts.
         tokio::time::sleep(Duration::from_millis(500)).await;
         let watch_before = self.services.watch_totals();
+        let witness_before = self.services.witness_totals();
         let cpu_before = self.meter.sample();
         let logins_before = cpu::by_login(&self.owner, self.meter.hz).await;
         let start = Instant::now();
@@ -649,6 +658,7 @@ impl Bench {
             &cpu::by_login(&self.owner, self.meter.hz).await,
         );
         let watch = watch_before.until(&self.services.watch_totals());
+        let witness = witness_before.until(&self.services.witness_totals());
         if let Some(handle) = driver.take() {
             handle.abort();
         }
@@ -717,6 +727,15 @@ impl Bench {
         .bind(&tenants)
         .fetch_all(&self.owner)
         .await?;
+        // No release is proposed on the happy path; a refusal would mean the witness's evidence
+        // contradicts an honest reconciler's.
+        if witness.refused_total() > 0 {
+            failures.push(format!(
+                "the witness refused {} proposed releases (by reason: {:?})",
+                witness.refused_total(),
+                witness.refused
+            ));
+        }
         if client_errors > 0 {
             failures.push(format!(
                 "{client_errors} create or approve calls failed (first: {})",
@@ -744,6 +763,7 @@ impl Bench {
                 .zip(reached)
                 .collect(),
             watch,
+            witness,
             client_errors,
             first_error,
             failures,

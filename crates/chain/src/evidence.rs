@@ -30,7 +30,7 @@ use endpoint::Endpoint;
 
 pub use alloy_primitives::{Address, B256};
 pub use opledger_domain::evidence::{BlockRef, EndpointReading, Inclusion, NoAgreement, Reading};
-pub use pinned::{BATCH_CALLS, PinError, Pinned, Query};
+pub use pinned::{BATCH_CALLS, PinError, Pinned, Pins, Query};
 pub use settings::{
     NetworkEvidence, NoEvidenceCounter, ReaderError, SettingsError, check_evidence, no_evidence,
     reason_label, service_reader,

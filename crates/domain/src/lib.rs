@@ -6,7 +6,8 @@
 //! payload and its canonical hash ([`payload`]), and the single table of legal
 //! operation state transitions ([`state`]), approval policies ([`policy`]), and signed
 //! approvals with the tenant trust statement that the signer checks them against ([`approval`]),
-//! and the decisions taken from chain evidence ([`evidence`]).
+//! the decisions taken from chain evidence ([`evidence`]), and the two-principal rule for
+//! releases that could pay twice ([`witness`]).
 //!
 //! This crate must never do I/O, know about protobuf, a database, a clock-driven
 //! scheduler or async runtimes, use floating point for money, or put a sensitive
@@ -23,6 +24,7 @@ pub mod ids;
 pub mod payload;
 pub mod policy;
 pub mod state;
+pub mod witness;
 
 pub use amount::{Amount, AmountError};
 pub use idempotency::{IdempotencyKey, IdempotencyKeyError};

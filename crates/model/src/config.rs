@@ -66,6 +66,39 @@ pub enum Webhooks {
     TrustClaims,
 }
 
+/// The ledger's rule for releasing the hold of a withdrawal with a signed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseRule {
+    /// `opledger_domain::witness::release_allowed` over the recorded proposals and attestations:
+    /// a proposal by a proposer and the witness's attestation of the same evidence.
+    Witnessed,
+    /// A mutant no version shipped ([`crate::legacy::release_on_proposal`]): the hold is released
+    /// on a proposal alone, as when one login could release; it shows the two-witness rule is
+    /// load-bearing.
+    ProposalAlone,
+}
+
+/// The one principal whose login an adversary holds, if any (one at a time). Whatever the
+/// adversary does goes through the same store: the transition table, the release rule, and the
+/// tables' keys (an attestation names a recorded proposal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compromised {
+    /// Every principal is honest.
+    Nobody,
+    /// The reconciler's database login: records any proposal (as the reconciler or as an
+    /// operator, whose API the reconciler serves), makes any move the transition table allows the
+    /// reconciler or an operator, and asks the ledger to release the hold at any time. The
+    /// reconciler service keeps running beside it.
+    ReconcilerLogin,
+    /// The witness's database login: records an attestation of any recorded proposal at any time.
+    /// The witness service keeps running beside it.
+    WitnessLogin,
+    /// An operator whose resolutions skip the evidence check: records any proposal as an
+    /// operator, makes any move the transition table allows an operator, and asks the ledger to
+    /// release the hold at any time.
+    Operator,
+}
+
 /// One run's configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -85,6 +118,21 @@ pub struct Config {
     pub max_lag: u64,
     /// How far below the head a reader may pin its reading.
     pub pin_back: u8,
+    /// The witness's own endpoints (at most one liar among these and [`Config::endpoints`]).
+    pub witness_endpoints: Vec<Endpoint>,
+    /// How many of the witness's endpoints must answer alike.
+    pub witness_quorum: usize,
+    /// How far below the head the witness may pin its reading (its endpoints may be further
+    /// behind than the workers').
+    pub witness_pin_back: u8,
+    /// The ledger's release rule.
+    pub release_rule: ReleaseRule,
+    /// The principal an adversary controls, if any.
+    pub compromised: Compromised,
+    /// How many proposals, attestations and moves a compromised principal may make in one run,
+    /// besides asking the ledger to release (a bound of the model: a release needs one proposal
+    /// the witness attests, and its moves change nothing the witness reads).
+    pub rogue_steps: u8,
     /// Wallet rotation.
     pub rotation: Rotation,
     /// When true, someone else holds the hot wallet's key and may mine a transaction of their own
@@ -119,7 +167,9 @@ impl Default for Config {
     /// The configuration of the full check: three confirmations, one reorganization up to two
     /// blocks deep, an honest, a lagging (up to two blocks) and a lying endpoint with a quorum of
     /// two and a lag of at most one block, readings pinned up to two blocks below the head, a
-    /// wallet rotation that keeps the retired key, reverts, an operator and webhook hints.
+    /// wallet rotation that keeps the retired key, reverts, an operator and webhook hints; the
+    /// witness reads an honest and a lagging endpoint of its own with a quorum of two, the ledger
+    /// releases under the two-witness rule, and every principal is honest.
     fn default() -> Self {
         Config {
             confirmations: 3,
@@ -134,6 +184,12 @@ impl Default for Config {
             quorum: 2,
             max_lag: 1,
             pin_back: 2,
+            witness_endpoints: vec![Endpoint::Honest, Endpoint::Lagging { blocks: 2 }],
+            witness_quorum: 2,
+            witness_pin_back: 2,
+            release_rule: ReleaseRule::Witnessed,
+            compromised: Compromised::Nobody,
+            rogue_steps: 1,
             rotation: Rotation::KeepRetiredKey,
             compromised_key: false,
             reverts: true,
@@ -149,7 +205,28 @@ impl Default for Config {
     }
 }
 
+/// Whose endpoints a reading goes through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// The watcher's, the reconciler's and the operator's ([`Config::endpoints`]).
+    Workers,
+    /// The witness's own ([`Config::witness_endpoints`]).
+    Witness,
+}
+
 impl Config {
+    /// The endpoints, the quorum and the pinning depth of `side`.
+    pub fn readers(&self, side: Side) -> (&[Endpoint], usize, u8) {
+        match side {
+            Side::Workers => (&self.endpoints, self.quorum, self.pin_back),
+            Side::Witness => (
+                &self.witness_endpoints,
+                self.witness_quorum,
+                self.witness_pin_back,
+            ),
+        }
+    }
+
     /// True when a reorganization can remove an inclusion that was already final, which the
     /// safety properties about settlement assume away.
     pub fn reorgs_beyond_finality(&self) -> bool {

@@ -8,7 +8,7 @@
 use opledger_domain::evidence::{EndpointReading, Inclusion, NoAgreement, Reading, agree};
 
 use crate::chain::{Chain, NONCE};
-use crate::config::{Config, Endpoint};
+use crate::config::{Config, Endpoint, Side};
 
 /// What a worker holds after asking the endpoints: an agreed reading or why there is none.
 pub type Evidence = Result<Reading, NoAgreement>;
@@ -125,21 +125,22 @@ fn answers(
     out
 }
 
-/// Every distinct result of `agree` over every combination of the endpoints' answers, for each
-/// block a reader may pin (the head, and up to `pin_back` below it), in a fixed order.
-pub fn outcomes(config: &Config, chain: &Chain, attempts: usize) -> Vec<Evidence> {
+/// Every distinct result of `agree` over every combination of `side`'s endpoints' answers, for
+/// each block a reader may pin (the head, and up to its pinning depth below it), in a fixed
+/// order.
+pub fn outcomes(config: &Config, side: Side, chain: &Chain, attempts: usize) -> Vec<Evidence> {
+    let (endpoints, quorum, pin_back) = config.readers(side);
     let mut found: Vec<Evidence> = Vec::new();
-    let lowest = chain.height.saturating_sub(config.pin_back);
+    let lowest = chain.height.saturating_sub(pin_back);
     for pinned in (lowest..=chain.height).rev() {
         let honest = chain.reading(pinned, attempts, config.confirmations);
         let lies = fabrications(&honest, chain, attempts);
-        let options: Vec<Vec<Option<EndpointReading>>> = config
-            .endpoints
+        let options: Vec<Vec<Option<EndpointReading>>> = endpoints
             .iter()
             .map(|e| answers(*e, chain.height, &honest, &lies))
             .collect();
         for_each_combination(&options, |combination| {
-            let result = agree(combination, config.quorum, config.max_lag);
+            let result = agree(combination, quorum, config.max_lag);
             if !found.contains(&result) {
                 found.push(result);
             }
@@ -148,11 +149,12 @@ pub fn outcomes(config: &Config, chain: &Chain, attempts: usize) -> Vec<Evidence
     found
 }
 
-/// The evidence when every endpoint answers honestly at the head: what a fair run sees.
-pub fn honest(config: &Config, chain: &Chain, attempts: usize) -> Evidence {
+/// The evidence when every endpoint of `side` answers honestly at the head: what a fair run
+/// sees.
+pub fn honest(config: &Config, side: Side, chain: &Chain, attempts: usize) -> Evidence {
+    let (endpoints, quorum, _) = config.readers(side);
     let reading = chain.reading(chain.height, attempts, config.confirmations);
-    let answers: Vec<Option<EndpointReading>> = config
-        .endpoints
+    let answers: Vec<Option<EndpointReading>> = endpoints
         .iter()
         .map(|_| {
             Some(EndpointReading {
@@ -161,17 +163,22 @@ pub fn honest(config: &Config, chain: &Chain, attempts: usize) -> Evidence {
             })
         })
         .collect();
-    agree(&answers, config.quorum, config.max_lag)
+    agree(&answers, quorum, config.max_lag)
 }
 
-/// The evidence when the honest endpoints answer at the head and every faulty one (lagging or
-/// lying) gives any of its answers except the truth: what a fair run sees when the fault
+/// The evidence when `side`'s honest endpoints answer at the head and every faulty one (lagging
+/// or lying) gives any of its answers except the truth: what a fair run sees when the fault
 /// persists.
-pub fn persistent_fault(config: &Config, chain: &Chain, attempts: usize) -> Vec<Evidence> {
+pub fn persistent_fault(
+    config: &Config,
+    side: Side,
+    chain: &Chain,
+    attempts: usize,
+) -> Vec<Evidence> {
+    let (endpoints, quorum, _) = config.readers(side);
     let honest = chain.reading(chain.height, attempts, config.confirmations);
     let lies = fabrications(&honest, chain, attempts);
-    let options: Vec<Vec<Option<EndpointReading>>> = config
-        .endpoints
+    let options: Vec<Vec<Option<EndpointReading>>> = endpoints
         .iter()
         .map(|e| match e {
             Endpoint::Honest => vec![Some(EndpointReading {
@@ -186,7 +193,7 @@ pub fn persistent_fault(config: &Config, chain: &Chain, attempts: usize) -> Vec<
         .collect();
     let mut found: Vec<Evidence> = Vec::new();
     for_each_combination(&options, |combination| {
-        let result = agree(combination, config.quorum, config.max_lag);
+        let result = agree(combination, quorum, config.max_lag);
         if !found.contains(&result) {
             found.push(result);
         }
@@ -241,7 +248,7 @@ mod tests {
     fn with_a_quorum_of_two_every_agreed_reading_is_the_truth_at_its_pinned_block() {
         let config = Config::default();
         let chain = chain();
-        let outcomes = outcomes(&config, &chain, 2);
+        let outcomes = outcomes(&config, Side::Workers, &chain, 2);
         let agreed: Vec<&Reading> = outcomes.iter().filter_map(|o| o.as_ref().ok()).collect();
         let truth: Vec<Reading> = [4, 3, 2].map(|p| chain.reading(p, 2, 3)).into();
         assert_eq!(agreed.len(), 3, "{agreed:?}");
@@ -268,7 +275,7 @@ mod tests {
         let chain = chain();
         let honest = chain.reading(4, 2, 3);
         let lies = fabrications(&honest, &chain, 2);
-        let outcomes = outcomes(&config, &chain, 2);
+        let outcomes = outcomes(&config, Side::Workers, &chain, 2);
         assert!(!lies.is_empty());
         assert!(lies.iter().all(|lie| outcomes.contains(&Ok(lie.clone()))));
     }
@@ -276,7 +283,7 @@ mod tests {
     #[test]
     fn a_persistent_liar_blocks_every_verdict() {
         let chain = chain();
-        let found = persistent_fault(&Config::default(), &chain, 2);
+        let found = persistent_fault(&Config::default(), Side::Workers, &chain, 2);
         assert!(!found.is_empty());
         assert!(found.iter().all(Result::is_err), "{found:?}");
     }

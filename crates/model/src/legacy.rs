@@ -10,13 +10,16 @@
 //!   rotation, that is another account, whose transaction at that nonce replaces nothing and can
 //!   be mined besides the original.
 //!
-//! And one mutant no version had, [`next_step_without_escalation`], to show the liveness check
-//! catches a reconciler that waits forever.
+//! And two mutants no version had: [`next_step_without_escalation`], to show the liveness check
+//! catches a reconciler that waits forever, and [`release_on_proposal`], a ledger that releases
+//! the hold of a signed withdrawal on a proposal alone (what one login could do before the
+//! two-witness rule), to show the rule is load-bearing.
 
 use opledger_domain::evidence::{
-    self, Address, Role, Step, Timing, Verdict, next_step as domain_next_step,
+    self, Address, Hash32, Role, Step, Timing, Verdict, next_step as domain_next_step,
 };
 use opledger_domain::state::OperationState;
+use opledger_domain::witness::Record;
 
 /// The old watcher: every attempt that succeeded at final depth confirms the operation, and an
 /// attempt not yet final concludes nothing; everything else as the domain decides.
@@ -63,4 +66,11 @@ pub fn replacement_sender(
     } else {
         Err(evidence::NoKeyForSender)
     }
+}
+
+/// A mutant ledger: the hold of a withdrawal with signed attempts (`attempts`, their hashes) is
+/// released once any proposer's proposal is recorded, whatever the witness says (one never
+/// signed, always).
+pub fn release_on_proposal(attempts: &[Hash32], proposals: &[Record]) -> bool {
+    attempts.is_empty() || proposals.iter().any(|p| p.principal.proposes())
 }

@@ -3,15 +3,18 @@
 //! responses, reorganizations, a lying or lagging endpoint and webhooks.
 //!
 //! The model never decides anything itself. Each worker evaluation calls the domain's own
-//! `agree`, `decide`, `watcher_step`, `next_step` and `resolution_allowed`; the signer calls
-//! `replacement_sender` and `replacement_kind`; every attempt's role comes from `role_of` on its
-//! decoded content and `StoredKind::check`; every state move goes through
-//! `opledger_domain::state::check_transition` and applies the hold effect it returns. What the
-//! model adds is the world around those functions, and a ground truth ([`truth`]) read straight
-//! from the modelled chain to judge what the workers did. It must never copy a decision into
-//! itself: a fix in the domain is checked here without a change here. The only decisions written
-//! here are the old ones ([`legacy`]), kept to show the model finds what they got wrong, and one
-//! mutant that shows the liveness check catches a reconciler that never escalates.
+//! `agree`, `decide`, `watcher_step`, `next_step` and `resolution_allowed`; the witness calls
+//! `attest_release`; the signer calls `replacement_sender` and `replacement_kind`; every
+//! attempt's role comes from `role_of` on its decoded content and `StoredKind::check`; every
+//! state move goes through `opledger_domain::state::check_transition` and applies the hold effect
+//! it returns, a release of the hold only when `opledger_domain::witness::release_allowed` says
+//! so over the recorded proposals and attestations. What the model adds is the world around those
+//! functions, and a ground truth ([`truth`]) read straight from the modelled chain to judge what
+//! the workers did. It must never copy a decision into itself: a fix in the domain is checked here
+//! without a change here. The only decisions written here are the old ones ([`legacy`]), kept to
+//! show the model finds what they got wrong, and two mutants: a reconciler that never escalates
+//! (caught by the liveness check) and a ledger that releases on a proposal alone (caught paying
+//! twice).
 //!
 //! # What is modelled
 //!
@@ -46,12 +49,28 @@
 //!   (`decide`, then `next_step` with a `Timing` in which each window has elapsed or not, chosen
 //!   at each evaluation). An operator resolves UNKNOWN and FAILED_TERMINAL ones when
 //!   `resolution_allowed` says the evidence read now supports the outcome.
+//! - **Two witnesses for a release** ([`witness`], [`store`]). A release of the hold of a signed
+//!   operation needs a proposal and an attestation of the same evidence (the attempt's hash and
+//!   the including block), each table keyed by the evidence, an attestation naming a recorded
+//!   proposal. When its verdict allows a release, the reconciler (or an operator, through
+//!   `resolution_allowed`) records a proposal of the evidence its verdict names, then asks for one
+//!   move: BROADCAST -> UNKNOWN, or UNKNOWN -> VERIFIED_NOT_SENT, which the store refuses (the
+//!   operation stays UNKNOWN, the hold held) until the release rule allows it; a later evaluation
+//!   asks again. The witness, a separate principal with its own endpoints
+//!   ([`Config::witness_endpoints`], quorum and pinning depth), judges each proposal in its queue
+//!   with `decide` on its own reading and `attest_release`: it attests, refuses for good (the
+//!   proposal leaves its queue), or reads again later. It reads and records in one step.
+//! - **A compromised principal** ([`rogue`], [`Config::compromised`]), one at a time: the
+//!   reconciler's login (any proposal as the reconciler or an operator, any move of the
+//!   reconciler or an operator, a request to release at any moment), the witness's login (an
+//!   attestation of any recorded proposal at any moment), or an operator skipping the evidence
+//!   check. The honest services keep running beside it.
 //! - **Crashes and lost answers.** An evaluation and its commit are separate steps; in between,
 //!   any other step may happen, and the worker may crash instead of committing (nothing written).
 //!   A commit whose answer is lost changes nothing more: the worker reads the store again on its
-//!   next evaluation. A release from BROADCAST is two commits (BROADCAST -> UNKNOWN ->
-//!   VERIFIED_NOT_SENT) with a crash possible between them. The store refuses a commit when the
-//!   operation's state changed since the worker read it. The signer's commit of a cancel may
+//!   next evaluation. A release from BROADCAST is at least two commits (BROADCAST -> UNKNOWN,
+//!   then UNKNOWN -> VERIFIED_NOT_SENT once witnessed), each after an evaluation of its own. The
+//!   store refuses a commit when the operation's state changed since the worker read it. The signer's commit of a cancel may
 //!   crash before it persists (nothing signed) or after (the cancel is stored; the reconciler
 //!   does not know, and the next evaluation finds it as the latest attempt).
 //! - **Webhooks.** A webhook about the operation, whatever it claims, duplicated, reordered or
@@ -85,8 +104,16 @@
 //!   then escalates the operation after its window without a verdict (`next_step` escalates
 //!   from BROADCAST as from UNKNOWN), which a test pins.
 //! - One watcher and one reconciler (each with at most one evaluation in flight), an operator, a
-//!   broadcaster and a signer; the store's compare-and-set on the state stands for the row lock
-//!   that serializes them.
+//!   witness, a broadcaster and a signer; the store's compare-and-set on the state stands for the
+//!   row lock that serializes them.
+//! - The witness reads and records in one step: a crash before its insert is an evaluation that
+//!   did nothing, and what it attests is an inclusion at final depth, which reorganizations
+//!   shallower than finality cannot undo before the insert.
+//! - A compromised principal takes at most [`Config::rogue_steps`] proposals, attestations or
+//!   moves per run (its requests to release are unbounded), checked in a smaller world: one
+//!   proposal the witness attests is all a release needs, and its moves change nothing the
+//!   witness reads. A lying quorum of the reconciler's own endpoints can only make it propose what
+//!   its compromised login may propose, so that login's check covers it.
 //!
 //! # Properties
 //!
@@ -96,14 +123,19 @@
 //! counted. (2) A hold is settled only when the recorded attempt is our transfer, succeeded, in
 //! the canonical chain at the recorded block, at final depth, at the moment of settlement; and a
 //! settled hold's transfer stays so. (3) A hold is released only when our own cancel succeeded,
-//! or an attempt of ours reverted, at final depth at the moment of release. (4) UNKNOWN is left
+//! or an attempt of ours reverted, at final depth at the moment of release; while released, no
+//! transfer of ours is in the canonical chain (no double payment) nor can get there (every
+//! transfer attempt's nonce is consumed at final depth). (4) UNKNOWN is left
 //! only on a step the honest chain supported when it was decided. (5) Every approved operation
 //! ends terminal or escalated: from every reachable state, every fair continuation
-//! ([`liveness`]) reaches CONFIRMED, VERIFIED_NOT_SENT or FAILED_TERMINAL with an escalation. And:
+//! ([`liveness`]) reaches CONFIRMED, VERIFIED_NOT_SENT or FAILED_TERMINAL with an escalation;
+//! with honest principals, from every state where our cancel is at final depth (not escalated),
+//! every fair continuation releases the hold (proposal, attestation, release). And:
 //! the hold matches the state, every step is its worker's own and in the transition table, an
 //! escalation's cause holds. `sometimes` properties show settlement, release by a cancel,
 //! escalations, a settlement by the fee bump, a bump of a cancel stored as a cancel, a
-//! reorganized transfer and a replacement after a rotation are all reached.
+//! reorganized transfer, a replacement after a rotation and a proposal awaiting the witness are all
+//! reached, and with a compromised proposer, a proposal the witness refused for good.
 
 pub mod chain;
 pub mod config;
@@ -113,10 +145,15 @@ pub mod liveness;
 pub mod model;
 pub mod properties;
 pub mod report;
+pub mod rogue;
 pub mod store;
 pub mod truth;
+pub mod witness;
 pub mod workers;
 
-pub use config::{Config, Decisions, Endpoint, ReplacementRule, Rotation, Webhooks};
+pub use config::{
+    Compromised, Config, Decisions, Endpoint, ReleaseRule, ReplacementRule, Rotation, Side,
+    Webhooks,
+};
 pub use model::{Action, PayoutModel, State, Worker};
 pub use report::{Discovery, Report, Until, check};

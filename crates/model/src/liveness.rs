@@ -21,6 +21,12 @@
 //! state that ends well. A fair continuation that loops, or stops with the operation not ended,
 //! is a counterexample. Stateright's own `eventually` is not used: it can miss counterexamples on
 //! paths that join or loop, which this model has.
+//!
+//! The same search checks a narrower promise of the two-witness rule with honest principals: from
+//! every reachable state where our cancel is at final depth, the hold still held, the operation
+//! not escalated and no escalation decided, every fair continuation releases the hold
+//! ([`released_after_final_cancel`]): the proposal, the witness's attestation and the release
+//! all happen. Here every loop is a counterexample, and so is an end without the release.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -29,9 +35,35 @@ use opledger_domain::state::OperationState;
 use stateright::Model;
 
 use crate::PayoutModel;
+use crate::config::Side;
 use crate::endpoints;
 use crate::model::{Action, Clock, Plan, Planned, State, Submission, Task, Worker};
+use crate::store::Hold;
+use crate::truth;
 use crate::workers::Decision;
+
+/// What every fair continuation must reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Goal {
+    /// The operation ends: CONFIRMED, VERIFIED_NOT_SENT, or FAILED_TERMINAL with an escalation.
+    Ends,
+    /// The hold is released.
+    Released,
+}
+
+impl Goal {
+    /// `Some(true)` when `state` reaches the goal, `Some(false)` when it can no longer reach it,
+    /// `None` when its continuations decide.
+    fn reached(self, state: &State) -> Option<bool> {
+        match self {
+            Goal::Ends => state.store.has_ended().then_some(true),
+            Goal::Released if state.store.hold == Hold::Released => Some(true),
+            Goal::Released => {
+                (state.store.has_ended() || state.store.hold != Hold::Held).then_some(false)
+            }
+        }
+    }
+}
 
 fn fingerprint(state: &State) -> u64 {
     let mut hasher = DefaultHasher::new();
@@ -53,7 +85,12 @@ fn escalates_in_time(model: &PayoutModel, state: &State) -> bool {
     let Some(view) = model.view(state, Worker::Reconciler) else {
         return false;
     };
-    let evidence = endpoints::honest(&model.config, &view.chain, view.store.attempts.len());
+    let evidence = endpoints::honest(
+        &model.config,
+        Side::Workers,
+        &view.chain,
+        view.store.attempts.len(),
+    );
     [Clock::ALL[2], Clock::ALL[3]].into_iter().any(|clock| {
         matches!(
             model.reconciler_decision(&view, &evidence, clock),
@@ -67,28 +104,59 @@ fn escalates_in_time(model: &PayoutModel, state: &State) -> bool {
 
 /// True when every fair continuation of `state` ends terminal or escalated.
 pub fn ends_well(model: &PayoutModel, state: &State) -> bool {
-    explore(model, state, &mut OnPath::default()).0
+    explore(model, Goal::Ends, state, &mut OnPath::default()).0
 }
 
-/// Whether `state` ends well and, when that answer assumed a loop back to a state still being
-/// explored ends well too, the lowest such state's place on the path (such an answer is not
-/// remembered: it holds only if that state's does).
-fn explore(model: &PayoutModel, state: &State, path: &mut OnPath) -> (bool, Option<usize>) {
-    if state.store.has_ended() {
-        return (true, None);
+/// True unless `state` has our cancel at final depth, the hold held, the operation neither
+/// escalated nor with an escalation decided by a worker, and some fair continuation never
+/// releases the hold.
+pub fn released_after_final_cancel(model: &PayoutModel, state: &State) -> bool {
+    let escalation_decided = Worker::ALL.iter().any(|w| {
+        matches!(
+            state.task(*w),
+            Task::Planned(Plan {
+                step: Planned::Escalate(_),
+                ..
+            })
+        )
+    });
+    let applies = state.store.hold == Hold::Held
+        && state.store.state != OperationState::FailedTerminal
+        && !escalation_decided
+        && truth::cancelled(
+            &state.chain,
+            &state.store.attempts,
+            model.config.confirmations,
+        );
+    !applies || explore(model, Goal::Released, state, &mut OnPath::default()).0
+}
+
+/// Whether every fair continuation of `state` reaches `goal` and, when that answer assumed a
+/// loop back to a state still being explored does too, the lowest such state's place on the path
+/// (such an answer is not remembered: it holds only if that state's does).
+fn explore(
+    model: &PayoutModel,
+    goal: Goal,
+    state: &State,
+    path: &mut OnPath,
+) -> (bool, Option<usize>) {
+    if let Some(reached) = goal.reached(state) {
+        return (reached, None);
     }
     let key = fingerprint(state);
     if let Ok(memo) = model.liveness.lock()
-        && let Some(known) = memo.get(&key)
+        && let Some(known) = memo.get(&(key, goal))
     {
         return (*known, None);
     }
     if let Some(&at) = path.index.get(&key) {
         // A loop. Time passes along it; if the operation stays UNKNOWN all the way round, and
         // somewhere on it the reconciler escalates once the window has elapsed (a step explored
-        // beside this one), the loop is not a fair run. Any other loop never ends.
+        // beside this one), the loop is not a fair run, and it ends escalated. Any other loop
+        // never ends; no loop releases.
         let on_loop = &path.states[at..];
-        let excused = on_loop.iter().all(|(unknown, _)| *unknown)
+        let excused = goal == Goal::Ends
+            && on_loop.iter().all(|(unknown, _)| *unknown)
             && on_loop.iter().any(|(_, escalates)| *escalates);
         return if excused {
             (true, Some(at))
@@ -105,7 +173,7 @@ fn explore(model: &PayoutModel, state: &State, path: &mut OnPath) -> (bool, Opti
     let mut ends = !successors.is_empty();
     let mut assumed: Option<usize> = None;
     for next in &successors {
-        let (next_ends, next_assumed) = explore(model, next, path);
+        let (next_ends, next_assumed) = explore(model, goal, next, path);
         if !next_ends {
             ends = false;
             break;
@@ -120,26 +188,31 @@ fn explore(model: &PayoutModel, state: &State, path: &mut OnPath) -> (bool, Opti
     let assumed = assumed.filter(|at| *at < depth);
     if !ends || assumed.is_none() {
         if let Ok(mut memo) = model.liveness.lock() {
-            memo.insert(key, ends);
+            memo.insert((key, goal), ends);
         }
         return (ends, None);
     }
     (ends, assumed)
 }
 
-/// A fair continuation of `state` that never ends: each step to a state that does not end well,
-/// until one with no fair step that changes anything, or one already on the continuation (a
-/// loop). Empty when `state` ends well.
-pub fn witness(model: &PayoutModel, state: &State) -> Vec<(Action, State)> {
+/// A fair continuation of `state` that never reaches `goal`: each step to a state from which
+/// some fair continuation does not, until one with no fair step that changes anything, one
+/// already on the continuation (a loop), or one that can no longer reach it. Empty when every
+/// fair continuation of `state` reaches it.
+pub fn witness(model: &PayoutModel, goal: Goal, state: &State) -> Vec<(Action, State)> {
     const LONGEST: usize = 200;
+    let fails = |s: &State| !explore(model, goal, s, &mut OnPath::default()).0;
     let mut steps: Vec<(Action, State)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let mut current = state.clone();
-    while !ends_well(model, &current) && seen.insert(fingerprint(&current)) && steps.len() < LONGEST
+    while fails(&current)
+        && goal.reached(&current).is_none()
+        && seen.insert(fingerprint(&current))
+        && steps.len() < LONGEST
     {
         let Some((action, next)) = fair_steps(model, &current)
             .into_iter()
-            .find(|(_, next)| !ends_well(model, next))
+            .find(|(_, next)| fails(next))
         else {
             break;
         };
@@ -147,6 +220,43 @@ pub fn witness(model: &PayoutModel, state: &State) -> Vec<(Action, State)> {
         current = next;
     }
     steps
+}
+
+/// What an evaluation through `side`'s endpoints reads on a fair continuation: the honest
+/// reading at the head, or with [`crate::Config::persistent_fault`] whatever the faulty
+/// endpoints make of it.
+fn fair_evidence(model: &PayoutModel, view: &State, side: Side) -> Vec<endpoints::Evidence> {
+    let attempts = view.store.attempts.len();
+    if model.config.persistent_fault {
+        endpoints::persistent_fault(&model.config, side, &view.chain, attempts)
+    } else {
+        vec![endpoints::honest(
+            &model.config,
+            side,
+            &view.chain,
+            attempts,
+        )]
+    }
+}
+
+/// The witness's evaluations of each proposal in its queue.
+fn push_witness_steps(model: &PayoutModel, state: &State, actions: &mut Vec<Action>) {
+    let queue: Vec<usize> = state.store.unwitnessed().map(|(i, _)| i).collect();
+    if queue.is_empty() {
+        return;
+    }
+    let evidence = fair_evidence(model, state, Side::Witness);
+    for i in queue {
+        let Ok(proposal) = u8::try_from(i) else {
+            continue;
+        };
+        for e in &evidence {
+            actions.push(Action::Attest {
+                proposal,
+                evidence: e.clone(),
+            });
+        }
+    }
 }
 
 fn fair_successors(model: &PayoutModel, state: &State) -> Vec<State> {
@@ -170,9 +280,9 @@ pub fn fair_steps(model: &PayoutModel, state: &State) -> Vec<(Action, State)> {
             actions.push(Action::Publish(i));
         }
     }
-    for worker in [Worker::Watcher, Worker::Reconciler] {
+    for worker in Worker::ALL {
         match state.task(worker) {
-            Task::Planned(_) | Task::Releasing { .. } => {
+            Task::Planned(_) => {
                 actions.push(Action::Commit(worker));
                 continue;
             }
@@ -185,15 +295,7 @@ pub fn fair_steps(model: &PayoutModel, state: &State) -> Vec<(Action, State)> {
         let Some(view) = model.view(state, worker) else {
             continue;
         };
-        let evidence = if config.persistent_fault {
-            endpoints::persistent_fault(config, &view.chain, view.store.attempts.len())
-        } else {
-            vec![endpoints::honest(
-                config,
-                &view.chain,
-                view.store.attempts.len(),
-            )]
-        };
+        let evidence = fair_evidence(model, &view, Side::Workers);
         let clocks: &[Clock] = match worker {
             Worker::Watcher => &Clock::ALL[..1],
             Worker::Reconciler => &Clock::ALL,
@@ -208,6 +310,7 @@ pub fn fair_steps(model: &PayoutModel, state: &State) -> Vec<(Action, State)> {
             }
         }
     }
+    push_witness_steps(model, state, &mut actions);
     let last_block = config.max_height.saturating_add(config.confirmations);
     if state.chain.height < last_block {
         actions.push(Action::MineEmpty);

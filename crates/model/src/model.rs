@@ -4,14 +4,18 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use opledger_domain::evidence::{Escalation, Inclusion, ReplacementRequest, Resolution, Timing};
+use opledger_domain::evidence::{
+    Escalation, Inclusion, ReplacementRequest, Resolution, Timing, Verdict, decide,
+};
 use opledger_domain::state::OperationState;
+use opledger_domain::witness::ReleaseEvidence;
 use stateright::{Model, Property};
 
-use crate::chain::{Chain, Mined, Tx};
-use crate::config::{Config, Rotation, Webhooks};
+use crate::chain::{Chain, Mined, NONCE, Tx};
+use crate::config::{Config, Rotation, Side, Webhooks};
 use crate::endpoints::{self, Evidence};
 use crate::properties;
+use crate::rogue::Rogue;
 use crate::store::{MAX_ATTEMPTS, Store, Wallets};
 use crate::truth;
 
@@ -48,6 +52,8 @@ pub struct Ghost {
     pub final_moves: u8,
     /// True once a confirmation was reopened by the reorganization check.
     pub reopened: bool,
+    /// Steps a compromised principal took so far (bounded by [`Config::rogue_steps`]).
+    pub rogue_steps: u8,
 }
 
 /// A step a worker decided and has not committed yet.
@@ -60,8 +66,10 @@ pub enum Planned {
         /// Where the evidence says it is.
         inclusion: Inclusion,
     },
-    /// To VERIFIED_NOT_SENT (through UNKNOWN from BROADCAST), the hold released.
-    Release,
+    /// Record a proposal of this evidence, then move one step towards VERIFIED_NOT_SENT: from
+    /// BROADCAST to UNKNOWN, from UNKNOWN to VERIFIED_NOT_SENT with the hold released when the
+    /// release rule allows it (otherwise nothing moves, and a later evaluation tries again).
+    Release(ReleaseEvidence),
     /// A move that keeps the hold.
     Move(OperationState),
     /// To FAILED_TERMINAL with this escalation, the hold kept.
@@ -98,12 +106,6 @@ pub enum Task {
     },
     /// Decided, not committed.
     Planned(Plan),
-    /// A release from BROADCAST: BROADCAST -> UNKNOWN is committed, UNKNOWN -> VERIFIED_NOT_SENT
-    /// is not.
-    Releasing {
-        /// Whether the release was supported when decided.
-        supported: bool,
-    },
 }
 
 /// The whole modelled system.
@@ -148,6 +150,12 @@ pub enum Worker {
     Watcher,
     /// The reconciler (UNKNOWN operations, and BROADCAST ones gone stale).
     Reconciler,
+}
+
+impl Worker {
+    /// Every worker with an evaluation cycle (the witness reads and records in one step:
+    /// [`Action::Attest`]).
+    pub const ALL: [Worker; 2] = [Worker::Watcher, Worker::Reconciler];
 }
 
 /// Time as the reconciler sees it, abstracted to whether each window has elapsed.
@@ -269,6 +277,16 @@ pub enum Action {
         /// How much time passed (the reconciler's `Timing`).
         clock: Clock,
     },
+    /// The witness reads its own endpoints about a proposal in its queue, decides, and records
+    /// its attestation or its refusal (or nothing, to read again later).
+    Attest {
+        /// The proposal's place in the store.
+        proposal: u8,
+        /// What `agree` made of the witness's endpoints' answers.
+        evidence: Evidence,
+    },
+    /// A step of the compromised principal ([`crate::rogue`]).
+    Rogue(Rogue),
     /// A webhook about the operation arrives (any claim, duplicated, reordered or forged: it is a
     /// hint) and triggers a watcher evaluation.
     Webhook {
@@ -296,7 +314,7 @@ pub enum Action {
     },
 }
 
-type EvidenceKey = (u8, Option<Mined>, Option<Mined>, usize);
+type EvidenceKey = (Side, u8, Option<Mined>, Option<Mined>, usize);
 
 /// The model: a configuration, and memos of pure computations (the endpoints' possible evidence
 /// for a chain, and the liveness verdict of a state).
@@ -304,7 +322,7 @@ pub struct PayoutModel {
     /// What this run explores.
     pub config: Config,
     evidence: Mutex<HashMap<EvidenceKey, Arc<Vec<Evidence>>>>,
-    pub(crate) liveness: Mutex<HashMap<u64, bool>>,
+    pub(crate) liveness: Mutex<HashMap<(u64, crate::liveness::Goal), bool>>,
 }
 
 impl fmt::Debug for PayoutModel {
@@ -345,9 +363,10 @@ impl PayoutModel {
         self.liveness.lock().map_or(0, |memo| memo.len())
     }
 
-    /// Every evidence a worker may hold after asking the endpoints in `state`.
-    pub fn evidence(&self, state: &State) -> Arc<Vec<Evidence>> {
+    /// Every evidence a worker may hold after asking `side`'s endpoints in `state`.
+    pub fn evidence(&self, state: &State, side: Side) -> Arc<Vec<Evidence>> {
         let key = (
+            side,
             state.chain.height,
             state.chain.a,
             state.chain.b,
@@ -360,6 +379,7 @@ impl PayoutModel {
         }
         let computed = Arc::new(endpoints::outcomes(
             &self.config,
+            side,
             &state.chain,
             state.store.attempts.len(),
         ));
@@ -404,7 +424,14 @@ impl PayoutModel {
             && watching
         {
             let mut seen = Vec::new();
-            for e in self.evidence(&view).iter() {
+            let evidence = self.evidence(&view, Side::Workers);
+            // The reorganization check of a CONFIRMED operation reads the reading itself.
+            let distinct = if view.store.state == OperationState::Confirmed {
+                evidence.iter().collect()
+            } else {
+                by_verdict(&view, &evidence)
+            };
+            for e in distinct {
                 let decision = self.watcher_decision(&view, e);
                 if decision != crate::workers::Decision::Nothing && !seen.contains(&decision) {
                     seen.push(decision);
@@ -428,7 +455,8 @@ impl PayoutModel {
             && reconciling
         {
             let mut seen = Vec::new();
-            for e in self.evidence(&view).iter() {
+            let evidence = self.evidence(&view, Side::Workers);
+            for e in by_verdict(&view, &evidence) {
                 for clock in Clock::ALL {
                     let decision = self.reconciler_decision(&view, e, clock);
                     if decision != crate::workers::Decision::Nothing && !seen.contains(&decision) {
@@ -448,7 +476,8 @@ impl PayoutModel {
         );
         if self.config.operator && unresolved {
             let mut seen = Vec::new();
-            for e in self.evidence(state).iter() {
+            let evidence = self.evidence(state, Side::Workers);
+            for e in by_verdict(state, &evidence) {
                 for outcome in [
                     Resolution::Confirmed,
                     Resolution::VerifiedNotSent,
@@ -460,6 +489,27 @@ impl PayoutModel {
                         seen.push(resolved);
                         actions.push(Action::Resolve {
                             outcome,
+                            evidence: e.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        let queue: Vec<usize> = state.store.unwitnessed().map(|(i, _)| i).collect();
+        if !queue.is_empty() {
+            let evidence = self.evidence(state, Side::Witness);
+            let distinct = by_verdict(state, &evidence);
+            for i in queue {
+                let Ok(proposal) = u8::try_from(i) else {
+                    continue;
+                };
+                let mut seen = Vec::new();
+                for e in distinct.iter().copied() {
+                    let decision = self.witness_decision(state, i, e);
+                    if decision != crate::witness::Decision::Nothing && !seen.contains(&decision) {
+                        seen.push(decision);
+                        actions.push(Action::Attest {
+                            proposal,
                             evidence: e.clone(),
                         });
                     }
@@ -531,6 +581,23 @@ impl PayoutModel {
     }
 }
 
+/// The first of `evidence` for each distinct verdict `decide` gives on `view`'s attempts: every
+/// decision but the watcher's reorganization check depends on the evidence through its verdict
+/// alone, so these are all the evaluations that can differ.
+fn by_verdict<'a>(view: &State, evidence: &'a [Evidence]) -> Vec<&'a Evidence> {
+    let roles = view.store.roles();
+    let mut verdicts: Vec<Verdict> = Vec::new();
+    let mut distinct = Vec::new();
+    for e in evidence {
+        let verdict = decide(&roles, NONCE, e);
+        if !verdicts.contains(&verdict) {
+            verdicts.push(verdict);
+            distinct.push(e);
+        }
+    }
+    distinct
+}
+
 impl Model for PayoutModel {
     type State = State;
     type Action = Action;
@@ -582,11 +649,12 @@ impl Model for PayoutModel {
                 }
             }
         }
-        for worker in [Worker::Watcher, Worker::Reconciler] {
+        self.push_rogue_actions(state, actions);
+        for worker in Worker::ALL {
             match state.task(worker) {
                 Task::Idle => {}
                 Task::StoreRead { .. } => actions.push(Action::Crash(worker)),
-                Task::Planned(_) | Task::Releasing { .. } => {
+                Task::Planned(_) => {
                     actions.push(Action::Commit(worker));
                     actions.push(Action::Crash(worker));
                 }
@@ -634,6 +702,10 @@ impl Model for PayoutModel {
                 self.evaluate(&mut next, Worker::Watcher, &evidence, Clock::ALL[0])?;
             }
             Action::TrustedWebhook { attempt } => self.trust_webhook(&mut next, attempt)?,
+            Action::Attest { proposal, evidence } => {
+                self.witness(&mut next, usize::from(proposal), &evidence)?;
+            }
+            Action::Rogue(step) => self.rogue(&mut next, step)?,
             Action::Commit(worker) => self.commit(&mut next, worker),
             Action::Crash(worker) => *next.task_mut(worker) = Task::Idle,
             Action::Resolve { outcome, evidence } => {

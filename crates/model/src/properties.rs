@@ -7,7 +7,7 @@ use opledger_domain::state::OperationState;
 use stateright::Property;
 
 use crate::chain::Wallet;
-use crate::config::{Config, ReplacementRule, Rotation};
+use crate::config::{Compromised, Config, ReplacementRule, Rotation};
 use crate::model::{State, violation};
 use crate::store::Hold;
 use crate::{PayoutModel, liveness, truth};
@@ -31,11 +31,26 @@ pub const SETTLED_STAYS_FINAL: &str =
 /// final depth in the canonical chain.
 pub const RELEASED_ON_EVIDENCE: &str =
     "a hold is released only on our cancel or a reverted attempt of ours at final depth";
+/// (3') While a hold is released, no transfer of ours is in the canonical chain with a successful
+/// receipt, and none can get there any more: every transfer attempt's nonce is consumed at final
+/// depth by something that moved no value. Checked in every state, so a transfer mined after the
+/// release (paid twice) breaks it too.
+pub const NEVER_RELEASED_WHILE_PAYABLE: &str =
+    "a hold is never released while a transfer of ours is or can still be included";
+/// (3'') While a hold is released, no transfer of ours is in the canonical chain with a
+/// successful receipt: the double payment itself.
+pub const NEVER_PAID_WHILE_RELEASED: &str =
+    "a released hold's transfer is never in the canonical chain";
 /// (4) UNKNOWN is left only on a step the honest chain supported when it was decided.
 pub const UNKNOWN_LEFT_ON_EVIDENCE: &str =
     "UNKNOWN is left only on a verdict the honest chain supports";
 /// (5) From every reachable state, every fair continuation ends terminal or escalated.
 pub const ENDS_TERMINAL_OR_ESCALATED: &str = "every approved operation ends terminal or escalated";
+/// (5') With honest principals, from every reachable state where our cancel is at final depth
+/// (the hold held, nothing escalated or about to be), every fair continuation releases the hold:
+/// the reconciler proposes, the witness attests, the ledger releases.
+pub const RELEASED_AFTER_FINAL_CANCEL: &str =
+    "a cancel at final depth eventually gets the hold released";
 /// The hold is settled exactly when CONFIRMED, released exactly when VERIFIED_NOT_SENT, and no
 /// hold effect ever applied to a hold in the wrong state.
 pub const HOLD_MATCHES_STATE: &str = "the hold matches the operation's state";
@@ -66,6 +81,10 @@ pub const REACH_TRANSFER_REORGED: &str = "sometimes: a transfer reorganized away
 /// After a rotation, a replacement is signed by the original's sender.
 pub const REACH_ROTATED_REPLACEMENT: &str =
     "sometimes: a replacement after the rotation signed by the original sender";
+/// A proposal waits for the witness, the hold held.
+pub const REACH_AWAITING_WITNESS: &str = "sometimes: a release proposal awaits the witness";
+/// The witness refused a proposal for good (one its own evidence contradicts).
+pub const REACH_WITNESS_REFUSED: &str = "sometimes: the witness refused a proposal for good";
 /// A foreign transaction consumed the nonce: escalated to security.
 pub const REACH_NONCE_MOVED: &str = "sometimes: escalated for a nonce moved without us";
 /// A confirmation reorganized away is reopened.
@@ -107,6 +126,20 @@ pub fn for_config(config: &Config) -> Vec<Property<PayoutModel>> {
         Property::always(RELEASED_ON_EVIDENCE, |_, s: &State| {
             no(s, violation::RELEASED_WITHOUT_EVIDENCE)
         }),
+        Property::always(NEVER_PAID_WHILE_RELEASED, |_, s: &State| {
+            s.store.hold != Hold::Released || truth::value_moves(&s.chain, &s.store.attempts) == 0
+        }),
+        Property::always(
+            NEVER_RELEASED_WHILE_PAYABLE,
+            |m: &PayoutModel, s: &State| {
+                s.store.hold != Hold::Released
+                    || !truth::transfer_possible(
+                        &s.chain,
+                        &s.store.attempts,
+                        m.config.confirmations,
+                    )
+            },
+        ),
         Property::always(UNKNOWN_LEFT_ON_EVIDENCE, |_, s: &State| {
             no(s, violation::LEFT_UNKNOWN_WITHOUT_EVIDENCE)
         }),
@@ -131,6 +164,29 @@ pub fn for_config(config: &Config) -> Vec<Property<PayoutModel>> {
         properties.push(Property::always(
             ENDS_TERMINAL_OR_ESCALATED,
             liveness::ends_well,
+        ));
+        if config.compromised == Compromised::Nobody && !config.persistent_fault {
+            properties.push(Property::always(
+                RELEASED_AFTER_FINAL_CANCEL,
+                liveness::released_after_final_cancel,
+            ));
+        }
+    }
+    properties.push(Property::sometimes(
+        REACH_AWAITING_WITNESS,
+        |_, s: &State| {
+            s.store.hold == Hold::Held
+                && s.store.state == OperationState::Unknown
+                && s.store.unwitnessed().next().is_some()
+        },
+    ));
+    if matches!(
+        config.compromised,
+        Compromised::ReconcilerLogin | Compromised::Operator
+    ) {
+        properties.push(Property::sometimes(
+            REACH_WITNESS_REFUSED,
+            |_, s: &State| !s.store.refusals.is_empty(),
         ));
     }
     properties.push(Property::sometimes(REACH_SETTLED, |_, s: &State| {

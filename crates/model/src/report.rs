@@ -11,7 +11,10 @@ use stateright::{Checker, Expectation, HasDiscoveries, Model, Path, Property};
 use crate::PayoutModel;
 use crate::config::Config;
 use crate::endpoints::Evidence;
+use crate::liveness::Goal;
 use crate::model::{Action, Planned, State, Task, Worker};
+use crate::rogue::Rogue;
+use opledger_domain::witness::{Record, ReleaseEvidence};
 
 /// The outcome of one check.
 #[derive(Debug)]
@@ -92,8 +95,13 @@ impl Discovery {
             steps,
             continuation: Vec::new(),
         };
-        if property.name == crate::properties::ENDS_TERMINAL_OR_ESCALATED {
-            found.continuation = crate::liveness::witness(model, found.last_state());
+        let goal = match property.name {
+            crate::properties::ENDS_TERMINAL_OR_ESCALATED => Some(Goal::Ends),
+            crate::properties::RELEASED_AFTER_FINAL_CANCEL => Some(Goal::Released),
+            _ => None,
+        };
+        if let Some(goal) = goal {
+            found.continuation = crate::liveness::witness(model, goal, found.last_state());
         }
         found
     }
@@ -284,6 +292,25 @@ pub fn describe(action: &Action) -> String {
             outcome,
             evidence: e,
         } => format!("operator asks {outcome:?}, reads {}", evidence(e)),
+        Action::Attest {
+            proposal,
+            evidence: e,
+        } => format!("witness reads {} about proposal {proposal}", evidence(e)),
+        Action::Rogue(Rogue::Propose {
+            principal,
+            evidence: e,
+        }) => format!(
+            "compromised login records a proposal as {}: {}",
+            principal.as_str(),
+            release(e)
+        ),
+        Action::Rogue(Rogue::Attest(e)) => {
+            format!("compromised login records an attestation: {}", release(e))
+        }
+        Action::Rogue(Rogue::Move { actor, state }) => {
+            format!("compromised login moves the operation to {state} as {actor}")
+        }
+        Action::Rogue(Rogue::Release) => "compromised login asks the ledger to release".to_owned(),
         other => format!("{other:?}"),
     }
 }
@@ -298,10 +325,39 @@ fn task(task: Task) -> String {
                 inclusion.block.number, plan.from
             ),
             Planned::Escalate(e) => format!("Escalate({}) from {}", e.reason_code, plan.from),
+            Planned::Release(e) => format!("Release({}) from {}", release(&e), plan.from),
             step => format!("{step:?} from {}", plan.from),
         },
-        Task::Releasing { .. } => "releasing".to_owned(),
     }
+}
+
+/// Release evidence as `attempt <i> at #<block>/<hash prefix>` (`tx <hash prefix>` for a hash
+/// of no attempt of the model).
+fn release(evidence: &ReleaseEvidence) -> String {
+    let tx = match crate::store::attempt_of(&evidence.tx_hash) {
+        Some(i) => format!("attempt {i}"),
+        None => format!("tx {}", hex(&evidence.tx_hash[..4])),
+    };
+    format!(
+        "{tx} at #{}/{}",
+        evidence.block.number,
+        hex(&evidence.block.hash[1..7])
+    )
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::new(), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
+}
+
+fn records(records: &[Record]) -> String {
+    let listed: Vec<String> = records
+        .iter()
+        .map(|r| format!("{}:{}", r.principal.as_str(), release(&r.evidence)))
+        .collect();
+    listed.join(", ")
 }
 
 /// A one-line summary of a state.
@@ -321,7 +377,7 @@ pub fn brief(state: &State) -> String {
             if m.succeeded { "" } else { " reverted" }
         ),
     };
-    format!(
+    let mut line = format!(
         "{} hold={:?} head=#{} nonceA={} nonceB={} attempts=[{}] watcher={} reconciler={}",
         state.store.state,
         state.store.hold,
@@ -331,5 +387,17 @@ pub fn brief(state: &State) -> String {
         attempts.join(", "),
         task(state.watcher),
         task(state.reconciler)
-    )
+    );
+    let store = &state.store;
+    if !store.proposals.is_empty() {
+        let refused: Vec<String> = store.refusals.iter().map(release).collect();
+        let _ = write!(
+            line,
+            " proposals=[{}] attestations=[{}] refused=[{}]",
+            records(&store.proposals),
+            records(&store.attestations),
+            refused.join(", ")
+        );
+    }
+    line
 }

@@ -1,12 +1,15 @@
 //! The modelled store: the operation's state, its hold, its attempts as the signer persisted
-//! them, the recorded inclusion of a confirmation, and the tenant's wallets as the signer holds
-//! them. Every state move goes through `opledger_domain::state::check_transition`.
+//! them, the recorded inclusion of a confirmation, the release proposals, attestations and the
+//! witness's refusals (migration 28's tables), and the tenant's wallets as the signer holds
+//! them. Every state move goes through `opledger_domain::state::check_transition`; a release of
+//! the hold goes through the ledger's release rule ([`Store::release_permitted`]).
 
 use opledger_domain::evidence::{
-    Address, Asset, AttemptDefect, Call, Escalation, ExpectedTransfer, Inclusion,
+    Address, Asset, AttemptDefect, Call, Escalation, ExpectedTransfer, Hash32, Inclusion,
     ReplacementRequest, Role, StoredKind, TxContent, role_of,
 };
 use opledger_domain::state::OperationState;
+use opledger_domain::witness::{Principal, Record, ReleaseEvidence, release_allowed};
 
 use crate::chain::{NONCE, Wallet};
 
@@ -43,6 +46,20 @@ pub struct Attempt {
 }
 
 impl Attempt {
+    /// The transaction hash of the attempt stored at `index`: distinct for every attempt (its
+    /// bytes differ in content, sender or fees).
+    pub fn tx_hash(&self, index: usize) -> Hash32 {
+        let mut hash = [0u8; 32];
+        hash[0] = 0x7A;
+        hash[1] = u8::try_from(index).unwrap_or(u8::MAX);
+        hash[2] = address(self.sender)[0];
+        hash[3] = match self.content {
+            Role::Transfer => 1,
+            Role::Cancel => 2,
+        };
+        hash
+    }
+
     /// The decoded content of its bytes.
     pub fn tx_content(&self) -> TxContent {
         let sender = address(self.sender);
@@ -96,6 +113,44 @@ pub struct Store {
     pub confirmed: Option<Confirmation>,
     /// True once a fee bump was signed (the model allows one).
     pub bumped: bool,
+    /// Release proposals (`release_proposals`), one per evidence, in a canonical order.
+    pub proposals: Vec<Record>,
+    /// The witness's attestations (`release_attestations`), one per evidence, each naming a
+    /// recorded proposal, in a canonical order.
+    pub attestations: Vec<Record>,
+    /// Proposals the witness refused for good (`witness_refusals`): out of its queue.
+    pub refusals: Vec<ReleaseEvidence>,
+}
+
+/// The index of the attempt whose [`Attempt::tx_hash`] is `hash`, if it is one.
+pub fn attempt_of(hash: &Hash32) -> Option<u8> {
+    (hash[0] == 0x7A && hash[4..].iter().all(|b| *b == 0)).then_some(hash[1])
+}
+
+/// At most this many records in each of the release tables (a bound of the model, far above
+/// what one run records).
+pub const MAX_RECORDS: usize = 4;
+
+fn order(record: &Record) -> (u64, Hash32, Hash32, &'static str) {
+    let e = &record.evidence;
+    (
+        e.block.number,
+        e.block.hash,
+        e.tx_hash,
+        record.principal.as_str(),
+    )
+}
+
+/// Adds `record` unless one of `records` names its evidence already (the tables' key is the
+/// evidence: a second insert does nothing), keeping the canonical order; false when nothing was
+/// added.
+fn insert(records: &mut Vec<Record>, record: Record) -> bool {
+    if records.len() >= MAX_RECORDS || records.iter().any(|r| r.evidence == record.evidence) {
+        return false;
+    }
+    records.push(record);
+    records.sort_by_key(order);
+    true
 }
 
 impl Store {
@@ -114,7 +169,88 @@ impl Store {
             }],
             confirmed: None,
             bumped: false,
+            proposals: Vec::new(),
+            attestations: Vec::new(),
+            refusals: Vec::new(),
         }
+    }
+
+    /// Every attempt's transaction hash, oldest first (as the witness reads them).
+    pub fn attempt_hashes(&self) -> Vec<Hash32> {
+        self.attempts
+            .iter()
+            .enumerate()
+            .map(|(i, a)| a.tx_hash(i))
+            .collect()
+    }
+
+    /// The proposal recorded with `evidence`, if any.
+    pub fn proposal(&self, evidence: &ReleaseEvidence) -> Option<&Record> {
+        self.proposals.iter().find(|p| p.evidence == *evidence)
+    }
+
+    /// Records a proposal (the reconciler's role); false when its evidence is recorded already.
+    pub fn propose(&mut self, principal: Principal, evidence: ReleaseEvidence) -> bool {
+        insert(
+            &mut self.proposals,
+            Record {
+                principal,
+                evidence,
+            },
+        )
+    }
+
+    /// Records the witness's attestation (the witness's role); refused (false) when no proposal
+    /// names the evidence (the table's foreign key) or it is attested already.
+    pub fn attest(&mut self, evidence: ReleaseEvidence) -> bool {
+        if self.proposal(&evidence).is_none() {
+            return false;
+        }
+        insert(
+            &mut self.attestations,
+            Record {
+                principal: Principal::Witness,
+                evidence,
+            },
+        )
+    }
+
+    /// Records the witness's refusal of a proposal for good; false when no proposal names the
+    /// evidence or it is refused already.
+    pub fn refuse(&mut self, evidence: ReleaseEvidence) -> bool {
+        if self.proposal(&evidence).is_none() || self.refusals.contains(&evidence) {
+            return false;
+        }
+        self.refusals.push(evidence);
+        self.refusals
+            .sort_by_key(|e| (e.block.number, e.block.hash, e.tx_hash));
+        true
+    }
+
+    /// The proposals in the witness's queue: not attested, not refused, the hold still held.
+    pub fn unwitnessed(&self) -> impl Iterator<Item = (usize, &Record)> + '_ {
+        self.proposals.iter().enumerate().filter(|(_, p)| {
+            self.hold == Hold::Held
+                && !self.refusals.contains(&p.evidence)
+                && !self.attestations.iter().any(|a| a.evidence == p.evidence)
+        })
+    }
+
+    /// The ledger's release rule as the database applies it (`opledger_release_witnessed`): the
+    /// hold of an operation without a signed attempt may always be released; otherwise some
+    /// recorded proposal and attestation must satisfy
+    /// `opledger_domain::witness::release_allowed`.
+    pub fn release_permitted(&self) -> bool {
+        let hashes = self.attempt_hashes();
+        if self.proposals.is_empty() || self.attestations.is_empty() {
+            return release_allowed(&hashes, self.proposals.first(), self.attestations.first())
+                .is_ok();
+        }
+        self.proposals.iter().any(|p| {
+            self.attestations
+                .iter()
+                .any(|a| release_allowed(&hashes, Some(p), Some(a)).is_ok())
+        })
     }
 
     /// The transfer every non-cancel attempt must express: the original's sender and nonce, the

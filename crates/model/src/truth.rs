@@ -123,3 +123,19 @@ pub fn escalation_backed(
         true
     }
 }
+
+/// True when a transfer of ours is in the canonical chain with a successful receipt, or may still
+/// get there: some transfer attempt's sender nonce is unconsumed (any stored attempt may be
+/// published and mined at any time), or consumed by an inclusion not yet final (which a
+/// reorganization may remove). Releasing the hold then may pay twice.
+pub fn transfer_possible(chain: &Chain, attempts: &[Attempt], confirmations: u8) -> bool {
+    value_moves(chain, attempts) > 0
+        || attempts
+            .iter()
+            .filter(|a| a.content == Role::Transfer)
+            .any(|a| {
+                chain
+                    .slot(a.sender)
+                    .is_none_or(|m| !chain.is_final(m, confirmations))
+            })
+}

@@ -1,17 +1,20 @@
 //! The workers' evaluations and commits. Every decision comes from the domain's functions
 //! (`decide`, `watcher_step`, `next_step`, `resolution_allowed`, `replacement_kind`,
 //! `replacement_sender`), or from [`crate::legacy`] when the configuration asks for the old
-//! ones; every state move is checked by `check_transition` and applies its hold effect.
+//! ones; every state move is checked by `check_transition` and applies its hold effect, and a
+//! release of the hold of a signed operation applies only when the ledger's release rule allows
+//! it ([`PayoutModel::release_permitted`]).
 
 use opledger_domain::evidence::{
-    Escalation, Inclusion, ReplacementRequest, Resolution, Role, Step, decide, replacement_kind,
-    replacement_sender, resolution_allowed, watcher_step,
+    Escalation, Inclusion, ReplacementRequest, Resolution, Role, Step, Verdict, decide,
+    replacement_kind, replacement_sender, resolution_allowed, watcher_step,
 };
 use opledger_domain::state::{Actor, HoldEffect, OperationState, check_transition};
+use opledger_domain::witness::{Principal, ReleaseEvidence};
 
 use crate::PayoutModel;
 use crate::chain::NONCE;
-use crate::config::{Decisions, ReplacementRule};
+use crate::config::{Decisions, ReleaseRule, ReplacementRule};
 use crate::endpoints::Evidence;
 use crate::legacy;
 use crate::model::{Clock, Plan, Planned, State, Submission, Task, Worker, violation};
@@ -35,18 +38,20 @@ pub struct Resolved {
     from: OperationState,
     to: OperationState,
     settled: Option<Confirmation>,
+    /// The operator's proposal of a release, recorded before the move.
+    proposal: Option<ReleaseEvidence>,
     supported: bool,
 }
 
 /// A state move asked of the store.
 #[derive(Debug, Clone, Copy)]
-struct Move {
-    from: OperationState,
-    to: OperationState,
-    actor: Actor,
-    supported: bool,
-    settled: Option<Confirmation>,
-    escalation: Option<Escalation>,
+pub(crate) struct Move {
+    pub(crate) from: OperationState,
+    pub(crate) to: OperationState,
+    pub(crate) actor: Actor,
+    pub(crate) supported: bool,
+    pub(crate) settled: Option<Confirmation>,
+    pub(crate) escalation: Option<Escalation>,
 }
 
 fn actor(worker: Worker) -> Actor {
@@ -56,8 +61,25 @@ fn actor(worker: Worker) -> Actor {
     }
 }
 
+/// The evidence a release rests on, from the verdict that allowed it: the attempt (by its hash)
+/// and the block that includes it. `None` for a verdict that names no such inclusion.
+pub fn release_evidence(state: &State, verdict: Verdict) -> Option<ReleaseEvidence> {
+    let (attempt, inclusion) = match verdict {
+        Verdict::Cancelled { attempt, inclusion }
+        | Verdict::Reverted {
+            attempt, inclusion, ..
+        } => (attempt, inclusion),
+        _ => return None,
+    };
+    let tx_hash = state.store.attempt_hashes().get(attempt).copied()?;
+    Some(ReleaseEvidence {
+        tx_hash,
+        block: inclusion.block,
+    })
+}
+
 impl PayoutModel {
-    fn plan(&self, state: &State, step: Planned) -> Decision {
+    pub(crate) fn plan(&self, state: &State, step: Planned) -> Decision {
         Decision::Plan(Plan {
             from: state.store.state,
             step,
@@ -135,7 +157,18 @@ impl PayoutModel {
                 Ok(attempt) => self.plan(state, Planned::Confirm { attempt, inclusion }),
                 Err(_) => Decision::Unexpected,
             },
-            Step::Release => self.plan(state, Planned::Release),
+            Step::Release => match release_evidence(state, verdict) {
+                Some(evidence)
+                    if op == OperationState::Unknown
+                        && state.store.proposal(&evidence).is_some()
+                        && !self.release_permitted(&state.store) =>
+                {
+                    // Proposed already, not yet witnessed: the commit would change nothing.
+                    Decision::Nothing
+                }
+                Some(evidence) => self.plan(state, Planned::Release(evidence)),
+                None => Decision::Unexpected,
+            },
             Step::Move(to) => self.plan(state, Planned::Move(to)),
             Step::Escalate(escalation) => self.plan(state, Planned::Escalate(escalation)),
             Step::SignCancel => self.plan(state, Planned::SignCancel),
@@ -166,7 +199,7 @@ impl PayoutModel {
                 },
                 confirmations,
             ),
-            Planned::Release => truth::release_backed(chain, attempts, confirmations),
+            Planned::Release(_) => truth::release_backed(chain, attempts, confirmations),
             Planned::Move(OperationState::Broadcast) => truth::transfer_included(chain, attempts),
             Planned::Move(_) | Planned::SignCancel | Planned::Resubmit => true,
             Planned::Escalate(escalation) => {
@@ -213,20 +246,6 @@ impl PayoutModel {
         let actor = actor(worker);
         let plan = match task {
             Task::Idle | Task::StoreRead { .. } => return,
-            Task::Releasing { supported } => {
-                self.transition(
-                    state,
-                    Move {
-                        from: OperationState::Unknown,
-                        to: OperationState::VerifiedNotSent,
-                        actor,
-                        supported,
-                        settled: None,
-                        escalation: None,
-                    },
-                );
-                return;
-            }
             Task::Planned(plan) => plan,
         };
         let base = Move {
@@ -261,16 +280,16 @@ impl PayoutModel {
                     },
                 );
             }
-            Planned::Release if plan.from == OperationState::Broadcast => {
-                let to = OperationState::Unknown;
-                if self.transition(state, Move { to, ..base }) {
-                    *state.task_mut(worker) = Task::Releasing {
-                        supported: plan.supported,
-                    };
-                }
-            }
-            Planned::Release => {
-                let to = OperationState::VerifiedNotSent;
+            Planned::Release(evidence) => {
+                // The proposal first, in its own statement (a move refused for want of the
+                // witness rolls back only itself), then one move: BROADCAST -> UNKNOWN, or
+                // UNKNOWN -> VERIFIED_NOT_SENT, which the store refuses until the release rule
+                // allows it. A later evaluation takes the next step.
+                state.store.propose(Principal::Reconciler, evidence);
+                let to = match plan.from {
+                    OperationState::Broadcast => OperationState::Unknown,
+                    _ => OperationState::VerifiedNotSent,
+                };
                 self.transition(state, Move { to, ..base });
             }
             Planned::SignCancel => {
@@ -287,10 +306,24 @@ impl PayoutModel {
         }
     }
 
+    /// The ledger's release rule over the store's records: the domain's
+    /// (`opledger_domain::witness::release_allowed`, [`Store::release_permitted`]), or the mutant
+    /// that releases on a proposal alone.
+    pub fn release_permitted(&self, store: &crate::store::Store) -> bool {
+        match self.config.release_rule {
+            ReleaseRule::Witnessed => store.release_permitted(),
+            ReleaseRule::ProposalAlone => {
+                legacy::release_on_proposal(&store.attempt_hashes(), &store.proposals)
+            }
+        }
+    }
+
     /// The store applies a move: refused when the state changed since it was read (another
-    /// worker moved first) or when the transition table refuses it to the actor; otherwise the
-    /// state changes and the hold effect applies, each checked against [`truth`].
-    fn transition(&self, state: &mut State, m: Move) -> bool {
+    /// worker moved first), when the transition table refuses it to the actor, or when it
+    /// releases the hold and the release rule does not allow it (the move and its ledger effect
+    /// are one transaction); otherwise the state changes and the hold effect applies, each
+    /// checked against [`truth`].
+    pub(crate) fn transition(&self, state: &mut State, m: Move) -> bool {
         if state.store.state != m.from {
             return false;
         }
@@ -301,6 +334,9 @@ impl PayoutModel {
                 return false;
             }
         };
+        if effect == HoldEffect::Release && !self.release_permitted(&state.store) {
+            return false;
+        }
         let confirmations = self.config.confirmations;
         let ghost = &mut state.ghost;
         match effect {
@@ -489,7 +525,8 @@ impl PayoutModel {
                 (OperationState::Confirmed, step)
             }
             Resolution::VerifiedNotSent => {
-                (OperationState::VerifiedNotSent, Some(Planned::Release))
+                let step = release_evidence(state, verdict).map(Planned::Release);
+                (OperationState::VerifiedNotSent, step)
             }
             Resolution::Broadcast => (
                 OperationState::Broadcast,
@@ -502,16 +539,31 @@ impl PayoutModel {
             }
             _ => None,
         };
+        let proposal = match step {
+            Some(Planned::Release(evidence)) => Some(evidence),
+            _ => None,
+        };
+        if proposal.is_some_and(|e| state.store.proposal(&e).is_some())
+            && !self.release_permitted(&state.store)
+        {
+            // Proposed already, not yet witnessed: asking again changes nothing.
+            return None;
+        }
         Some(Resolved {
             from,
             to,
             settled,
+            proposal,
             supported: step.is_some_and(|s| self.supported(state, &s)),
         })
     }
 
-    /// Applies an operator's resolution.
+    /// Applies an operator's resolution: records the operator's proposal of a release (through
+    /// the reconciler's operator API), then asks for the move.
     pub(crate) fn apply_resolution(&self, state: &mut State, resolved: Resolved) {
+        if let Some(evidence) = resolved.proposal {
+            state.store.propose(Principal::Operator, evidence);
+        }
         self.transition(
             state,
             Move {

@@ -32,7 +32,8 @@ pub struct Watching {
     pub destination: String,
     /// The payload's amount, minimal units.
     pub amount: u128,
-    /// Every attempt, oldest first.
+    /// Every released attempt, oldest first (a held-back one is left out until its release:
+    /// [`Store::attempts_of`]).
     pub attempts: Vec<crate::signing::Attempt>,
     /// True when a webhook asked the watcher to look at it now.
     pub hinted: bool,

@@ -21,6 +21,7 @@ pub mod signing;
 pub mod transition;
 pub mod trust;
 pub mod wallets;
+pub mod witness;
 
 pub use error::{Result, StoreError};
 

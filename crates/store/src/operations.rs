@@ -334,13 +334,14 @@ macro_rules! insert_operation_sql {
     ($column:literal, $value:literal) => {
         concat!(
             "WITH ins AS ( \
-           INSERT INTO withdrawal_ops (tenant_id, op_id, idempotency_key_hash, payload_hash, state, risk_flags",
+           INSERT INTO withdrawal_ops (tenant_id, op_id, idempotency_key_hash, payload_hash, state, risk_flags, \
+             last_actor, last_actor_id, last_reason",
             $column,
             ") VALUES ($1, $2, $3, $4, $5, CASE WHEN EXISTS ( \
                SELECT 1 FROM withdrawal_payloads r WHERE r.tenant_id = $1 AND r.destination = $9 \
                  AND r.asset = $7 AND r.network = $8 AND r.amount = $11::numeric \
                  AND r.created_at > now() - $14::bigint * interval '1 second') \
-             THEN ARRAY['SAME_DESTINATION_AND_AMOUNT'] ELSE '{}'::text[] END",
+             THEN ARRAY['SAME_DESTINATION_AND_AMOUNT'] ELSE '{}'::text[] END, $15, $16, 'created'",
             $value,
             ") \
            ON CONFLICT (tenant_id, idempotency_key_hash) DO NOTHING \
@@ -349,17 +350,15 @@ macro_rules! insert_operation_sql {
            INSERT INTO withdrawal_payloads (tenant_id, op_id, source_account, asset, network, \
              destination, memo, amount, fee_cap, policy_version, created_at) \
            SELECT tenant_id, op_id, $6, $7, $8, $9, $10, $11::numeric, $12::numeric, $13, created_at \
-           FROM ins), \
-         log AS ( \
-           INSERT INTO operation_transitions (tenant_id, op_id, from_state, to_state, actor, actor_id, reason, version) \
-           SELECT tenant_id, op_id, NULL, $5, $15, $16, 'created', 0 FROM ins) \
+           FROM ins) \
          SELECT risk_flags, created_at, updated_at FROM ins"
         )
     };
 }
 
 /// The first statement of the create transaction: inserts the operation (the unique constraint
-/// decides key ownership), its payload and its first log row, and raises the risk flag. Parameters:
+/// decides key ownership) naming its creator, from which the database writes its first log row,
+/// and its payload, and raises the risk flag. Parameters:
 /// `$1` tenant, `$2` op id, `$3` key digest, `$4` payload hash, `$5` initial state, `$6`..`$13`
 /// payload fields, `$14` risk window in seconds, `$15` actor, `$16` actor id. Returns no row when
 /// the key is taken. Public so benchmarks run the exact same SQL.

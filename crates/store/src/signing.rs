@@ -96,7 +96,9 @@ pub struct Attempt {
     /// When it was persisted.
     pub created_at: DateTime<Utc>,
     /// True once the signer has seen this attempt's commit acknowledged (the signed-bytes gate,
-    /// `docs/serialization.md`): only released attempts may be submitted to a chain.
+    /// `docs/serialization.md`): only released attempts may be submitted to a chain. A held-back
+    /// attempt read by a worker ([`Store::attempts`]) carries no bytes: `signed.raw_tx` is empty
+    /// (the database gives worker roles the bytes of released attempts only).
     pub released: bool,
 }
 
@@ -193,7 +195,8 @@ struct AttemptRow {
     sender: String,
     nonce: i64,
     tx_hash: String,
-    raw_tx: Vec<u8>,
+    /// NULL when read through `released_attempts` while held back.
+    raw_tx: Option<Vec<u8>>,
     gas_limit: i64,
     max_fee_per_gas: String,
     max_priority_fee_per_gas: String,
@@ -204,6 +207,12 @@ struct AttemptRow {
 impl AttemptRow {
     fn into_attempt(self) -> Result<Attempt> {
         let corrupt = |_| StoreError::Corrupt { what: "attempt" };
+        // Bytes are missing only while held back; a released attempt always has them.
+        let raw_tx = match (self.raw_tx, self.released) {
+            (Some(raw), _) => raw,
+            (None, false) => Vec::new(),
+            (None, true) => return Err(StoreError::Corrupt { what: "attempt" }),
+        };
         Ok(Attempt {
             attempt: u32::try_from(self.attempt).map_err(corrupt)?,
             network: self.network,
@@ -213,7 +222,7 @@ impl AttemptRow {
                 sender: self.sender,
                 nonce: u64::try_from(self.nonce).map_err(corrupt)?,
                 tx_hash: self.tx_hash,
-                raw_tx: self.raw_tx,
+                raw_tx,
                 gas_limit: u64::try_from(self.gas_limit).map_err(corrupt)?,
                 max_fee_per_gas: self
                     .max_fee_per_gas
@@ -258,8 +267,16 @@ struct SigningInputRow {
     trust_seen: Option<i64>,
 }
 
-const SELECT_ATTEMPTS: &str = "SELECT a.attempt, kind, network, chain_id, sender, nonce, tx_hash, \
+/// An operation's attempts as any service reads them: through `released_attempts`, whose `raw_tx`
+/// is NULL while an attempt is held back (worker roles may not read `tx_attempts.raw_tx`).
+const SELECT_ATTEMPTS: &str = "SELECT attempt, kind, network, chain_id, sender, nonce, tx_hash, \
      raw_tx, gas_limit, max_fee_per_gas::text AS max_fee_per_gas, \
+     max_priority_fee_per_gas::text AS max_priority_fee_per_gas, created_at, released \
+     FROM released_attempts WHERE tenant_id = $1 AND op_id = $2 ORDER BY attempt";
+
+/// An operation's attempts with their bytes, held back or not: the signer's login only.
+const SELECT_SIGNED_ATTEMPTS: &str = "SELECT a.attempt, kind, network, chain_id, sender, nonce, \
+     tx_hash, raw_tx, gas_limit, max_fee_per_gas::text AS max_fee_per_gas, \
      max_priority_fee_per_gas::text AS max_priority_fee_per_gas, created_at, \
      r.released_at IS NOT NULL AS released \
      FROM tx_attempts a LEFT JOIN attempt_releases r USING (tenant_id, op_id, attempt) \
@@ -377,7 +394,10 @@ impl Store {
         Ok(())
     }
 
-    /// Every attempt of each of `ops`, oldest first, in one query.
+    /// The released attempts of each of `ops`, oldest first, in one query: what a reader of the
+    /// chain can judge by content. A held-back attempt is left out (its bytes are the signer's
+    /// until released); [`Store::attempt_counts`] still counts it, so a reader that re-counts
+    /// before acting (the watcher) waits for its release.
     pub async fn attempts_of(
         &self,
         ops: &[(TenantId, OperationId)],
@@ -389,13 +409,13 @@ impl Store {
         }
         let (tenants, op_ids) = crate::broadcast::unzip_keys(ops);
         let rows: Vec<KeyedAttemptRow> = sqlx::query_as(
-            "SELECT tenant_id, op_id, a.attempt, kind, network, chain_id, sender, nonce, tx_hash, \
+            "SELECT tenant_id, op_id, attempt, kind, network, chain_id, sender, nonce, tx_hash, \
              raw_tx, gas_limit, max_fee_per_gas::text AS max_fee_per_gas, \
-             max_priority_fee_per_gas::text AS max_priority_fee_per_gas, created_at, \
-             r.released_at IS NOT NULL AS released \
-             FROM tx_attempts a LEFT JOIN attempt_releases r USING (tenant_id, op_id, attempt) \
+             max_priority_fee_per_gas::text AS max_priority_fee_per_gas, created_at, released \
+             FROM released_attempts \
              WHERE (tenant_id, op_id) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[])) \
-             ORDER BY tenant_id, op_id, a.attempt",
+               AND released \
+             ORDER BY tenant_id, op_id, attempt",
         )
         .bind(tenants)
         .bind(op_ids)
@@ -413,9 +433,31 @@ impl Store {
         Ok(out)
     }
 
-    /// Every attempt of the operation, oldest first.
+    /// Every attempt of the operation, oldest first; a held-back one without its bytes (see
+    /// [`Attempt::released`]). Readable by every service role.
     pub async fn attempts(&self, tenant_id: TenantId, op_id: OperationId) -> Result<Vec<Attempt>> {
-        let rows: Vec<AttemptRow> = sqlx::query_as(SELECT_ATTEMPTS)
+        self.read_attempts(SELECT_ATTEMPTS, tenant_id, op_id).await
+    }
+
+    /// Every attempt of the operation, oldest first, each with its bytes, held back or not. Only
+    /// the signer's login may read them (a worker's is refused by the database); bytes of a
+    /// held-back attempt must not leave the signer.
+    pub async fn signed_attempts(
+        &self,
+        tenant_id: TenantId,
+        op_id: OperationId,
+    ) -> Result<Vec<Attempt>> {
+        self.read_attempts(SELECT_SIGNED_ATTEMPTS, tenant_id, op_id)
+            .await
+    }
+
+    async fn read_attempts(
+        &self,
+        sql: &'static str,
+        tenant_id: TenantId,
+        op_id: OperationId,
+    ) -> Result<Vec<Attempt>> {
+        let rows: Vec<AttemptRow> = sqlx::query_as(sql)
             .bind(tenant_id.as_uuid())
             .bind(op_id.as_uuid())
             .fetch_all(&self.pool)
@@ -592,7 +634,7 @@ impl Store {
         if !guard.states.contains(&state) {
             return Ok(Err(ReplacementError::Refused(GuardRefusal::State(state))));
         }
-        let rows: Vec<AttemptRow> = sqlx::query_as(SELECT_ATTEMPTS)
+        let rows: Vec<AttemptRow> = sqlx::query_as(SELECT_SIGNED_ATTEMPTS)
             .bind(tenant_id.as_uuid())
             .bind(op_id.as_uuid())
             .fetch_all(&mut *tx)
@@ -742,6 +784,37 @@ impl Store {
             released += keys.len();
         }
         Ok(released)
+    }
+
+    /// [`Store::release_held`] for one operation, now, whatever the age of its held-back
+    /// attempts: a probe committed on their release rows, then (that commit acknowledged) their
+    /// release. Rows another session holds (the sweep probing them) are skipped. Returns the
+    /// numbers of the attempts it released.
+    pub async fn release_held_of(
+        &self,
+        tenant_id: TenantId,
+        op_id: OperationId,
+    ) -> Result<Vec<u32>> {
+        let probed: Vec<(i32,)> = sqlx::query_as(
+            "UPDATE attempt_releases r SET probed_at = now() \
+             FROM (SELECT attempt FROM attempt_releases \
+                    WHERE tenant_id = $1 AND op_id = $2 AND released_at IS NULL \
+                    FOR UPDATE SKIP LOCKED) held \
+             WHERE (r.tenant_id, r.op_id, r.attempt) = ($1, $2, held.attempt) \
+             RETURNING r.attempt",
+        )
+        .bind(tenant_id.as_uuid())
+        .bind(op_id.as_uuid())
+        .fetch_all(&self.pool)
+        .await?;
+        opledger_failpoint::hit("release.after_probe");
+        let numbers = probed
+            .into_iter()
+            .map(|(a,)| u32::try_from(a).map_err(|_| StoreError::Corrupt { what: "attempt" }))
+            .collect::<Result<Vec<_>>>()?;
+        let keys: Vec<_> = numbers.iter().map(|n| (tenant_id, op_id, *n)).collect();
+        self.release(&keys).await?;
+        Ok(numbers)
     }
 
     /// Records a security-relevant refusal (a fixed description, never a payload value).

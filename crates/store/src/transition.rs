@@ -3,8 +3,9 @@
 //! [`Store::transition`] checks the domain transition table (move and actor), then executes one
 //! conditional `UPDATE ... WHERE state = $from [AND payload_hash = $hash] [AND lease ...]` in the
 //! database: a real compare-and-swap. Zero rows means someone else moved first and nothing
-//! changes. The transition-log row and the ledger effect (release, settle, reopen) are written in
-//! the same transaction.
+//! changes. The update names its actor, actor id and reason, from which the database itself
+//! writes the transition-log row (no service role may insert one); the ledger effect (release,
+//! settle, reopen) is written in the same transaction.
 
 use crate::{Result, Store, StoreError, ledger};
 use opledger_domain::ids::{OperationId, TenantId};
@@ -129,27 +130,22 @@ pub(crate) async fn move_in(
         LeaseGuard::Expired => (2, None),
     };
     let lease_secs = request.lease_for.map(|d| d.as_secs_f64());
-    // One statement: the conditional update and its transition-log row (nothing is logged when
-    // the update matches no row).
+    // One statement: the conditional update, which names its actor, actor id and reason; the
+    // database writes the transition-log row from them (migration 26; nothing is logged when the
+    // update matches no row).
     let updated: Option<(i64,)> = sqlx::query_as(
-        "WITH moved AS ( \
-           UPDATE withdrawal_ops SET state = $4, version = version + 1, updated_at = now(), \
-             last_actor = $11, \
-             lease_owner = CASE WHEN $8::float8 IS NULL THEN NULL ELSE $9 END, \
-             lease_expires_at = CASE WHEN $8::float8 IS NULL THEN NULL \
-               ELSE now() + $8::float8 * interval '1 second' END, \
-             signed_tx_ref = COALESCE(signed_tx_ref, $10) \
-           WHERE tenant_id = $1 AND op_id = $2 AND state = $3 \
-             AND ($5::bytea IS NULL OR payload_hash = $5) \
-             AND ($6::smallint = 0 \
-               OR ($6 = 1 AND lease_owner = $7 AND lease_expires_at > now()) \
-               OR ($6 = 2 AND (lease_expires_at IS NULL OR lease_expires_at <= now()))) \
-           RETURNING version), \
-         logged AS ( \
-           INSERT INTO operation_transitions \
-             (tenant_id, op_id, from_state, to_state, actor, actor_id, reason, version) \
-           SELECT $1, $2, $3, $4, $11, $9, $12, version FROM moved) \
-         SELECT version FROM moved",
+        "UPDATE withdrawal_ops SET state = $4, version = version + 1, updated_at = now(), \
+           last_actor = $11, last_actor_id = $9, last_reason = $12, \
+           lease_owner = CASE WHEN $8::float8 IS NULL THEN NULL ELSE $9 END, \
+           lease_expires_at = CASE WHEN $8::float8 IS NULL THEN NULL \
+             ELSE now() + $8::float8 * interval '1 second' END, \
+           signed_tx_ref = COALESCE(signed_tx_ref, $10) \
+         WHERE tenant_id = $1 AND op_id = $2 AND state = $3 \
+           AND ($5::bytea IS NULL OR payload_hash = $5) \
+           AND ($6::smallint = 0 \
+             OR ($6 = 1 AND lease_owner = $7 AND lease_expires_at > now()) \
+             OR ($6 = 2 AND (lease_expires_at IS NULL OR lease_expires_at <= now()))) \
+         RETURNING version",
     )
     .bind(request.tenant_id.as_uuid())
     .bind(request.op_id.as_uuid())
@@ -190,11 +186,11 @@ pub(crate) async fn move_in(
 /// no lease, no transaction reference) inside the caller's transaction, set-based: each request is
 /// checked against the transition table and its actor first, any refusal failing the batch before
 /// the database is touched; then one statement locks the operation rows in (tenant, operation)
-/// order and one moves every row still in its `from` state, writing the transition-log rows and,
-/// for each moved operation, `then_insert`'s inclusion in the same statement. Returns, per
-/// request, whether it moved and the ledger effect left for the caller to apply. An operation that
-/// is not there is [`StoreError::NotFound`]; two requests for one operation are refused as
-/// [`StoreError::Corrupt`] (the caller sends each once).
+/// order and one moves every row still in its `from` state (the database writes their
+/// transition-log rows) and inserts, for each moved operation, its inclusion in the same
+/// statement. Returns, per request, whether it moved and the ledger effect left for the caller to
+/// apply. An operation that is not there is [`StoreError::NotFound`]; two requests for one
+/// operation are refused as [`StoreError::Corrupt`] (the caller sends each once).
 pub(crate) async fn move_many_in(
     conn: &mut PgConnection,
     requests: &[(&TransitionRequest<'_>, &crate::broadcast::Inclusion)],
@@ -257,17 +253,11 @@ pub(crate) async fn move_many_in(
                block_number, block_hash)), \
          moved AS ( \
            UPDATE withdrawal_ops o SET state = i.to_state, version = o.version + 1, \
-             updated_at = now(), last_actor = i.actor, lease_owner = NULL, \
-             lease_expires_at = NULL \
+             updated_at = now(), last_actor = i.actor, last_actor_id = i.actor_id, \
+             last_reason = i.reason, lease_owner = NULL, lease_expires_at = NULL \
            FROM i WHERE o.tenant_id = i.tenant_id AND o.op_id = i.op_id \
              AND o.state = i.from_state \
-           RETURNING o.tenant_id, o.op_id, o.version, i.from_state, i.to_state, i.actor, \
-             i.actor_id, i.reason, i.tx_hash, i.block_number, i.block_hash), \
-         logged AS ( \
-           INSERT INTO operation_transitions \
-             (tenant_id, op_id, from_state, to_state, actor, actor_id, reason, version) \
-           SELECT tenant_id, op_id, from_state, to_state, actor, actor_id, reason, version \
-           FROM moved), \
+           RETURNING o.tenant_id, o.op_id, i.tx_hash, i.block_number, i.block_hash), \
          included AS ( \
            INSERT INTO inclusions (tenant_id, op_id, tx_hash, block_number, block_hash) \
            SELECT tenant_id, op_id, tx_hash, block_number, block_hash FROM moved) \

@@ -64,6 +64,41 @@ macro_rules! in_flight_of_sender {
     };
 }
 
+/// Whether a retiring wallet has gone quiet: none of the attempts of the operations whose original
+/// it signed (tenant $1, network $2, sender $3), originals and their replacements alike, was
+/// persisted less than $5 seconds ago. Only the signer writes these rows (and none changes), so no
+/// other login can make a wallet look quiet. A `WHERE` condition on `signer_wallets`.
+macro_rules! quiet_sender {
+    () => {
+        "NOT EXISTS (SELECT 1 FROM tx_attempts o JOIN tx_attempts a USING (tenant_id, op_id) \
+           WHERE o.tenant_id = $1 AND o.network = $2 AND o.sender = $3 AND o.kind = 'ORIGINAL' \
+             AND a.created_at > now() - make_interval(secs => $5))"
+    };
+}
+
+/// When a retiring wallet may retire, besides none of its operations being in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetireAfter {
+    /// A CONFIRMED withdrawal keeps its wallet at least this long after its confirmation. Read
+    /// from the operation row, which other logins write: it only ever keeps a wallet longer.
+    pub grace: Duration,
+    /// The wallet is kept at least this long after the latest attempt of any of its operations
+    /// was signed, whatever the other rows say: read only from rows the signer writes, it bounds
+    /// how early any other login (the broadcaster's, through the reorganization floors,
+    /// inclusions and confirmation times it writes) could make the wallet retire.
+    pub quiet: Duration,
+}
+
+impl From<Duration> for RetireAfter {
+    /// `grace` for both: kept that long after a confirmation, and after its latest signature.
+    fn from(grace: Duration) -> RetireAfter {
+        RetireAfter {
+            grace,
+            quiet: grace,
+        }
+    }
+}
+
 impl Store {
     /// Registers the signer's wallets, in one transaction: a wallet registered ACTIVE demotes any
     /// other ACTIVE wallet of its tenant and network to RETIRING (a rotation), and a RETIRING one
@@ -142,28 +177,32 @@ impl Store {
 
     /// RETIRING -> RETIRED for the wallet `sender` of `tenant_id` on `network`, in one statement
     /// and only when none of its operations is in flight ([`Store::in_flight_of_sender`] with
-    /// `grace` is zero; no original can be added meanwhile: only an ACTIVE wallet signs one):
-    /// true when the row is RETIRED now (by this call, or by an earlier one whose answer was
-    /// lost). The signer drops the key only after this returned true.
+    /// `after.grace` is zero; no original can be added meanwhile: only an ACTIVE wallet signs one)
+    /// and none of their attempts was signed less than `after.quiet` ago: true when the row is
+    /// RETIRED now (by this call, or by an earlier one whose answer was lost). The signer drops
+    /// the key only after this returned true.
     pub async fn retire_wallet(
         &self,
         tenant_id: TenantId,
         network: &str,
         sender: &str,
-        grace: Duration,
+        after: impl Into<RetireAfter>,
     ) -> Result<bool> {
+        let after = after.into();
         let retired = sqlx::query(concat!(
             "UPDATE signer_wallets SET status = 'RETIRED', updated_at = now() \
              WHERE tenant_id = $1 AND network = $2 AND sender = $3 \
-               AND status IN ('RETIRING', 'RETIRED') \
-               AND NOT EXISTS (SELECT 1 ",
+               AND status IN ('RETIRING', 'RETIRED') AND ",
+            quiet_sender!(),
+            " AND NOT EXISTS (SELECT 1 ",
             in_flight_of_sender!(),
             ")"
         ))
         .bind(tenant_id.as_uuid())
         .bind(network)
         .bind(sender)
-        .bind(grace.as_secs_f64())
+        .bind(after.grace.as_secs_f64())
+        .bind(after.quiet.as_secs_f64())
         .execute(&self.pool)
         .await?
         .rows_affected();

@@ -32,17 +32,20 @@ pub enum ServiceRole {
     Inbox,
     /// `opledger_signer`.
     Signer,
+    /// `opledger_witness`.
+    Witness,
 }
 
 impl ServiceRole {
     /// Every service role.
-    pub const ALL: [ServiceRole; 6] = [
+    pub const ALL: [ServiceRole; 7] = [
         ServiceRole::Operations,
         ServiceRole::Approvals,
         ServiceRole::Broadcaster,
         ServiceRole::Reconciler,
         ServiceRole::Inbox,
         ServiceRole::Signer,
+        ServiceRole::Witness,
     ];
 
     /// The group role the migrations create.
@@ -54,6 +57,7 @@ impl ServiceRole {
             ServiceRole::Reconciler => "opledger_reconciler",
             ServiceRole::Inbox => "opledger_inbox",
             ServiceRole::Signer => "opledger_signer",
+            ServiceRole::Witness => "opledger_witness",
         }
     }
 

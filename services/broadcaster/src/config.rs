@@ -49,7 +49,8 @@ pub struct Config {
     pub rpc_headers: BTreeMap<String, BTreeMap<String, Secret>>,
     /// Evidence per network id (`[evidence.<id>]`, one for every network of `rpc`): `urls` (the
     /// independent endpoints whose agreement is evidence), `quorum`, `confirmations` or
-    /// `finalized = true`, `max_lag_blocks` (8). The watcher settles only a transfer attempt at
+    /// `finalized = true`, `min_confirmations` (12), `max_lag_blocks` (8), all keys in the
+    /// evidence section below. The watcher settles only a transfer attempt at
     /// final depth that a quorum of these agree on at one pinned block. No default: each network
     /// names its finality.
     #[serde(default)]

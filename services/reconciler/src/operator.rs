@@ -52,6 +52,13 @@ fn reconcile_status(error: ReconcileError) -> Status {
             "evidence unavailable; retry",
             &[],
         ),
+        ReconcileError::AwaitingWitness => error_status(
+            Code::FailedPrecondition,
+            ErrorReason::ReleaseAwaitingWitness,
+            "the release is proposed with its evidence and awaits the witness; the hold is kept: \
+             retry once the witness has attested",
+            &[],
+        ),
         ReconcileError::Store(e) => store_status(e),
     }
 }

@@ -7,13 +7,14 @@
 //! read yields no verdict; absence of evidence never releases a hold.
 
 use chrono::Utc;
-use opledger_chain::evidence::{B256, EvidenceReader, Pinned, no_evidence, reason_label};
+use opledger_chain::evidence::{B256, EvidenceReader, Pinned, Pins, no_evidence, reason_label};
 use opledger_chain::{Rpc, SubmitClass};
 use opledger_domain::evidence::{
-    AttemptDefect, Escalation, EscalationOwner, NoAgreement, NoVerdict, Resolution, Role, Step,
-    Timing, Verdict, decide, next_step, resolution_allowed,
+    AttemptDefect, Escalation, EscalationOwner, Hash32, NoAgreement, NoVerdict, Resolution, Role,
+    Step, Timing, Verdict, decide, next_step, resolution_allowed,
 };
 use opledger_domain::state::{Actor, OperationState};
+use opledger_domain::witness::{Principal, ReleaseEvidence};
 use opledger_evm::evidence::StoredAttempt;
 use opledger_grpc::telemetry;
 use opledger_grpc::telemetry::grpc::TracedChannel;
@@ -47,8 +48,12 @@ pub enum Finding {
     Confirmed,
     /// A transfer attempt is included but not yet final: back to BROADCAST for the watcher.
     Included,
-    /// Our own cancel is included at final depth: VERIFIED_NOT_SENT, hold released.
+    /// Our own cancel is included at final depth: VERIFIED_NOT_SENT, hold released (the witness
+    /// attested the same evidence).
     VerifiedNotSent,
+    /// Our own cancel is included at final depth and the release is proposed with that evidence:
+    /// the operation stays UNKNOWN, its hold held, until the witness attests the same evidence.
+    AwaitingWitness,
     /// Nothing to do yet (an attempt waiting to be mined, a cancel waiting for finality).
     Waiting,
     /// None of our attempts is included, the nonce is unconsumed and the cancel window passed: a
@@ -99,6 +104,10 @@ pub enum ReconcileError {
     /// The operation is not UNKNOWN or FAILED_TERMINAL.
     #[error("withdrawal is not unresolved")]
     NotUnresolved,
+    /// The release is proposed with its evidence; the witness has not attested it yet, so the
+    /// hold is kept (nothing else changed).
+    #[error("the release awaits the witness's attestation")]
+    AwaitingWitness,
     /// The store failed.
     #[error("store: {}", .0.log_safe())]
     Store(#[from] StoreError),
@@ -138,6 +147,8 @@ pub struct Assessment {
     pub attempts: Vec<Attempt>,
     /// The role of each attempt, from its content (or why it has none).
     pub roles: Vec<Result<Role, AttemptDefect>>,
+    /// Each attempt's transaction hash, computed from its bytes.
+    pub hashes: Vec<Hash32>,
     /// What the agreed evidence establishes.
     pub verdict: Verdict,
 }
@@ -222,18 +233,11 @@ impl Reconciler {
                 return Vec::new();
             }
         };
-        let mut pins: HashMap<String, Result<Pinned, NoAgreement>> = HashMap::new();
+        let mut pins = Pins::default();
         let mut findings = Vec::with_capacity(unresolved.len());
         for op in &unresolved {
-            let pinned = match (pins.get(&op.network), self.networks.get(&op.network)) {
-                (Some(pinned), _) => Some(pinned.clone()),
-                (None, Some(network)) => {
-                    let pinned = network.evidence.pin().await.map_err(|e| e.no_agreement());
-                    pins.insert(op.network.clone(), pinned.clone());
-                    Some(pinned)
-                }
-                (None, None) => None,
-            };
+            let reader = self.networks.get(&op.network).map(|n| &n.evidence);
+            let pinned = pins.get(&op.network, reader).await;
             // Each examination is a step of the operation's trace.
             let span = tracing::info_span!(
                 "reconciler.examine",
@@ -283,9 +287,21 @@ impl Reconciler {
             return Ok(Assessment {
                 attempts,
                 roles: Vec::new(),
+                hashes: Vec::new(),
                 verdict: Verdict::NeverSigned,
             });
         };
+        // A held-back attempt has no bytes for this login (the signed-bytes gate): nothing is
+        // judged by content until the signer releases it.
+        if attempts.iter().any(|a| !a.released) {
+            no_evidence().record(&op.network, "inconsistent");
+            return Ok(Assessment {
+                attempts,
+                roles: Vec::new(),
+                hashes: Vec::new(),
+                verdict: Verdict::NoVerdict(NoVerdict::Inconsistent),
+            });
+        }
         let operation = self
             .store
             .get_withdrawal(op.tenant_id, op.op_id)
@@ -303,17 +319,15 @@ impl Reconciler {
             Some(pinned) => pinned,
             None => network.evidence.pin().await.map_err(|e| e.no_agreement()),
         };
-        let reading = match (&pinned, judged.sender) {
-            (Ok(pinned), Some(sender)) => {
+        let nonce = original.signed.nonce;
+        let mut verdict = match &pinned {
+            Ok(pinned) => {
                 pinned
-                    .read(sender, original.signed.nonce, &judged.hashes)
+                    .verdict(&roles, judged.sender, nonce, &judged.hashes)
                     .await
             }
-            (Err(no), _) => Err(*no),
-            // Undecodable: every role is a defect, whatever the chain says.
-            (Ok(_), None) => Err(NoAgreement::Disagreement),
+            Err(no) => decide(&roles, nonce, &Err(*no)),
         };
-        let mut verdict = decide(&roles, original.signed.nonce, &reading);
         // Attempts read before the chain: a replacement persisted (and mined) in between would
         // look like a nonce moved without us. Read them again; any change is no verdict now.
         if !matches!(verdict, Verdict::NoVerdict(_) | Verdict::Tampered { .. })
@@ -333,6 +347,7 @@ impl Reconciler {
         Ok(Assessment {
             attempts,
             roles,
+            hashes: judged.hashes.iter().map(|h| h.0).collect(),
             verdict,
         })
     }
@@ -380,6 +395,13 @@ impl Reconciler {
                 self.store.confirm(&request, &inclusion).await?;
             }
             _ => {
+                if outcome == OperationState::VerifiedNotSent
+                    && !self
+                        .propose(op, &assessment, Principal::Operator, operator)
+                        .await?
+                {
+                    return Err(ReconcileError::AwaitingWitness);
+                }
                 self.store.transition(&request).await?;
             }
         }
@@ -448,10 +470,7 @@ impl Reconciler {
                     tracing::info!(op_id = %op.op_id, "reconciled: confirmed");
                     return Ok(Finding::Confirmed);
                 }
-                Step::Release => {
-                    self.release(op, state).await?;
-                    return Ok(Finding::VerifiedNotSent);
-                }
+                Step::Release => return self.release(op, state, &assessment).await,
                 Step::Move(to) => {
                     let reason = match to {
                         OperationState::Broadcast => "transfer included, awaiting final depth",
@@ -565,16 +584,61 @@ impl Reconciler {
     }
 
     /// VERIFIED_NOT_SENT is reached from UNKNOWN; a BROADCAST operation passes through UNKNOWN.
-    async fn release(&self, op: &Unresolved, from: OperationState) -> Result<(), ReconcileError> {
+    /// The release is proposed with the cancel's evidence first, and the move (which releases the
+    /// hold) is made only once the witness has attested the same evidence: until then the
+    /// operation stays UNKNOWN with its hold, and the next pass looks again.
+    async fn release(
+        &self,
+        op: &Unresolved,
+        from: OperationState,
+        assessment: &Assessment,
+    ) -> Result<Finding, ReconcileError> {
         const REASON: &str = "our cancel included at final depth, agreed by the quorum";
+        let witnessed = self
+            .propose(op, assessment, Principal::Reconciler, &self.worker_id)
+            .await?;
         let mut from = from;
         if from == OperationState::Broadcast {
             self.move_op(op, from, OperationState::Unknown, REASON)
                 .await?;
             from = OperationState::Unknown;
         }
+        if !witnessed {
+            tracing::info!(op_id = %op.op_id, "release proposed: awaiting the witness, hold kept");
+            return Ok(Finding::AwaitingWitness);
+        }
         self.move_op(op, from, OperationState::VerifiedNotSent, REASON)
-            .await
+            .await?;
+        Ok(Finding::VerifiedNotSent)
+    }
+
+    /// Records the release's evidence (the final cancel, or for an operator a final reverted
+    /// attempt) as `principal`'s proposal, and answers whether the database would release the
+    /// hold now: true when the operation was never signed or the witness attested that evidence.
+    async fn propose(
+        &self,
+        op: &Unresolved,
+        assessment: &Assessment,
+        principal: Principal,
+        principal_id: &str,
+    ) -> Result<bool, ReconcileError> {
+        let found = match assessment.verdict {
+            Verdict::Cancelled { attempt, inclusion }
+            | Verdict::Reverted {
+                attempt, inclusion, ..
+            } => Some((attempt, inclusion.block)),
+            _ => None,
+        };
+        if let Some((attempt, block)) = found {
+            let tx_hash = *assessment.hashes.get(attempt).ok_or(StoreError::Corrupt {
+                what: "attempt index",
+            })?;
+            let evidence = ReleaseEvidence { tx_hash, block };
+            self.store
+                .propose_release(op.tenant_id, op.op_id, principal, principal_id, &evidence)
+                .await?;
+        }
+        Ok(self.store.release_witnessed(op.tenant_id, op.op_id).await?)
     }
 
     async fn move_op(

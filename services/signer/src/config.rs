@@ -74,8 +74,9 @@ pub struct Config {
     /// How often (seconds) the signer checks whether a retiring wallet (`retiring = true`) has
     /// finished: once none of the operations whose original it signed is in flight (each ended
     /// without a payout, or CONFIRMED longer than `wallet_retire_grace_secs` ago and at or below
-    /// the chain watcher's reorganization floor), it is marked
-    /// RETIRED and its key is dropped from memory; it signs nothing afterwards. From 1 to 3600.
+    /// the chain watcher's reorganization floor) and it signed nothing for
+    /// `wallet_retire_min_age_secs`, it is marked RETIRED and its key is dropped from memory; it
+    /// signs nothing afterwards. From 1 to 3600.
     pub wallet_retire_check_secs: u64,
     /// Seconds a CONFIRMED withdrawal keeps its retiring wallet loaded after its confirmation at
     /// least. Besides, it keeps it while its inclusion is above the chain watcher's
@@ -84,6 +85,13 @@ pub struct Config {
     /// cancel needs the original's key again; a stopped watcher leaves the floor where it was).
     /// From 0 to 604800.
     pub wallet_retire_grace_secs: u64,
+    /// Seconds a retiring wallet stays loaded at least after the latest attempt it signed for
+    /// any of its withdrawals (a fee bump or cancel included), whatever the rows other services
+    /// write say (confirmations, inclusions, the watcher's reorganization floor: they can only
+    /// keep it longer). Read from attempts only the signer writes, it bounds how early a
+    /// compromised broadcaster login could make the signer drop a key a reorganized withdrawal
+    /// still needs. From 0 to 7776000.
+    pub wallet_retire_min_age_secs: u64,
 }
 
 fn default_security_owner() -> String {
@@ -249,6 +257,7 @@ impl Default for Config {
             release_sweep_ms: 1000,
             wallet_retire_check_secs: 30,
             wallet_retire_grace_secs: 3600,
+            wallet_retire_min_age_secs: 604_800,
         }
     }
 }
@@ -293,6 +302,9 @@ impl Config {
         }
         if self.wallet_retire_grace_secs > 604_800 {
             return invalid("wallet_retire_grace_secs", "must be from 0 to 604800");
+        }
+        if self.wallet_retire_min_age_secs > 7_776_000 {
+            return invalid("wallet_retire_min_age_secs", "must be from 0 to 7776000");
         }
         if self.callers.is_empty() {
             return invalid("callers", "must name at least one caller");

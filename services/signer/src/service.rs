@@ -135,8 +135,15 @@ fn ids(tenant: &str, withdrawal: &str) -> Result<(TenantId, OperationId), Status
     Ok((tenant, op))
 }
 
+/// The answer: the attempt's id, hash, nonce and fees always; its bytes only once the signed-bytes
+/// gate released it (a held-back attempt's bytes never leave the signer; ask again after release).
 fn response(signed: Signed) -> pb::SignResponse {
     let a = &signed.attempt;
+    let raw_transaction = if a.released {
+        a.signed.raw_tx.clone()
+    } else {
+        Vec::new()
+    };
     let kind = match a.signed.kind {
         AttemptKind::Original => pb::AttemptKind::Original,
         AttemptKind::FeeBump => pb::AttemptKind::FeeBump,
@@ -146,7 +153,7 @@ fn response(signed: Signed) -> pb::SignResponse {
         attempt: Some(pb::SignedAttempt {
             attempt: a.attempt,
             kind: kind as i32,
-            raw_transaction: a.signed.raw_tx.clone(),
+            raw_transaction,
             tx_hash: a.signed.tx_hash.clone(),
             from_address: a.signed.sender.clone(),
             nonce: a.signed.nonce,

@@ -18,7 +18,7 @@ use opledger_store::signing::{
     Attempt, AttemptKind, GuardRefusal, NewAttempt, ReplacementError, ReplacementGuard,
     SigningInput,
 };
-use opledger_store::wallets::WalletStatus;
+use opledger_store::wallets::{RetireAfter, WalletStatus};
 use opledger_store::{Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -248,8 +248,9 @@ impl Signer {
 
     /// Retires every retiring wallet none of whose operations is in flight any more (each
     /// original it signed ended without a payout, or CONFIRMED longer than
-    /// `wallet_retire_grace_secs` ago): its row becomes RETIRED in the same statement that checks
-    /// this, then its key is dropped, so no replacement of its nonces can be signed afterwards.
+    /// `wallet_retire_grace_secs` ago) and that signed nothing for `wallet_retire_min_age_secs`:
+    /// its row becomes RETIRED in the same statement that checks this, then its key is dropped,
+    /// so no replacement of its nonces can be signed afterwards.
     /// Returns how many it retired; a wallet the database could not check is left for the next
     /// call (late is the safe direction).
     pub async fn retire_finished_wallets(&self) -> usize {
@@ -266,7 +267,10 @@ impl Signer {
                     wallet.tenant_id,
                     &wallet.network,
                     &wallet.sender,
-                    self.retire_grace(),
+                    RetireAfter {
+                        grace: self.retire_grace(),
+                        quiet: Duration::from_secs(self.config.wallet_retire_min_age_secs),
+                    },
                 )
                 .await;
             match finished {
@@ -454,7 +458,7 @@ impl Signer {
         };
         match persisted {
             Ok(attempt) => {
-                tracing::info!(%op, nonce = attempt.signed.nonce, "withdrawal signed and persisted");
+                tracing::info!(%op, nonce = attempt.signed.nonce, released = attempt.released, "withdrawal signed and persisted");
                 Ok(Signed {
                     attempt,
                     already_signed: false,
@@ -469,21 +473,33 @@ impl Signer {
         }
     }
 
-    /// The latest persisted attempt, if the operation was signed.
+    /// The latest persisted attempt, if the operation was signed. One still held back (its
+    /// signing commit's answer was lost, or its release failed) is released first when a probe
+    /// commit is acknowledged now ([`opledger_store::Store::release_held_of`]); otherwise it is
+    /// answered held back, without its bytes.
     async fn stored(
         &self,
         tenant: TenantId,
         op: OperationId,
     ) -> Result<Option<Signed>, SignerError> {
-        Ok(self
-            .store
-            .attempts(tenant, op)
-            .await?
-            .pop()
-            .map(|attempt| Signed {
-                attempt,
-                already_signed: true,
-            }))
+        let Some(mut attempt) = self.store.signed_attempts(tenant, op).await?.pop() else {
+            return Ok(None);
+        };
+        if !attempt.released {
+            match self.store.release_held_of(tenant, op).await {
+                Ok(released) => attempt.released = released.contains(&attempt.attempt),
+                Err(e) => {
+                    tracing::warn!(%op, error = %e.log_safe(), "cannot release a held-back attempt");
+                }
+            }
+            if !attempt.released {
+                tracing::info!(%op, attempt = attempt.attempt, "held back by the signed-bytes gate: answered without its bytes");
+            }
+        }
+        Ok(Some(Signed {
+            attempt,
+            already_signed: true,
+        }))
     }
 
     /// Records that `caller` was refused `refusal` on the operation (a security event naming the
@@ -593,7 +609,7 @@ impl Signer {
             }
             Err(ReplacementError::Sign(e)) => return Err(e),
         };
-        tracing::info!(%op, caller, attempt = attempt.attempt, kind = attempt.signed.kind.as_str(), "replacement signed and persisted");
+        tracing::info!(%op, caller, attempt = attempt.attempt, kind = attempt.signed.kind.as_str(), released = attempt.released, "replacement signed and persisted");
         Ok(Signed {
             attempt,
             already_signed: false,

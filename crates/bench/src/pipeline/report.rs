@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::{
     Baseline, Bench, PhaseResult, TARGET_CPU_PER_1000, TARGET_P50_SECS, TARGET_PER_SEC, WARMUP,
+    services,
 };
 
 fn per_1000(seconds: Option<f64>, n: usize) -> String {
@@ -36,16 +37,22 @@ pub(super) fn print(
     } else {
         "unpaced".to_owned()
     };
+    let (witness_pool, witness_batch, witness_poll) = services::witness_defaults();
     println!(
-        "setup: operations, approvals, signer, broadcaster worker and chain watcher, reconciler \
-         (the last three as 'instances' replicas, each on its own pools) in-process (gRPC over loopback; each service as a login in its own \
-         service role; pools 32/16/8/8/8 of which the signer's \
-         {}); reconciler with its defaults (polls every 1 s); broadcaster \
-         batch_size {}, watch_batch_size {}, concurrency {}, polls 20 ms, 1 confirmation; anvil --block-time {}; \
-         PostgreSQL (fsync on) on this machine; {} clients each creating then approving \
-         (default policy: 1 approver), {offered}; native ETH to random destinations; warm-up of \
-         {WARMUP} withdrawals on its own wallet, then ANALYZE before each phase",
+        "setup: operations, approvals, signer, broadcaster worker and chain watcher, reconciler, \
+         witness (the last four as 'instances' replicas, each on its own pools) in-process (gRPC \
+         over loopback; each service as a login in its own service role; pools 32/16/8/8/8/{} of \
+         which the signer's {}); reconciler with its defaults (polls every 1 s); witness with its \
+         defaults (a pass of up to {} proposals every {} ms) on the reconciler's evidence \
+         endpoints and quorum; broadcaster batch_size {}, watch_batch_size {}, concurrency {}, \
+         polls 20 ms, 1 confirmation; anvil --block-time {}; PostgreSQL (fsync on) on this \
+         machine; {} clients each creating then approving (default policy: 1 approver), \
+         {offered}; native ETH to random destinations; warm-up of {WARMUP} withdrawals on its own \
+         wallet, then ANALYZE before each phase",
+        witness_pool,
         args.signer_connections,
+        witness_batch,
+        witness_poll,
         args.batch_size,
         args.watch_batch_size,
         args.concurrency,
@@ -150,6 +157,21 @@ pub(super) fn print(
                 .as_deref()
                 .map(|e| format!(" (first: {e})"))
                 .unwrap_or_default()
+        );
+        let w = &r.witness;
+        println!(
+            "{}: witness: passes {} ({:.1} ms mean), attested {}, no verdict {}, refused {}{}",
+            r.label,
+            w.passes,
+            w.mean_ms(),
+            w.attested,
+            w.no_verdict,
+            w.refused_total(),
+            if w.refused.is_empty() {
+                String::new()
+            } else {
+                format!(" ({:?})", w.refused)
+            }
         );
         if !r.logins.is_empty() {
             let per_1000 = 1000.0 / (r.withdrawals.max(1) as f64);

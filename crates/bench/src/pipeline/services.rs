@@ -1,12 +1,12 @@
 //! The services of the pipeline, in-process, each on its own pool and database role the way a
 //! deployment runs them: operations and approvals (gRPC), the signer (gRPC with a caller token),
-//! the broadcaster's worker and chain watcher and the reconciler, each as a login in its own
-//! service role (`opledger_operations`, `opledger_approvals`, `opledger_signer`,
-//! `opledger_broadcaster`, `opledger_reconciler`). The broadcaster (worker and watcher) and the
-//! reconciler run as one or more instances against the one database
+//! the broadcaster's worker and chain watcher, the reconciler and the witness, each as a login in
+//! its own service role (`opledger_operations`, `opledger_approvals`, `opledger_signer`,
+//! `opledger_broadcaster`, `opledger_reconciler`, `opledger_witness`). The broadcaster (worker and
+//! watcher), the reconciler and the witness run as one or more instances against the one database
 //! ([`Services::run_instances`]), each with its own pools and worker id, as replicas would.
 
-use opledger_grpc::config::Secret;
+use opledger_grpc::config::{DatabaseUrl, Secret};
 use opledger_grpc::server::{serve, serve_api};
 use opledger_signer::config::NetworkConfig;
 use opledger_signer::{Signer, Wallets};
@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use super::NETWORK;
+use super::witness::{self, WitnessTotals};
 
 /// Pools of the services: each service's configuration default.
 const OPERATIONS_CONNECTIONS: u32 = 32;
@@ -95,19 +96,33 @@ pub struct Services {
     watch: Arc<Mutex<WatchTotals>>,
     tasks: Vec<JoinHandle<()>>,
     workers: Workers,
-    /// The tasks of every broadcaster and reconciler instance.
+    /// What the witnesses did, summed over the instances.
+    witness: Arc<Mutex<WitnessTotals>>,
+    /// The tasks of every broadcaster, reconciler and witness instance.
     running: Mutex<Vec<JoinHandle<()>>>,
 }
 
-/// What starting one more broadcaster and reconciler instance takes: their configurations and,
-/// per instance, pools connected up front (so a phase's clock never includes a pool's start).
+/// What starting one more broadcaster, reconciler and witness instance takes: their
+/// configurations and, per instance, pools connected up front (so a phase's clock never includes a
+/// pool's start).
 #[derive(Debug)]
 struct Workers {
     broadcaster: opledger_broadcaster::Config,
     reconciler: opledger_reconciler::Config,
+    witness: opledger_witness::Config,
+    /// The witnesses' outcome counters (what `/metrics` would serve), shared by the instances.
+    witness_counters: Arc<opledger_witness::metrics::Counters>,
     watch_poll: Duration,
     poll: Duration,
-    stores: Vec<(Store, Store)>,
+    stores: Vec<InstanceStores>,
+}
+
+/// The pools of one instance, each as its service's login.
+#[derive(Debug, Clone)]
+struct InstanceStores {
+    broadcaster: Store,
+    reconciler: Store,
+    witness: Store,
 }
 
 impl Drop for Services {
@@ -133,6 +148,22 @@ pub fn reconciler_id(i: usize) -> String {
     format!("bench-reconciler-{}", i + 1)
 }
 
+/// The witness id of witness instance `i` (from 0).
+pub fn witness_id(i: usize) -> String {
+    format!("bench-witness-{}", i + 1)
+}
+
+/// The witness's configuration defaults the bench runs it with: pooled connections, proposals
+/// per pass and milliseconds between passes.
+pub fn witness_defaults() -> (u32, u32, u64) {
+    let config = opledger_witness::Config::default();
+    (
+        config.db_max_connections,
+        config.batch_size,
+        config.poll_interval_ms,
+    )
+}
+
 impl Services {
     /// The watchers' totals so far (summed over the instances); starts a new "longest pass"
     /// window.
@@ -147,14 +178,23 @@ impl Services {
         }
     }
 
-    /// How many broadcaster and reconciler instances there can be.
+    /// The witnesses' totals so far (summed over the instances).
+    pub fn witness_totals(&self) -> WitnessTotals {
+        self.witness
+            .lock()
+            .map(|totals| totals.clone())
+            .unwrap_or_default()
+    }
+
+    /// How many broadcaster, reconciler and witness instances there can be.
     pub fn max_instances(&self) -> usize {
         self.workers.stores.len()
     }
 
-    /// Stops every broadcaster and reconciler instance and starts `n` of them (at most
+    /// Stops every broadcaster, reconciler and witness instance and starts `n` of each (at most
     /// [`Services::max_instances`]): instance `i` is broadcaster `bench-broadcaster-{i+1}` with
-    /// its watcher and reconciler `bench-reconciler-{i+1}`, each on its own pools.
+    /// its watcher, reconciler `bench-reconciler-{i+1}` and witness `bench-witness-{i+1}`, each on
+    /// its own pools.
     pub fn run_instances(&self, n: usize) -> anyhow::Result<()> {
         anyhow::ensure!(
             (1..=self.max_instances()).contains(&n),
@@ -168,21 +208,25 @@ impl Services {
         for task in running.drain(..) {
             task.abort();
         }
-        for (i, (broadcaster, reconciler)) in self.workers.stores.iter().take(n).enumerate() {
-            running.extend(self.spawn_instance(i, broadcaster.clone(), reconciler.clone())?);
+        for (i, stores) in self.workers.stores.iter().take(n).enumerate() {
+            running.extend(self.spawn_instance(i, stores.clone())?);
         }
         Ok(())
     }
 
-    /// One broadcaster (worker loop and watcher loop, as `opledger_broadcaster::run` runs them)
-    /// and one reconciler, on these stores.
+    /// One broadcaster (worker loop and watcher loop, as `opledger_broadcaster::run` runs them),
+    /// one reconciler and one witness, on these stores.
     fn spawn_instance(
         &self,
         i: usize,
-        broadcaster_store: Store,
-        reconciler_store: Store,
+        stores: InstanceStores,
     ) -> anyhow::Result<Vec<JoinHandle<()>>> {
         let w = &self.workers;
+        let InstanceStores {
+            broadcaster: broadcaster_store,
+            reconciler: reconciler_store,
+            witness: witness_store,
+        } = stores;
         let config = opledger_broadcaster::Config {
             worker_id: broadcaster_id(i),
             ..w.broadcaster.clone()
@@ -244,6 +288,22 @@ impl Services {
                 tokio::time::sleep(poll).await;
             }
         }));
+
+        // The witness with its production defaults, reading the reconciler's evidence endpoints
+        // at the same quorum: on the happy path no release is proposed and each pass is one
+        // query that finds nothing.
+        let config = opledger_witness::Config {
+            witness_id: witness_id(i),
+            ..w.witness.clone()
+        };
+        let witness_worker =
+            opledger_witness::witness(&config, witness_store, w.witness_counters.clone())?;
+        tasks.push(witness::spawn(
+            witness_worker,
+            config.batch_size,
+            Duration::from_millis(config.poll_interval_ms),
+            self.witness.clone(),
+        ));
         Ok(tasks)
     }
 }
@@ -297,6 +357,8 @@ pub struct RoleUrls {
     pub broadcaster: String,
     /// `opledger_reconciler`.
     pub reconciler: String,
+    /// `opledger_witness`.
+    pub witness: String,
 }
 
 /// Starts every service, each connected as its own role.
@@ -314,7 +376,10 @@ pub async fn start(
         quorum: evidence_urls.len(),
         confirmations: Some(1),
         finalized: false,
+        min_confirmations: 12,
         max_lag_blocks: 8,
+        // One confirmation on anvil, on purpose: the benchmark measures the pipeline, not depth.
+        allow_shallow_finality: true,
         insecure_clear_text: false,
     };
     let mut tasks = Vec::new();
@@ -406,24 +471,38 @@ pub async fn start(
         signer_url: format!("http://{signer_addr}"),
         signer_token: Secret(token),
         rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
-        evidence: BTreeMap::from([(NETWORK.to_owned(), evidence)]),
+        evidence: BTreeMap::from([(NETWORK.to_owned(), evidence.clone())]),
         ..opledger_reconciler::Config::default()
     };
+    // The witness: every setting its default but its login and its evidence (the reconciler's
+    // endpoints and quorum), checked the way its binary checks a loaded configuration.
+    let witness = opledger_witness::Config {
+        database_url: DatabaseUrl(urls.witness.clone()),
+        evidence: BTreeMap::from([(NETWORK.to_owned(), evidence)]),
+        ..opledger_witness::Config::default()
+    };
+    witness
+        .validate()
+        .map_err(|e| anyhow::anyhow!("the witness's configuration is refused: {e}"))?;
     let mut stores = Vec::new();
     for _ in 0..instances.max(1) {
-        stores.push((
-            connect(&urls.broadcaster, BROADCASTER_CONNECTIONS, "broadcaster").await?,
-            connect(&urls.reconciler, RECONCILER_CONNECTIONS, "reconciler").await?,
-        ));
+        stores.push(InstanceStores {
+            broadcaster: connect(&urls.broadcaster, BROADCASTER_CONNECTIONS, "broadcaster").await?,
+            reconciler: connect(&urls.reconciler, RECONCILER_CONNECTIONS, "reconciler").await?,
+            witness: connect(&urls.witness, witness.db_max_connections, "witness").await?,
+        });
     }
     let services = Services {
         operations,
         approvals,
         watch: Arc::new(Mutex::new(WatchTotals::default())),
+        witness: Arc::new(Mutex::new(WitnessTotals::default())),
         tasks,
         workers: Workers {
             broadcaster,
             reconciler,
+            witness,
+            witness_counters: Arc::new(opledger_witness::metrics::Counters::default()),
             watch_poll: settings.watch_poll,
             poll: settings.poll,
             stores,

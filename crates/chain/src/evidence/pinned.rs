@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use alloy_primitives::{Address, B256};
 use futures::future::join_all;
 use opledger_domain::evidence::{
-    BlockRef, EndpointReading, Inclusion, NoAgreement, Reading, agree,
+    AttemptDefect, BlockRef, EndpointReading, Inclusion, NoAgreement, Reading, Role, Verdict,
+    agree, decide,
 };
 
 use super::endpoint::{Endpoint, EndpointError, ReceiptAt, SentAt};
@@ -320,6 +321,30 @@ impl EvidenceReader {
     }
 }
 
+/// A pass's pins, one per network, made on first use: every operation of a network examined in
+/// one pass is read at the same block (the reconciler's and the witness's passes).
+#[derive(Debug, Default)]
+pub struct Pins {
+    pinned: HashMap<String, Result<Pinned, NoAgreement>>,
+}
+
+impl Pins {
+    /// `network`'s pin of this pass, pinned now through `reader` on first use; `None` when there
+    /// is no reader for it.
+    pub async fn get(
+        &mut self,
+        network: &str,
+        reader: Option<&EvidenceReader>,
+    ) -> Option<Result<Pinned, NoAgreement>> {
+        if let Some(pinned) = self.pinned.get(network) {
+            return Some(pinned.clone());
+        }
+        let pinned = reader?.pin().await.map_err(|e| e.no_agreement());
+        self.pinned.insert(network.to_owned(), pinned.clone());
+        Some(pinned)
+    }
+}
+
 impl Pinned {
     /// Every attempt's inclusion (oldest first) and the sender's nonce at the pinned and the final
     /// block, read from every endpoint of the pass and combined by
@@ -346,6 +371,24 @@ impl Pinned {
             .await
             .pop()
             .unwrap_or(Err(NoAgreement::Disagreement))
+    }
+
+    /// The verdict on one operation's attempts at this pass: what the reconciler and the witness
+    /// each decide from their own endpoints. `roles`, `sender` and `hashes` come from the
+    /// attempts' bytes (`opledger_evm::evidence::judge`); an undecodable original (no sender)
+    /// makes every role a defect whatever the chain says, so it reads nothing.
+    pub async fn verdict(
+        &self,
+        roles: &[Result<Role, AttemptDefect>],
+        sender: Option<Address>,
+        nonce: u64,
+        hashes: &[B256],
+    ) -> Verdict {
+        let reading = match sender {
+            Some(sender) => self.read(sender, nonce, hashes).await,
+            None => Err(NoAgreement::Disagreement),
+        };
+        decide(roles, nonce, &reading)
     }
 
     /// [`Pinned::read`] for many operations at once, in the same order: each endpoint is asked

@@ -1,5 +1,6 @@
 //! How a service configures evidence for one network (`[evidence.<network id>]` in the
-//! broadcaster's and the reconciler's TOML), and the counters of readings that were no evidence.
+//! broadcaster's, the reconciler's and the witness's TOML), and the counters of readings that were
+//! no evidence.
 
 use super::{EvidenceConfig, EvidenceReader, EvidenceSetupError, Finality};
 use opledger_domain::evidence::NoAgreement;
@@ -9,8 +10,9 @@ use std::path::Path;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-/// One network's evidence settings. Every field but `max_lag_blocks` is required: there is no
-/// silent default for what counts as final or how many nodes must agree.
+/// One network's evidence settings. `urls`, `quorum` and the finality (`confirmations` or
+/// `finalized`) are required: there is no silent default for what counts as final or how many
+/// nodes must agree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkEvidence {
@@ -20,13 +22,29 @@ pub struct NetworkEvidence {
     /// How many endpoints must answer and agree. Production uses 2 or more; 1 is accepted only
     /// when set explicitly, with a warning at start.
     pub quorum: usize,
-    /// A block is final with this many confirmations (the including block counted)...
+    /// A block is final with this many confirmations, the including block counted: at least 1,
+    /// and at least `min_confirmations` unless `allow_shallow_finality`. Exactly one of this and
+    /// `finalized = true`.
     #[serde(default)]
     pub confirmations: Option<u64>,
-    /// ...or, with `finalized = true`, once the node's `finalized` tag covers it. Exactly one of
-    /// the two.
+    /// A block is final once the node's `finalized` tag covers it: the protocol's own finality,
+    /// the safe choice on a proof-of-stake network. Exactly one of this and `confirmations`.
     #[serde(default)]
     pub finalized: bool,
+    /// The floor of `confirmations` on this network (12 unless set; at least 1): fewer are
+    /// refused at start. A reorganization deeper than `confirmations` can undo a settlement or a
+    /// release after the fact (paid twice). On Ethereum's proof-of-stake chain a reorganization
+    /// of more than a few blocks is rare, and 12 blocks (about 2.4 minutes of 12-second slots) is
+    /// well past the one- or two-block ones seen there; it is still a depth, not a proof:
+    /// `finalized = true` (the protocol's own finality, about two epochs) is the safe choice. A
+    /// network whose reorganizations run deeper sets a higher floor here, one with faster
+    /// finality may set a lower one.
+    #[serde(default = "default_min_confirmations")]
+    pub min_confirmations: u64,
+    /// Development only (anvil, a test chain): start although `confirmations` is below
+    /// `min_confirmations`, with a warning naming the network and the depth. Never in production.
+    #[serde(default)]
+    pub allow_shallow_finality: bool,
     /// The largest spread of the endpoints' heads, in blocks, that still allows a verdict.
     #[serde(default = "default_max_lag")]
     pub max_lag_blocks: u64,
@@ -40,21 +58,88 @@ fn default_max_lag() -> u64 {
     8
 }
 
+/// The floor of `confirmations` when a network names none: see
+/// [`NetworkEvidence::min_confirmations`].
+const DEFAULT_MIN_CONFIRMATIONS: u64 = 12;
+
+fn default_min_confirmations() -> u64 {
+    DEFAULT_MIN_CONFIRMATIONS
+}
+
 /// Why a network's evidence settings are unusable, before any endpoint is built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SettingsError {
     /// Neither or both of `confirmations` and `finalized`.
     #[error("set exactly one of confirmations and finalized = true")]
     Finality,
+    /// `confirmations = 0`: not even the including block.
+    #[error("confirmations must be at least 1")]
+    ZeroConfirmations,
+    /// `min_confirmations = 0`: a floor that refuses nothing.
+    #[error("min_confirmations must be at least 1")]
+    ZeroFloor,
+    /// `confirmations` below `min_confirmations` without `allow_shallow_finality = true`.
+    #[error(
+        "confirmations {confirmations} is below min_confirmations {min_confirmations}: raise \
+         confirmations, use finalized = true, or set allow_shallow_finality = true (development \
+         only)"
+    )]
+    ShallowFinality {
+        /// The depth configured.
+        confirmations: u64,
+        /// The network's floor.
+        min_confirmations: u64,
+    },
+}
+
+impl SettingsError {
+    /// The configuration key at fault and what is wrong with it, for a configuration error
+    /// (which carries no values).
+    pub fn field_and_problem(&self) -> (&'static str, &'static str) {
+        match self {
+            SettingsError::Finality => (
+                "evidence.confirmations",
+                "set exactly one of confirmations and finalized = true",
+            ),
+            SettingsError::ZeroConfirmations => ("evidence.confirmations", "must be at least 1"),
+            SettingsError::ZeroFloor => ("evidence.min_confirmations", "must be at least 1"),
+            SettingsError::ShallowFinality { .. } => (
+                "evidence.confirmations",
+                "is below min_confirmations (12 unless set): raise confirmations, use \
+                 finalized = true, or set allow_shallow_finality = true (development only)",
+            ),
+        }
+    }
 }
 
 impl NetworkEvidence {
-    /// The finality rule these settings name.
+    /// The finality rule these settings name, refused when it is shallower than the network's
+    /// `min_confirmations` and `allow_shallow_finality` is not set. `finalized = true` always
+    /// passes: it is the protocol's own finality, no depth of ours.
     pub fn finality(&self) -> Result<Finality, SettingsError> {
+        if self.min_confirmations == 0 {
+            return Err(SettingsError::ZeroFloor);
+        }
         match (self.confirmations, self.finalized) {
+            (Some(0), false) => Err(SettingsError::ZeroConfirmations),
+            (Some(n), false) if n < self.min_confirmations && !self.allow_shallow_finality => {
+                Err(SettingsError::ShallowFinality {
+                    confirmations: n,
+                    min_confirmations: self.min_confirmations,
+                })
+            }
             (Some(n), false) => Ok(Finality::Confirmations(n)),
             (None, true) => Ok(Finality::FinalizedTag),
             _ => Err(SettingsError::Finality),
+        }
+    }
+
+    /// The depth below the network's floor these settings run at by explicit opt-in
+    /// (`allow_shallow_finality = true`), if any: what the start warns about.
+    pub fn shallow_confirmations(&self) -> Option<u64> {
+        match self.finality() {
+            Ok(Finality::Confirmations(n)) if n < self.min_confirmations => Some(n),
+            _ => None,
         }
     }
 
@@ -86,7 +171,8 @@ impl NetworkEvidence {
 
 /// The reader of `network` for a service: its `[evidence]` entry (`None`: a configuration error),
 /// calls giving up after `timeout`, `ca_file` the only CA for `https://` endpoints when set,
-/// `headers` with every call. A quorum of one is logged as a warning: it is one node's word.
+/// `headers` with every call. A quorum of one is logged as a warning: it is one node's word; so
+/// is a depth below the network's `min_confirmations` that `allow_shallow_finality` lets start.
 pub fn service_reader<'a>(
     network: &str,
     settings: Option<&NetworkEvidence>,
@@ -98,6 +184,14 @@ pub fn service_reader<'a>(
     let reader = settings.reader(timeout, ca_file, headers)?;
     if reader.quorum() < 2 {
         tracing::warn!(%network, quorum = reader.quorum(), "evidence rests on a single endpoint: set quorum 2 or more in production");
+    }
+    if let Some(confirmations) = settings.shallow_confirmations() {
+        tracing::warn!(
+            %network,
+            confirmations,
+            min_confirmations = settings.min_confirmations,
+            "finality shallower than min_confirmations (allow_shallow_finality = true): a deeper reorganization can undo a settlement or a release; development only"
+        );
     }
     Ok(reader)
 }
@@ -164,9 +258,10 @@ pub fn no_evidence() -> &'static NoEvidenceCounter {
 }
 
 /// Checks a service's `[evidence]` against its `[rpc]` networks: every network has an entry,
-/// each names its finality once and a quorum between 1 and its number of urls, and no entry
-/// names a network without an rpc URL. On a problem: `(field, problem)` for the configuration
-/// error.
+/// each names its finality once, no shallower than its `min_confirmations` unless
+/// `allow_shallow_finality` (see [`NetworkEvidence::finality`]), and a quorum between 1 and its
+/// number of urls, and no entry names a network without an rpc URL. On a problem:
+/// `(field, problem)` for the configuration error.
 pub fn check_evidence<'a>(
     networks: impl IntoIterator<Item = &'a String>,
     evidence: &BTreeMap<String, NetworkEvidence>,
@@ -180,11 +275,8 @@ pub fn check_evidence<'a>(
                 "needs an entry for every network of rpc (urls, quorum, confirmations or finalized)",
             ));
         };
-        if entry.finality().is_err() {
-            return Err((
-                "evidence.confirmations",
-                "set exactly one of confirmations and finalized = true",
-            ));
+        if let Err(error) = entry.finality() {
+            return Err(error.field_and_problem());
         }
         if entry.quorum == 0 || entry.quorum > entry.urls.len() {
             return Err((
@@ -200,106 +292,4 @@ pub fn check_evidence<'a>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn settings(confirmations: Option<u64>, finalized: bool) -> NetworkEvidence {
-        NetworkEvidence {
-            urls: vec!["http://127.0.0.1:1".to_owned()],
-            quorum: 1,
-            confirmations,
-            finalized,
-            max_lag_blocks: 8,
-            insecure_clear_text: false,
-        }
-    }
-
-    #[test]
-    fn finality_is_named_exactly_once() {
-        assert_eq!(
-            settings(Some(3), false).finality(),
-            Ok(Finality::Confirmations(3))
-        );
-        assert_eq!(settings(None, true).finality(), Ok(Finality::FinalizedTag));
-        assert_eq!(
-            settings(None, false).finality(),
-            Err(SettingsError::Finality)
-        );
-        assert_eq!(
-            settings(Some(3), true).finality(),
-            Err(SettingsError::Finality)
-        );
-    }
-
-    /// What a service logs while building its readers.
-    fn logged_while(build: impl FnOnce()) -> String {
-        #[derive(Clone, Default)]
-        struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-        impl std::io::Write for Captured {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                self.0
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .extend_from_slice(bytes);
-                Ok(bytes.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        tracing::subscriber::with_default(subscriber, build);
-        let bytes = captured
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        String::from_utf8_lossy(&bytes).into_owned()
-    }
-
-    #[test]
-    fn a_quorum_of_one_is_a_warning_at_start_and_two_are_not() {
-        let one = settings(Some(3), false);
-        let logs = logged_while(|| {
-            assert!(service_reader("anvil", Some(&one), Duration::from_secs(1), None, []).is_ok());
-        });
-        assert!(
-            logs.contains("WARN") && logs.contains("evidence rests on a single endpoint"),
-            "{logs}"
-        );
-        assert!(
-            logs.contains("network=anvil") && logs.contains("quorum=1"),
-            "{logs}"
-        );
-        let two = NetworkEvidence {
-            urls: vec![
-                "http://127.0.0.1:1".to_owned(),
-                "http://127.0.0.1:2".to_owned(),
-            ],
-            quorum: 2,
-            ..settings(Some(3), false)
-        };
-        let logs = logged_while(|| {
-            assert!(service_reader("anvil", Some(&two), Duration::from_secs(1), None, []).is_ok());
-        });
-        assert_eq!(logs, "", "no warning at quorum 2");
-    }
-
-    #[test]
-    fn the_counter_renders_per_network_and_reason() {
-        let counter = NoEvidenceCounter::default();
-        counter.record("anvil", "lag");
-        counter.record("anvil", "lag");
-        counter.record("anvil", "disagreement");
-        let text = counter.render("reconciler");
-        assert!(text.contains(
-            "opledger_evidence_no_verdict_total{service=\"reconciler\",network=\"anvil\",reason=\"lag\"} 2"
-        ));
-        assert!(text.contains("reason=\"disagreement\"} 1"));
-    }
-}
+mod tests;

@@ -4,10 +4,13 @@
 use std::collections::BTreeSet;
 
 use opledger_domain::evidence::Escalation;
+use opledger_domain::state::OperationState;
 use opledger_model::chain::Tx;
 use opledger_model::properties::{
-    ESCALATED_WITH_CAUSE, ONE_VALUE_MOVE_EVER_FINAL, REACH_REOPENED, RELEASED_ON_EVIDENCE,
-    SETTLED_ON_FINAL_TRANSFER, SETTLED_STAYS_FINAL, UNKNOWN_LEFT_ON_EVIDENCE,
+    ENDS_TERMINAL_OR_ESCALATED, ESCALATED_WITH_CAUSE, NEVER_PAID_WHILE_RELEASED,
+    NEVER_RELEASED_WHILE_PAYABLE, ONE_VALUE_MOVE_EVER_FINAL, REACH_REOPENED,
+    RELEASED_AFTER_FINAL_CANCEL, RELEASED_ON_EVIDENCE, SETTLED_ON_FINAL_TRANSFER,
+    SETTLED_STAYS_FINAL, UNKNOWN_LEFT_ON_EVIDENCE,
 };
 use opledger_model::store::Hold;
 use opledger_model::{Action, Config, Endpoint, Rotation, Until, Webhooks, Worker, check};
@@ -66,12 +69,16 @@ fn reorganizations_as_deep_as_finality_unsettle_a_settled_transfer_which_is_reop
     counterexample(&report, SETTLED_STAYS_FINAL);
     // What "final" promised breaks, and nothing else: a settled transfer leaves the chain (and a
     // second one may reach final depth), a settlement or release decided on a final inclusion may
-    // be committed after it left; evidence checks, transitions and liveness-free invariants hold.
+    // be committed after it left, and a released hold's cancel may leave the chain and its
+    // transfer be mined (releases are not re-checked after VERIFIED_NOT_SENT); evidence checks,
+    // transitions and liveness-free invariants hold.
     let expected: BTreeSet<&str> = [
         SETTLED_STAYS_FINAL,
         ONE_VALUE_MOVE_EVER_FINAL,
         SETTLED_ON_FINAL_TRANSFER,
         RELEASED_ON_EVIDENCE,
+        NEVER_RELEASED_WHILE_PAYABLE,
+        NEVER_PAID_WHILE_RELEASED,
     ]
     .into_iter()
     .collect();
@@ -154,4 +161,49 @@ fn a_persistently_faulty_endpoint_leaves_no_operation_unescalated() {
         );
         assert_holds(&report);
     }
+}
+
+/// A witness whose only agreement may be a lying endpoint's (a witness quorum of one) can be made
+/// to refuse an honest proposal for good (the liar reads a nonce moved without us, or a settled
+/// transfer): nothing is released and nothing else goes wrong, but the operation waits in UNKNOWN
+/// with its hold, unescalated, until an owner examines the refusal. With a witness quorum of two
+/// and one liar every agreed reading is the truth at its block, and the default check shows the
+/// cancel's hold is always released.
+#[test]
+fn a_lying_witness_endpoint_alone_can_keep_a_cancelled_withdrawal_waiting_but_never_pays() {
+    let config = Config {
+        confirmations: 2,
+        reorg_depth: 1,
+        max_height: 4,
+        endpoints: vec![Endpoint::Honest, Endpoint::Lagging { blocks: 1 }],
+        pin_back: 1,
+        witness_endpoints: vec![Endpoint::Honest, Endpoint::Liar],
+        witness_quorum: 1,
+        witness_pin_back: 1,
+        rotation: Rotation::Never,
+        operator: false,
+        webhooks: Webhooks::Off,
+        threads: 1,
+        ..Config::default()
+    };
+    let report = check(
+        "witness quorum of one with a liar",
+        config,
+        Until::Exhausted,
+    );
+    assert_eq!(
+        report.violated(),
+        [ENDS_TERMINAL_OR_ESCALATED, RELEASED_AFTER_FINAL_CANCEL]
+            .into_iter()
+            .collect::<BTreeSet<_>>()
+    );
+    let stuck = counterexample(&report, RELEASED_AFTER_FINAL_CANCEL);
+    let found = &report.discoveries[RELEASED_AFTER_FINAL_CANCEL];
+    let last = found.continuation.last().map_or(&stuck, |(_, s)| s);
+    assert_eq!(last.store.state, OperationState::Unknown);
+    assert_eq!(last.store.hold, Hold::Held);
+    assert!(
+        !last.store.refusals.is_empty(),
+        "the witness refused the honest proposal for good: {last:?}"
+    );
 }

@@ -5,6 +5,7 @@
 mod domain;
 mod faults;
 mod legacy;
+mod witness;
 
 use opledger_model::Report;
 
