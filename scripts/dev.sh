@@ -203,6 +203,7 @@ fi
 # file whose public key was never recorded was never used, so it is made again.
 admin_key_file="$state/trust-admin.key"
 approver_key_file="$state/approver.key"
+operator_key_file="$state/operator.key"
 if ! grep -q '^OPLEDGER_DEMO_TRUST_ADMIN_PUBLIC_KEY=' "$keys"; then
     log "creating the demo tenant administrator key"
     rm -f "$admin_key_file"
@@ -220,15 +221,26 @@ if ! grep -q '^OPLEDGER_DEMO_APPROVER_PUBLIC_KEY=' "$keys"; then
         echo "OPLEDGER_DEMO_APPROVER_PUBLIC_KEY=$(sed -E 's/.*"public_key":"([0-9a-f]{64})".*/\1/' <<<"$made")"
     } >>"$keys"
 fi
-chmod 600 "$admin_key_file" "$approver_key_file" "$keys"
+if ! grep -q '^OPLEDGER_DEMO_OPERATOR_PUBLIC_KEY=' "$keys"; then
+    log "creating the demo operator signing key (credit statements)"
+    rm -f "$operator_key_file"
+    made="$("$bin/opctl" --json approver keygen --out "$operator_key_file")"
+    {
+        echo "# the demo operator's Ed25519 signing key (opctl credit --key-file)"
+        echo "OPLEDGER_DEMO_OPERATOR_KEY_FILE=$operator_key_file"
+        echo "OPLEDGER_DEMO_OPERATOR_PUBLIC_KEY=$(sed -E 's/.*"public_key":"([0-9a-f]{64})".*/\1/' <<<"$made")"
+    } >>"$keys"
+fi
+chmod 600 "$admin_key_file" "$approver_key_file" "$operator_key_file" "$keys"
 # shellcheck disable=SC1090
 source "$keys"
 published="$(psql "$owner_url" -tAc "SELECT count(*) FROM trust_statements WHERE tenant_id = '$tenant_id'")"
 if [[ "$published" == 0 ]]; then
-    log "publishing the demo tenant's trust statement v1 (one approver: the demo approver key)"
+    log "publishing the demo tenant's trust statement v1 (one approver, one operator)"
     "$bin/opledger-admin" --database-url "$owner_url" trust publish --tenant demo \
         --admin-key-file "$admin_key_file" --version 1 \
-        --approver "$OPLEDGER_DEMO_APPROVER_PUBLIC_KEY" >&2
+        --approver "$OPLEDGER_DEMO_APPROVER_PUBLIC_KEY" \
+        --operator "$OPLEDGER_DEMO_OPERATOR_PUBLIC_KEY" >&2
 fi
 token_sha="$(printf %s "$OPLEDGER_DEMO_SIGNER_TOKEN" | sha256sum | cut -d' ' -f1)"
 reconciler_token_sha="$(printf %s "$OPLEDGER_DEMO_RECONCILER_SIGNER_TOKEN" | sha256sum | cut -d' ' -f1)"
@@ -309,6 +321,15 @@ listen = "$witness_listen"
 metrics_listen = "127.0.0.1:9107"
 database_url = "$witness_url"
 witness_id = "dev-witness"
+
+# Operator credits of the demo tenant count under trust statements its administrator key signed.
+[[trust_roots]]
+tenant_id = "$tenant_id"
+admin_public_keys = ["$OPLEDGER_DEMO_TRUST_ADMIN_PUBLIC_KEY"]
+
+# Deposits of anvil's coin are credited to registered addresses (opledger-admin deposit-address).
+[deposit_assets.anvil]
+native = "ETH"
 
 [evidence.anvil]
 urls = ["$anvil_url"]

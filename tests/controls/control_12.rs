@@ -3,8 +3,8 @@
 //! uses), and a log sample from real service processes holds none of the identifiers in clear.
 
 use crate::repo_file;
-use opledger_proto::v1::CreateWithdrawalRequest;
 use opledger_proto::v1::operations_service_client::OperationsServiceClient;
+use opledger_proto::v1::{CreateWithdrawalRequest, CreditAccountRequest, SignedCreditStatement};
 use opledger_testkit::{ChildService, free_port, wait_for_tcp};
 use opledger_tests::inbox::{ALL_TYPES, Endpoint, Sender, body_keys, deposit, endpoint};
 use opledger_tests::{Stack, authed, payload};
@@ -173,7 +173,8 @@ async fn control_12_logs_sampled_from_real_processes_hold_no_identifiers_in_clea
     .await?;
 
     // Traffic that touches every identifier: a create with a memo, its replay, a refused reuse,
-    // a refused malformed destination; webhooks accepted, duplicated, quarantined, refused.
+    // a refused malformed destination; an operator credit and a refused one; webhooks accepted
+    // (a deposit proposed), duplicated, quarantined, refused.
     let key = "4f6c2b8e-1d7a-4c3e-9b0f-7a5d2e8c1b93".to_owned();
     let destination = "0x8ba1f109551bd432803012645ac136ddd64dba72";
     let memo = "invoice-7731-jane-doe";
@@ -217,6 +218,35 @@ async fn control_12_logs_sampled_from_real_processes_hold_no_identifiers_in_clea
             .await
             .is_err()
     );
+    // An operator credit (proposed, pending a witness) and one whose statement signs another
+    // amount (refused at the edge): the credit path sees the same idempotency key.
+    let credit_key = "9a3e7c51-58d2-4f0b-8e6a-2c4b1d9f7e05".to_owned();
+    let signer = opledger_testkit::trust::operator_key(acme.id, 0);
+    let credit_id = opledger_domain::idempotency::IdempotencyKey::parse(&credit_key)?.digest();
+    let statement = |amount: u128| -> anyhow::Result<SignedCreditStatement> {
+        Ok(SignedCreditStatement {
+            operator_key_id: opledger_testkit::trust::key_id(&signer).to_hex(),
+            policy_version: 1,
+            signature: opledger_testkit::trust::signed_credit(
+                acme.id, &credit_id, "treasury", "ETH", amount, &signer, 1,
+            )?,
+        })
+    };
+    for (signed, accepted) in [(5, true), (6, false)] {
+        let answer = client
+            .credit_account(authed(
+                &acme.operator,
+                CreditAccountRequest {
+                    idempotency_key: credit_key.clone(),
+                    account: "treasury".to_owned(),
+                    asset: "ETH".to_owned(),
+                    amount: "5".to_owned(),
+                    statement: Some(statement(signed)?),
+                },
+            ))
+            .await;
+        assert_eq!(answer.is_ok(), accepted, "{answer:?}");
+    }
     let ep: Endpoint = endpoint(&stack, &acme, "chainwatch", &ALL_TYPES).await?;
     let sender = Sender::new(SocketAddr::from(([127, 0, 0, 1], inbox_http)));
     let event_id = "msg_2Zc9privacySampleEvent";
@@ -243,6 +273,7 @@ async fn control_12_logs_sampled_from_real_processes_hold_no_identifiers_in_clea
         .to_owned();
     let forbidden = [
         key.as_str(),
+        credit_key.as_str(),
         destination,
         &destination.to_ascii_uppercase()[2..],
         memo,

@@ -82,6 +82,14 @@ const METRICS: &[(&str, MetricKind)] = &[
         MetricKind::Gauge,
     ),
     ("opledger_witness_examined_total", MetricKind::Counter),
+    (
+        "opledger_witness_oldest_unwitnessed_credit_seconds",
+        MetricKind::Gauge,
+    ),
+    (
+        "opledger_witness_credits_examined_total",
+        MetricKind::Counter,
+    ),
     // every service that reads chain evidence (crates/chain/src/evidence/settings.rs)
     ("opledger_evidence_no_verdict_total", MetricKind::Counter),
 ];
@@ -2082,10 +2090,12 @@ fn every_alert_reads_exported_metrics_names_its_owner_and_links_a_runbook_sectio
         }
     }
     // The witness's lag and refusals are alerts: an unattested release keeps its hold silently
-    // otherwise, and a refused one is a security event.
+    // otherwise, an unattested credit stays unspendable, and a refused one is a security event.
     for needed in [
         "opledger_witness_oldest_unwitnessed_seconds",
         "opledger_witness_examined_total",
+        "opledger_witness_oldest_unwitnessed_credit_seconds",
+        "opledger_witness_credits_examined_total",
     ] {
         if !read_metrics.contains(needed) {
             problems.push(format!("no alert reads {needed}"));
@@ -2165,6 +2175,8 @@ fn every_dashboard_query_names_only_metrics_the_suite_exports() {
         "opledger_inbox_oldest_unresolved_seconds",
         "opledger_witness_oldest_unwitnessed_seconds",
         "opledger_witness_examined_total",
+        "opledger_witness_oldest_unwitnessed_credit_seconds",
+        "opledger_witness_credits_examined_total",
     ] {
         if !queried.contains(needed) {
             problems.push(format!("no panel shows {needed}"));

@@ -6,6 +6,7 @@
 
 mod adversaries;
 mod config;
+mod deposits;
 mod finality;
 
 use std::time::Duration;

@@ -1,7 +1,9 @@
 //! After the system converged, what the clients were told against the database and the chain:
 //! every acknowledged create, approval and webhook present; one operation per idempotency key,
 //! one approval per operation and signature, one nonce per operation and one operation per
-//! nonce, one event per webhook id and one credit per deposit, no two moves of one operation from
+//! nonce, one event per webhook id and one credit proposal per deposit (pending: no chain
+//! evidence, no operator statement, issue 25) and no credit applied without evidence, no two
+//! moves of one operation from
 //! the same version; at most one transfer per operation on chain, CONFIRMED only with it and a
 //! settled hold, VERIFIED_NOT_SENT only on a cancel or a consumed nonce; ledger invariants;
 //! every operation terminal.
@@ -26,6 +28,9 @@ pub struct Audit {
     pub double_payouts: u64,
     /// Holds released without a cancel or consumed nonce.
     pub releases_without_evidence: u64,
+    /// Credits applied (`ledger_credits`) that are neither an owner credit (no proposal under
+    /// their credit id) nor attested by the witness (`credit_attestations`).
+    pub credits_without_evidence: u64,
 }
 
 async fn states(sys: &System) -> anyhow::Result<BTreeMap<String, String>> {
@@ -276,17 +281,78 @@ pub async fn audit(sys: &System, tally: &Tally, label: &str) -> anyhow::Result<A
     if !missing.is_empty() {
         violation(format!("{} acknowledged webhooks lost", missing.len()));
     }
+    // Every acknowledged deposit proposed exactly once under its deposit id, with its amount,
+    // and nothing else; pending (no witness may attest a deposit without evidence), so the
+    // treasury's pending balance is their sum.
     let deposits: BTreeSet<&String> = tally.webhooks.values().collect();
-    let (credits,): (i64,) =
-        sqlx::query_as("SELECT count(*) FROM ledger_credits WHERE tenant_id = $1")
-            .bind(sys.acme.id.as_uuid())
-            .fetch_one(sys.stack.admin.pool())
-            .await?;
-    // One credit funded the tenant at the start; then one per distinct deposit.
-    if credits != i64::try_from(deposits.len()).unwrap_or(i64::MAX) + 1 {
+    let proposed: BTreeMap<Vec<u8>, (String, bool)> = sqlx::query_as::<_, (Vec<u8>, String, bool)>(
+        "SELECT p.credit_id, p.amount::text, \
+           EXISTS (SELECT 1 FROM credit_attestations t \
+                   WHERE t.tenant_id = p.tenant_id AND t.credit_id = p.credit_id) \
+           OR EXISTS (SELECT 1 FROM credit_refusals r \
+                      WHERE r.tenant_id = p.tenant_id AND r.credit_id = p.credit_id) \
+         FROM credit_proposals p WHERE p.tenant_id = $1 AND p.kind = 'DEPOSIT'",
+    )
+    .bind(sys.acme.id.as_uuid())
+    .fetch_all(sys.stack.admin.pool())
+    .await?
+    .into_iter()
+    .map(|(id, amount, decided)| (id, (amount, decided)))
+    .collect();
+    let mut expected_pending: u128 = 0;
+    for deposit in &deposits {
+        let id = opledger_store::inbox::deposit_credit_digest(&sys.endpoint.source, deposit);
+        let amount = tally.deposit_amounts.get(*deposit).copied();
+        match (proposed.get(id.as_slice()), amount) {
+            (None, _) => violation(format!("acknowledged deposit {deposit} never proposed")),
+            (Some((stored, _)), Some(sent)) if *stored != sent.to_string() => {
+                violation(format!(
+                    "deposit {deposit} proposed for {stored}, sent {sent}"
+                ));
+            }
+            (Some((_, true)), _) => violation(format!(
+                "deposit {deposit} without evidence was attested or refused"
+            )),
+            (Some(_), _) => expected_pending += amount.unwrap_or(0),
+        }
+    }
+    if proposed.len() != deposits.len() {
         violation(format!(
-            "{credits} credits for {} distinct deposits (+1 funding)",
+            "{} deposit proposals for {} distinct deposits",
+            proposed.len(),
             deposits.len()
+        ));
+    }
+    let pending =
+        opledger_tests::inbox::pending(&sys.stack, sys.acme.id, "treasury", "ETH").await?;
+    if pending != expected_pending {
+        violation(format!(
+            "treasury pending {pending}, deposits proposed {expected_pending}"
+        ));
+    }
+    let (credits, owner, without_evidence): (i64, i64, i64) = sqlx::query_as(
+        "SELECT count(*), \
+           count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM credit_proposals p \
+             WHERE p.tenant_id = l.tenant_id AND p.credit_id = l.idempotency_key_hash)), \
+           count(*) FILTER (WHERE EXISTS (SELECT 1 FROM credit_proposals p \
+               WHERE p.tenant_id = l.tenant_id AND p.credit_id = l.idempotency_key_hash) \
+             AND NOT EXISTS (SELECT 1 FROM credit_attestations t \
+               WHERE t.tenant_id = l.tenant_id AND t.credit_id = l.idempotency_key_hash)) \
+         FROM ledger_credits l WHERE l.tenant_id = $1",
+    )
+    .bind(sys.acme.id.as_uuid())
+    .fetch_one(sys.stack.admin.pool())
+    .await?;
+    if without_evidence > 0 {
+        out.credits_without_evidence = u64::try_from(without_evidence).unwrap_or(u64::MAX);
+        violation(format!(
+            "{without_evidence} credits applied without the witness's attestation"
+        ));
+    }
+    // One credit funded the tenant at the start (the owner's); the deposits stay pending.
+    if (credits, owner) != (1, 1) {
+        violation(format!(
+            "{credits} credits applied ({owner} by the owner), expected only the opening balance"
         ));
     }
     out.violations = violations;

@@ -48,6 +48,8 @@ pub struct Tally {
     pub keys: u64,
     /// Acknowledged webhooks: event id -> deposit id.
     pub webhooks: BTreeMap<String, String>,
+    /// Amounts of the deposits sent: deposit id -> amount.
+    pub deposit_amounts: BTreeMap<String, u128>,
     /// Calls that got no answer at least once (transport error, UNAVAILABLE, INTERNAL, 5xx).
     pub ambiguous: BTreeMap<Write, u64>,
     /// Of those, the retry found the effect already there (replayed, already approved,
@@ -224,7 +226,9 @@ async fn deposit(sys: &System, tally: &Shared, amount: u128) -> anyhow::Result<(
         }
     })
     .await?;
-    lock(tally).webhooks.insert(event, deposit);
+    let mut tally = lock(tally);
+    tally.deposit_amounts.insert(deposit.clone(), amount);
+    tally.webhooks.insert(event, deposit);
     Ok(())
 }
 

@@ -237,6 +237,7 @@ async fn phase(
             ops: t.ops.clone(),
             keys: t.keys,
             webhooks: t.webhooks.clone(),
+            deposit_amounts: t.deposit_amounts.clone(),
             ..Tally::default()
         }
     };
@@ -255,7 +256,7 @@ async fn phase(
          {converged:.1}s; totals: operations={} webhooks={} transfers_mined={} states={:?}; \
          ambiguous (answer lost, retried)={:?} of which had committed={:?}; unanswered tries={:?}; \
          readiness NOT_SERVING checks={:?} (first and last, s after the fault: {:?}) SERVING checks={:?}; violations={} double_payouts={} \
-         releases_without_evidence={}",
+         releases_without_evidence={} credits_without_evidence={}",
         secs(Write::Create),
         secs(Write::Approve),
         secs(Write::Webhook),
@@ -278,6 +279,7 @@ async fn phase(
         report.violations.len(),
         report.double_payouts,
         report.releases_without_evidence,
+        report.credits_without_evidence,
     );
     anyhow::ensure!(
         report.violations.is_empty(),

@@ -3,8 +3,8 @@
 //!
 //! Under faults some repetition is the design (a restarted broadcaster submits the stored bytes
 //! again, a lost answer is retried), so the soak's audits hold only what no fault excuses: the
-//! ledger settles or releases an operation at most once net, every deposit is one credit entry,
-//! and two replacements of one operation are never made together (one worker waits
+//! ledger settles or releases an operation at most once net, every applied credit is one credit
+//! entry, and two replacements of one operation are never made together (one worker waits
 //! `bump_after_secs` or `cancel_after_secs` after the latest attempt, so two within
 //! [`RACE_GAP_SECS`] are two instances that raced). The fault-free phase ([`Tally::audit_clean`])
 //! holds every withdrawal to exactly one of everything, every submission included.

@@ -16,6 +16,7 @@
 
 mod audit;
 mod cluster;
+mod credits;
 mod duplicates;
 
 use audit::{Answer, Decision, Tally, create_request, decide_at, deposit_body};
@@ -188,6 +189,7 @@ async fn kill_at(
             if matches!(trigger, Trigger::Processor) {
                 anyhow::ensure!(answered, "{failpoint}: the delivery was not acknowledged");
                 tally.webhooks.insert(event.clone(), deposit.clone());
+                tally.deposit_amounts.insert(deposit.clone(), amount);
             } else {
                 anyhow::ensure!(!answered, "{failpoint}: the delivery was acknowledged");
             }
@@ -487,7 +489,7 @@ async fn fault_harness_every_step_killed_then_a_seeded_soak_leaves_no_violation(
          duplicate_webhooks={} reordered_webhooks={}; indeterminate={} (had happened={}, \
          happened on retry={}) unknown_resolved={} dropped_cancelled={}; attempts={} submitted={} sends={} \
          repeated_sends={} most_sends={}; invariant_checks={} violations={} double_payouts={} \
-         releases_without_evidence={} witnessed_releases={}",
+         releases_without_evidence={} witnessed_releases={} credits_without_evidence={}",
         tally.ops.len(),
         tally.webhooks.len(),
         tally.kills,
@@ -516,6 +518,7 @@ async fn fault_harness_every_step_killed_then_a_seeded_soak_leaves_no_violation(
         tally.double_payouts,
         tally.releases_without_evidence,
         tally.witnessed_releases,
+        tally.credits_without_evidence,
     );
     assert!(
         tally.violations.is_empty(),
@@ -523,8 +526,12 @@ async fn fault_harness_every_step_killed_then_a_seeded_soak_leaves_no_violation(
         tally.violations
     );
     assert_eq!(
-        (tally.double_payouts, tally.releases_without_evidence),
-        (0, 0)
+        (
+            tally.double_payouts,
+            tally.releases_without_evidence,
+            tally.credits_without_evidence
+        ),
+        (0, 0, 0)
     );
     // Every dropped transfer's release was proposed and witnessed (the audit counts releases of
     // signed withdrawals with both records, and counts any without the witness as a violation).

@@ -19,7 +19,8 @@ use tonic_health::pb::health_client::HealthClient;
 /// The environment variable that replays a run: the seed it printed.
 pub const SEED_ENV: &str = "OPLEDGER_HOSTILE_SEED";
 
-/// The account the liveness check credits through the webhook (never one a test asserts on).
+/// The account the liveness check's webhook deposits are proposed to (never one a test asserts
+/// on; no witness ever attests them: they carry no chain evidence and no operator signs them).
 pub const ALIVE_ACCOUNT: &str = "alive";
 
 /// Classes that are never an acceptable answer, whatever was sent.
@@ -111,6 +112,38 @@ impl Suite {
     /// The tenant.
     pub fn acme(&self) -> &Tenant {
         &self.world.acme
+    }
+
+    /// A credit witness of the world's database that verifies `acme`'s operators' statements
+    /// (an operator credit reads no chain: its evidence endpoint is never called).
+    pub async fn credit_witness(&self) -> anyhow::Result<opledger_witness::CreditWitness> {
+        opledger_tests::chain::credit_witness(
+            &self.world.stack,
+            &["http://127.0.0.1:9"],
+            1,
+            &[self.acme().id],
+        )
+        .await
+    }
+
+    /// Operator 0's statement (trust statement version 1) over the credit `credit_id` of exactly
+    /// these fields.
+    pub fn statement(
+        &self,
+        credit_id: &[u8; 32],
+        account: &str,
+        asset: &str,
+        amount: u128,
+    ) -> anyhow::Result<opledger_proto::v1::SignedCreditStatement> {
+        let tenant = self.acme().id;
+        let signer = opledger_testkit::trust::operator_key(tenant, 0);
+        Ok(opledger_proto::v1::SignedCreditStatement {
+            operator_key_id: opledger_testkit::trust::key_id(&signer).to_hex(),
+            policy_version: 1,
+            signature: opledger_testkit::trust::signed_credit(
+                tenant, credit_id, account, asset, amount, &signer, 1,
+            )?,
+        })
     }
 
     /// Every gRPC port with the service it serves.

@@ -159,6 +159,11 @@ pub fn decodes(input: &str, bytes: &[u8]) -> anyhow::Result<bool> {
         ".opledger.v1.ListWithdrawalsRequest" => pb::ListWithdrawalsRequest::decode(bytes).is_ok(),
         ".opledger.v1.GetBalanceRequest" => pb::GetBalanceRequest::decode(bytes).is_ok(),
         ".opledger.v1.CreditAccountRequest" => pb::CreditAccountRequest::decode(bytes).is_ok(),
+        ".opledger.v1.SignCreditRequest" => pb::SignCreditRequest::decode(bytes).is_ok(),
+        ".opledger.v1.GetCreditRequest" => pb::GetCreditRequest::decode(bytes).is_ok(),
+        ".opledger.v1.ListPendingCreditsRequest" => {
+            pb::ListPendingCreditsRequest::decode(bytes).is_ok()
+        }
         ".opledger.v1.ListPendingApprovalsRequest" => {
             pb::ListPendingApprovalsRequest::decode(bytes).is_ok()
         }

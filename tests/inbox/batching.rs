@@ -1,6 +1,6 @@
 //! Group commit of deliveries: deliveries that arrive together are committed together, and each
 //! is still classified and acknowledged exactly as on its own (new, duplicate, quarantined,
-//! unhandled), with one work item per new event and one credit per deposit.
+//! unhandled), with one work item per new event and one credit proposal per deposit.
 
 use chrono::Utc;
 use opledger_store::inbox::{Delivery, DeliveryClass, Recorded, SealedBody};
@@ -63,12 +63,19 @@ async fn a_burst_of_mixed_deliveries_is_committed_together_and_each_answered_as_
         "54 deliveries in {commits} commits: none shared"
     );
 
-    // Every new deposit is credited once: 1 + ... + 48, plus 1000 and 2000.
+    // Every new deposit is proposed once (pending until a witness attests it): 1 + ... + 48,
+    // plus 1000 and 2000; the repeated and the quarantined deliveries proposed nothing more.
     world
         .wait_rows("inbox_work", "AND status = 'DONE'", 50)
         .await?;
-    let credited: u128 = (1..=48).sum::<u128>() + 3000;
-    assert_eq!(world.treasury().await?, (credited, 0));
+    assert_eq!(world.rows("credit_proposals", "").await?, 50);
+    for id in ["dep-1", "dep-48", "dep-x", "dep-y"] {
+        assert_eq!(world.proposals(id).await?, 1, "{id}");
+    }
+    let proposed: u128 = (1..=48).sum::<u128>() + 3000;
+    assert_eq!(world.pending().await?, proposed);
+    assert_eq!(world.treasury().await?, (0, 0));
+    assert_eq!(world.rows("ledger_credits", "").await?, 0);
     world.stack.assert_invariants().await?;
     world.stop().await
 }

@@ -2,13 +2,15 @@
 //! and processing is idempotent. A real inbox process is killed (abort, no cleanup) right before
 //! and right after the commit and inside the processor's transaction; the sender's retry after a
 //! restart is processed exactly once. Duplicates end in one effect; a custodian's status update
-//! that arrives before its withdrawal is signed waits, then is only a hint for the watcher.
+//! that arrives before its withdrawal is signed waits, then is only a hint for the watcher. A
+//! deposit's effect is its credit proposal (the witness alone credits, issue 25), recorded in
+//! the processor's transaction that finishes the work item.
 
 use crate::hints::{assert_nothing_settled, hinted, sign};
 use opledger_testkit::{ChildService, free_port, wait_for_tcp};
 use opledger_tests::inbox::{
-    ALL_TYPES, Endpoint, Sender, World, body_keys, deposit, endpoint, event_id, eventually, rows,
-    transfer_status,
+    ALL_TYPES, Endpoint, Sender, World, body_keys, deposit, endpoint, event_id, eventually,
+    pending, proposals, rows, transfer_status,
 };
 use opledger_tests::signer::{InProcessSigner, approve, client, sign_request};
 use opledger_tests::{ALICE, Stack};
@@ -57,7 +59,8 @@ async fn start_inbox(
 }
 
 /// Sends one deposit to a real inbox process that dies at `failpoint`, restarts it, lets the
-/// sender retry, and checks the deposit was credited exactly once.
+/// sender retry, and checks the deposit's work was done exactly once: one credit proposal for
+/// its deposit id (pending until a witness attests it, issue 25), nothing credited by the inbox.
 async fn killed_at(failpoint: &str, ingress_dies: bool, committed: bool) -> anyhow::Result<()> {
     let stack = Stack::start().await?;
     let acme = stack.tenant("acme").await?;
@@ -101,7 +104,7 @@ async fn killed_at(failpoint: &str, ingress_dies: bool, committed: bool) -> anyh
         "row and work together"
     );
     assert_eq!(
-        rows(&stack, "ledger_credits", "", acme.id).await?,
+        rows(&stack, "credit_proposals", "", acme.id).await?,
         0,
         "nothing applied yet"
     );
@@ -121,8 +124,10 @@ async fn killed_at(failpoint: &str, ingress_dies: bool, committed: bool) -> anyh
     })
     .await?;
     assert_eq!(rows(&stack, "inbox_events", "", acme.id).await?, 1);
-    assert_eq!(rows(&stack, "ledger_credits", "", acme.id).await?, 1);
-    assert_eq!(stack.balance(acme.id, "treasury", "ETH").await?, (700, 0));
+    assert_eq!(proposals(&stack, acme.id, &ep.source, "0xdep-77").await?, 1);
+    assert_eq!(rows(&stack, "credit_proposals", "", acme.id).await?, 1);
+    assert_eq!(pending(&stack, acme.id, "treasury", "ETH").await?, 700);
+    assert_eq!(rows(&stack, "ledger_credits", "", acme.id).await?, 0);
     stack.assert_invariants().await?;
     let log = std::fs::read_to_string(child.log_path())?;
     assert!(
@@ -172,7 +177,8 @@ async fn control_08_ten_deliveries_of_one_event_are_processed_once() -> anyhow::
         .await?;
     assert_eq!(world.rows("inbox_events", "").await?, 1);
     assert_eq!(world.rows("inbox_work", "").await?, 1);
-    assert_eq!(world.treasury().await?, (10, 0));
+    assert_eq!(world.proposals("0xdep-10").await?, 1);
+    assert_eq!(world.pending().await?, 10);
     assert_eq!(
         world
             .inbox

@@ -54,6 +54,8 @@ async fn control_10_unknown_type_and_bad_schema_are_stored_unhandled_never_appli
         "no work: never applied"
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
+    // Not even proposed: nothing a witness could ever credit.
+    assert_eq!(world.rows("credit_proposals", "").await?, 0);
     assert_eq!(world.rows("ledger_credits", "").await?, 0);
     assert_eq!(
         world.inbox.metric("opledger_inbox_open_unhandled").await?,
@@ -104,11 +106,19 @@ async fn control_10_same_event_id_with_a_different_body_is_quarantined_never_app
         1,
         "only the original has work"
     );
-    assert_eq!(
-        world.treasury().await?,
-        (100, 0),
-        "the altered amount is never applied"
-    );
+    // The original is proposed once (pending until a witness attests it); the altered amount
+    // is never proposed.
+    assert_eq!(world.proposals("0xdep-1").await?, 1);
+    let (amount,): (String,) = sqlx::query_as(
+        "SELECT amount::text FROM credit_proposals WHERE tenant_id = $1 AND credit_id = $2",
+    )
+    .bind(world.acme.id.as_uuid())
+    .bind(world.deposit_credit_id("0xdep-1").as_slice())
+    .fetch_one(world.stack.admin.pool())
+    .await?;
+    assert_eq!(amount, "100", "the altered amount is never applied");
+    assert_eq!(world.pending().await?, 100);
+    assert_eq!(world.rows("ledger_credits", "").await?, 0);
     assert_eq!(
         world
             .inbox

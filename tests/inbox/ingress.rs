@@ -23,7 +23,11 @@ async fn a_verified_new_event_is_recorded_with_its_work_item_then_answered_200()
     world
         .wait_rows("inbox_work", "AND status = 'DONE'", 1)
         .await?;
-    assert_eq!(world.treasury().await?, (250, 0));
+    // Its work: the deposit proposed once, pending until a witness attests it.
+    assert_eq!(world.outcomes().await?, ["DONE:CREDIT_PROPOSED"]);
+    assert_eq!(world.proposals("dep-1").await?, 1);
+    assert_eq!(world.pending().await?, 250);
+    assert_eq!(world.treasury().await?, (0, 0));
     world.stack.assert_invariants().await?;
     world.stop().await
 }
@@ -330,7 +334,7 @@ async fn unknown_endpoints_missing_headers_bad_bodies_and_oversize_change_nothin
 #[tokio::test]
 async fn a_type_the_endpoint_may_not_send_is_stored_unhandled_and_never_applied()
 -> anyhow::Result<()> {
-    // A KYT vendor cannot credit deposits.
+    // A KYT vendor cannot credit deposits, nor even propose one.
     let world = World::start("screening", &["kyt.result"]).await?;
     let (stack, acme) = (&world.stack, &world.acme);
     let (status, text) = world
@@ -345,6 +349,7 @@ async fn a_type_the_endpoint_may_not_send_is_stored_unhandled_and_never_applied(
             .await?;
     assert_eq!(reason, "type_not_allowed");
     assert_eq!(world.rows("inbox_work", "").await?, 0);
+    assert_eq!(world.rows("credit_proposals", "").await?, 0);
     assert_eq!(world.rows("ledger_credits", "").await?, 0);
     world.stop().await
 }
@@ -411,7 +416,8 @@ async fn a_failed_commit_is_503_and_the_retry_is_processed_once() -> anyhow::Res
     world
         .wait_rows("inbox_work", "AND status = 'DONE'", 1)
         .await?;
-    assert_eq!(world.treasury().await?, (40, 0));
+    assert_eq!(world.proposals("dep-1").await?, 1);
+    assert_eq!(world.pending().await?, 40);
     world.stop().await
 }
 

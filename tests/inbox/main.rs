@@ -8,6 +8,7 @@ mod admin;
 mod batching;
 mod control_08;
 mod control_10;
+mod deposits;
 mod hints;
 mod ingress;
 mod listener;

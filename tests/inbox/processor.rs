@@ -2,6 +2,7 @@
 
 use opledger_tests::ALICE;
 use opledger_tests::inbox::{ALL_TYPES, World, deposit, event_id, kyt};
+use opledger_witness::Outcome;
 use std::time::Duration;
 
 /// A world whose screening endpoint may send KYT results, with a funded REQUESTED withdrawal of
@@ -16,7 +17,7 @@ async fn screening_world() -> anyhow::Result<(World, String)> {
 }
 
 #[tokio::test]
-async fn a_deposit_is_credited_once_per_deposit_id_whatever_event_carries_it() -> anyhow::Result<()>
+async fn a_deposit_is_proposed_once_per_deposit_id_whatever_event_carries_it() -> anyhow::Result<()>
 {
     let world = World::start("chainwatch", &ALL_TYPES).await?;
     let body = deposit("0xdeposit-1", "treasury", "ETH", "500");
@@ -26,21 +27,27 @@ async fn a_deposit_is_credited_once_per_deposit_id_whatever_event_carries_it() -
     world
         .wait_rows("inbox_work", "AND status = 'DONE'", 2)
         .await?;
-    // Two processors may take the two items in either order: one credits, the other finds it done.
+    // Two processors may take the two items in either order: one proposes, the other finds it
+    // proposed. A proposal is pending, not spendable: the witness alone credits (issue 25).
     let mut outcomes = world.outcomes().await?;
     outcomes.sort();
-    assert_eq!(outcomes, ["DONE:ALREADY_CREDITED", "DONE:CREDITED"]);
-    assert_eq!(world.treasury().await?, (500, 0));
-    assert_eq!(world.rows("ledger_credits", "").await?, 1);
+    assert_eq!(outcomes, ["DONE:ALREADY_PROPOSED", "DONE:CREDIT_PROPOSED"]);
+    assert_eq!(world.proposals("0xdeposit-1").await?, 1);
+    assert_eq!(world.rows("credit_proposals", "").await?, 1);
+    assert_eq!(world.pending().await?, 500);
+    assert_eq!(world.treasury().await?, (0, 0));
+    assert_eq!(world.rows("ledger_credits", "").await?, 0);
 
-    // The same deposit id with another amount is not applied: a dead letter for a person.
+    // The same deposit id with another amount is not proposed: a dead letter for a person.
     let conflicting = deposit("0xdeposit-1", "treasury", "ETH", "5000");
     assert_eq!(world.post(&conflicting).await?, 200);
     world
         .wait_rows("inbox_work", "AND status = 'DEAD'", 1)
         .await?;
     assert_eq!(world.outcomes().await?[2], "DEAD:DEPOSIT_CONFLICT");
-    assert_eq!(world.treasury().await?, (500, 0));
+    assert_eq!(world.rows("credit_proposals", "").await?, 1);
+    assert_eq!(world.pending().await?, 500);
+    assert_eq!(world.treasury().await?, (0, 0));
     world.stack.assert_invariants().await?;
     world.stop().await
 }
@@ -212,35 +219,51 @@ async fn retention_purges_processed_and_quarantined_bodies_and_keeps_dead_letter
 }
 
 #[tokio::test]
-async fn a_deposit_beyond_the_amount_range_is_a_dead_letter_and_credits_nothing()
--> anyhow::Result<()> {
+async fn a_deposit_beyond_the_amount_range_never_corrupts_the_account() -> anyhow::Result<()> {
+    // A deposit is only proposed; the overflow is found where a credit is applied, by the witness.
+    // So the issue's reproduction (two signed deposits of u128::MAX for one account) must end with
+    // two proposals that neither crash the processor nor the balance read (pending is capped at
+    // the range), and, once operators witness both, exactly one applied: the witness refuses the
+    // other with CREDIT_OUT_OF_RANGE, commits nothing of it, and the account still takes work.
     let world = World::start("chainwatch", &ALL_TYPES).await?;
     let max = u128::MAX.to_string();
-    // The issue's reproduction: two signed deposits of u128::MAX for one account.
-    assert_eq!(
+    for (n, id) in ["0xdeposit-max-1", "0xdeposit-max-2"].iter().enumerate() {
+        assert_eq!(
+            world.post(&deposit(id, "treasury", "ETH", &max)).await?,
+            200
+        );
         world
-            .post(&deposit("0xdeposit-max-1", "treasury", "ETH", &max))
-            .await?,
-        200
-    );
-    world
-        .wait_rows("inbox_work", "AND status = 'DONE'", 1)
-        .await?;
-    assert_eq!(
-        world
-            .post(&deposit("0xdeposit-max-2", "treasury", "ETH", &max))
-            .await?,
-        200
-    );
-    world
-        .wait_rows("inbox_work", "AND status = 'DEAD'", 1)
-        .await?;
+            .wait_rows("inbox_work", "AND status = 'DONE'", n as i64 + 1)
+            .await?;
+    }
     assert_eq!(
         world.outcomes().await?,
-        ["DONE:CREDITED", "DEAD:AMOUNT_OUT_OF_RANGE"]
+        ["DONE:CREDIT_PROPOSED", "DONE:CREDIT_PROPOSED"]
     );
+    assert_eq!(world.rows("credit_proposals", "").await?, 2);
+    assert_eq!(world.pending().await?, u128::MAX);
+    assert_eq!(world.treasury().await?, (0, 0));
+
+    // Neither carries chain evidence: an operator's statement witnesses each, oldest first.
+    let witness = opledger_tests::chain::credit_witness(
+        &world.stack,
+        &["http://127.0.0.1:9"],
+        1,
+        &[world.acme.id],
+    )
+    .await?;
+    for id in ["0xdeposit-max-1", "0xdeposit-max-2"] {
+        world.sign_deposit(id, "treasury", u128::MAX).await?;
+    }
+    assert_eq!(
+        witness.tick(16).await,
+        [Outcome::Attested, Outcome::Refused("CREDIT_OUT_OF_RANGE")]
+    );
+    assert_eq!(witness.tick(16).await, []);
     // Nothing of the second was committed; the account reads and still takes work.
     assert_eq!(world.rows("ledger_credits", "").await?, 1);
+    assert_eq!(world.rows("credit_refusals", "").await?, 1);
+    assert_eq!(world.pending().await?, 0);
     assert_eq!(world.treasury().await?, (u128::MAX, 0));
     world.stack.withdraw(&world.acme, "100", ALICE).await?;
     assert_eq!(world.treasury().await?, (u128::MAX - 100, 100));

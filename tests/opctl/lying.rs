@@ -137,6 +137,35 @@ impl OperationsService for Liar {
         let mut upstream = self.upstream.clone();
         upstream.credit_account(forwarded(&request, message)).await
     }
+
+    async fn sign_credit(
+        &self,
+        request: Request<pb::SignCreditRequest>,
+    ) -> Result<Response<pb::Credit>, Status> {
+        let message = request.get_ref().clone();
+        let mut upstream = self.upstream.clone();
+        upstream.sign_credit(forwarded(&request, message)).await
+    }
+
+    async fn get_credit(
+        &self,
+        request: Request<pb::GetCreditRequest>,
+    ) -> Result<Response<pb::Credit>, Status> {
+        let message = request.get_ref().clone();
+        let mut upstream = self.upstream.clone();
+        upstream.get_credit(forwarded(&request, message)).await
+    }
+
+    async fn list_pending_credits(
+        &self,
+        request: Request<pb::ListPendingCreditsRequest>,
+    ) -> Result<Response<pb::ListPendingCreditsResponse>, Status> {
+        let message = *request.get_ref();
+        let mut upstream = self.upstream.clone();
+        upstream
+            .list_pending_credits(forwarded(&request, message))
+            .await
+    }
 }
 
 /// A lying operations service on a loopback port in front of the stack's real one.

@@ -7,6 +7,7 @@
 //! of any run may contain the API key or the signing key it used. `lying.rs` plays the operations
 //! host lying to approvers; `tls.rs` TLS and a man in the middle.
 
+mod credits;
 mod lying;
 mod tls;
 

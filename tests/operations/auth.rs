@@ -1,6 +1,7 @@
 //! Authentication and roles: refused calls change nothing and reveal nothing.
 
-use opledger_proto::v1::{CreateWithdrawalRequest, CreditAccountRequest, GetBalanceRequest};
+use crate::ledger::signed;
+use opledger_proto::v1::{CreateWithdrawalRequest, GetBalanceRequest};
 use opledger_tests::{ALICE, Stack, authed, new_key, payload, reason};
 use tonic::Request;
 
@@ -38,7 +39,8 @@ async fn unauthenticated_wrong_secret_and_wrong_role_are_refused() -> anyhow::Re
         assert!(!err.message().contains(token));
     }
 
-    // An approver may not create withdrawals; a client may not credit accounts.
+    // An approver may not create withdrawals; a client may not credit accounts, even carrying
+    // an operator's valid statement over exactly its request (the role is checked first).
     let err = client
         .create_withdrawal(authed(&acme.approver, request()))
         .await
@@ -48,15 +50,11 @@ async fn unauthenticated_wrong_secret_and_wrong_role_are_refused() -> anyhow::Re
     let err = client
         .credit_account(authed(
             &acme.client,
-            CreditAccountRequest {
-                idempotency_key: new_key(),
-                account: "treasury".into(),
-                asset: "ETH".into(),
-                amount: "5".into(),
-            },
+            signed(&acme, &new_key(), "treasury", "ETH", 5)?,
         ))
         .await
         .expect_err("role");
+    assert_eq!(err.code(), tonic::Code::PermissionDenied);
     assert_eq!(reason(&err), "ROLE_NOT_ALLOWED");
 
     // A revoked key stops working (new authenticator cache: a fresh key id was never cached).
@@ -77,6 +75,7 @@ async fn unauthenticated_wrong_secret_and_wrong_role_are_refused() -> anyhow::Re
     assert_eq!(reason(&err), "CREDENTIALS_INVALID");
 
     assert_eq!(stack.count("withdrawal_ops", acme.id).await?, 0);
+    assert_eq!(stack.count("credit_proposals", acme.id).await?, 0);
     assert_eq!(stack.balance(acme.id, "treasury", "ETH").await?, (1000, 0));
     Ok(())
 }

@@ -6,6 +6,7 @@ mod control_03;
 mod control_05;
 mod control_11;
 mod create;
+mod credits;
 mod ledger;
 mod listener;
 mod listing;

@@ -1,19 +1,16 @@
 //! Amounts stay in their domain: a credit that would take an account beyond the amount range is
-//! refused with OUT_OF_RANGE, commits nothing, and the account stays readable and usable.
+//! refused (the witness refuses it with CREDIT_OUT_OF_RANGE when it would apply it: issue 25),
+//! commits nothing, and the account stays readable and usable.
 
-use opledger_proto::v1::{CreditAccountRequest, GetBalanceRequest};
-use opledger_tests::{ALICE, Stack, authed, new_key, reason};
-use tonic::Code;
+use crate::ledger::{signed, witness};
+use opledger_proto::v1::{CreditAccountRequest, CreditState, GetBalanceRequest, GetCreditRequest};
+use opledger_tests::{ALICE, Stack, Tenant, authed, new_key};
+use opledger_witness::Outcome;
 
 const MAX: u128 = u128::MAX;
 
-fn credit(amount: u128) -> CreditAccountRequest {
-    CreditAccountRequest {
-        idempotency_key: new_key(),
-        account: "treasury".into(),
-        asset: "ETH".into(),
-        amount: amount.to_string(),
-    }
+fn credit(tenant: &Tenant, account: &str, amount: u128) -> anyhow::Result<CreditAccountRequest> {
+    signed(tenant, &new_key(), account, "ETH", amount)
 }
 
 #[tokio::test]
@@ -21,25 +18,41 @@ async fn a_credit_beyond_the_amount_range_is_refused_and_the_account_stays_usabl
 -> anyhow::Result<()> {
     let stack = Stack::start().await?;
     let acme = stack.tenant("acme").await?;
+    let witness = witness(&stack, &acme).await?;
     let mut client = stack.client().await?;
 
     // The issue's reproduction: two credits of u128::MAX under two keys.
-    let first = client
-        .credit_account(authed(&acme.operator, credit(MAX)))
+    client
+        .credit_account(authed(&acme.operator, credit(&acme, "treasury", MAX)?))
+        .await?;
+    assert_eq!(witness.tick(16).await, [Outcome::Attested]);
+    assert_eq!(stack.balance(acme.id, "treasury", "ETH").await?, (MAX, 0));
+    let second = client
+        .credit_account(authed(&acme.operator, credit(&acme, "treasury", MAX)?))
         .await?
         .into_inner();
-    assert_eq!(first.balance.map(|b| b.available), Some(MAX.to_string()));
-    let err = client
-        .credit_account(authed(&acme.operator, credit(MAX)))
-        .await
-        .expect_err("a second u128::MAX credit");
-    assert_eq!(err.code(), Code::OutOfRange, "{err:?}");
-    assert_eq!(reason(&err), "AMOUNT_OUT_OF_RANGE");
-    assert!(
-        !err.message().contains("treasury"),
-        "no identifier in clear"
+    // A proposal is not a balance: pending shows it (capped at the range), available is intact.
+    let shown = second.balance.unwrap_or_default();
+    assert_eq!(
+        (shown.available, shown.pending),
+        (MAX.to_string(), MAX.to_string())
     );
-    // Nothing of the refused credit was committed, and the balance still reads.
+    assert_eq!(
+        witness.tick(16).await,
+        [Outcome::Refused("CREDIT_OUT_OF_RANGE")]
+    );
+    let refused = client
+        .get_credit(authed(
+            &acme.operator,
+            GetCreditRequest {
+                credit_id: second.credit.unwrap_or_default().credit_id,
+            },
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(refused.state(), CreditState::Refused);
+    assert_eq!(refused.refusal_reason, "CREDIT_OUT_OF_RANGE");
+    // Nothing of the refused credit was committed, nothing is left pending, the balance reads.
     assert_eq!(stack.count("ledger_credits", acme.id).await?, 1);
     assert_eq!(stack.balance(acme.id, "treasury", "ETH").await?, (MAX, 0));
     let read = client
@@ -52,40 +65,44 @@ async fn a_credit_beyond_the_amount_range_is_refused_and_the_account_stays_usabl
         ))
         .await?
         .into_inner();
-    assert_eq!(read.available, MAX.to_string());
+    assert_eq!(
+        (read.available, read.held, read.pending),
+        (MAX.to_string(), "0".to_owned(), "0".to_owned())
+    );
 
     // Even a credit of 1 is refused at the bound, and a hold placed at the bound moves money
     // between the buckets without leaving the range: the total stays MAX.
-    let err = client
-        .credit_account(authed(&acme.operator, credit(1)))
-        .await
-        .expect_err("one unit beyond the bound");
-    assert_eq!(reason(&err), "AMOUNT_OUT_OF_RANGE");
+    client
+        .credit_account(authed(&acme.operator, credit(&acme, "treasury", 1)?))
+        .await?;
+    assert_eq!(
+        witness.tick(16).await,
+        [Outcome::Refused("CREDIT_OUT_OF_RANGE")]
+    );
     stack.withdraw(&acme, "1000", ALICE).await?;
     assert_eq!(
         stack.balance(acme.id, "treasury", "ETH").await?,
         (MAX - 1000, 1000)
     );
-    let err = client
-        .credit_account(authed(&acme.operator, credit(1)))
-        .await
-        .expect_err("available + held is bounded, not each alone");
-    assert_eq!(reason(&err), "AMOUNT_OUT_OF_RANGE");
+    client
+        .credit_account(authed(&acme.operator, credit(&acme, "treasury", 1)?))
+        .await?;
+    assert_eq!(
+        witness.tick(16).await,
+        [Outcome::Refused("CREDIT_OUT_OF_RANGE")],
+        "available + held is bounded, not each alone"
+    );
+    assert_eq!(stack.count("ledger_credits", acme.id).await?, 1);
+    assert_eq!(stack.count("credit_refusals", acme.id).await?, 3);
     stack.assert_invariants().await?;
 
     // Another account of the tenant can take the whole range as well.
-    let other = client
-        .credit_account(authed(
-            &acme.operator,
-            CreditAccountRequest {
-                account: "hot".into(),
-                ..credit(MAX)
-            },
-        ))
-        .await?
-        .into_inner();
-    assert_eq!(other.balance.map(|b| b.available), Some(MAX.to_string()));
-    Ok(())
+    client
+        .credit_account(authed(&acme.operator, credit(&acme, "hot", MAX)?))
+        .await?;
+    assert_eq!(witness.tick(16).await, [Outcome::Attested]);
+    assert_eq!(stack.balance(acme.id, "hot", "ETH").await?, (MAX, 0));
+    stack.assert_invariants().await
 }
 
 #[tokio::test]

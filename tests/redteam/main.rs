@@ -4,6 +4,7 @@
 //! state and hold unchanged. The suite ends with one line: attempts tried, refused, signed.
 
 mod bytes;
+mod credits;
 mod forge;
 mod freeze;
 mod gate;
@@ -15,6 +16,7 @@ use forge::Outcome;
 async fn redteam_every_forgery_is_refused_and_nothing_is_signed() -> anyhow::Result<()> {
     let mut scenarios = forge::scenarios();
     scenarios.extend(bytes::scenarios());
+    scenarios.extend(credits::scenarios());
     scenarios.extend(freeze::scenarios());
     scenarios.extend(witness::scenarios());
     let tried = scenarios.len();

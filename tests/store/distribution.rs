@@ -31,6 +31,12 @@ const SHARED: &[(&str, &str)] = &[
         "webhook_endpoints",
         "resolves a webhook URL's endpoint to its tenant",
     ),
+    // Which tenant account a deposit address belongs to: an address is registered once across
+    // tenants (a chain transfer can then credit only one tenant). Written by the admin CLI only.
+    (
+        "deposit_addresses",
+        "an address names one tenant account across tenants",
+    ),
     // The verification keys of an endpoint, read with it before the tenant is trusted; a child
     // of webhook_endpoints (shared), written by the admin CLI only.
     (

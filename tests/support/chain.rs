@@ -97,6 +97,48 @@ pub async fn witness(
     )?)
 }
 
+/// [`witness_config`] that also credits: native `ETH` deposits on the test network, and operator
+/// statements of `tenants` under trust statements signed by their testkit administrator keys.
+pub fn credit_witness_config(
+    stack: &Stack,
+    urls: &[&str],
+    quorum: usize,
+    tenants: &[opledger_domain::ids::TenantId],
+) -> opledger_witness::Config {
+    opledger_witness::Config {
+        deposit_assets: BTreeMap::from([(
+            NETWORK.to_owned(),
+            opledger_witness::config::DepositAssets {
+                native: Some("ETH".to_owned()),
+                tokens: BTreeMap::new(),
+            },
+        )]),
+        trust_roots: tenants
+            .iter()
+            .map(|t| opledger_witness::config::TrustRootConfig {
+                tenant_id: t.to_string(),
+                admin_public_keys: vec![opledger_testkit::trust::admin_public_hex(*t)],
+                min_version: 1,
+            })
+            .collect(),
+        ..witness_config(stack, urls, quorum)
+    }
+}
+
+/// An in-process credit witness of [`credit_witness_config`] (its own login and endpoints).
+pub async fn credit_witness(
+    stack: &Stack,
+    urls: &[&str],
+    quorum: usize,
+    tenants: &[opledger_domain::ids::TenantId],
+) -> anyhow::Result<opledger_witness::CreditWitness> {
+    let config = credit_witness_config(stack, urls, quorum, tenants);
+    let store = opledger_store::Store::connect(&config.database_url.0, config.store_config())
+        .await
+        .map_err(|e| anyhow::anyhow!("the witness login cannot connect: {}", e.log_safe()))?;
+    Ok(opledger_witness::credit_witness(&config, store)?)
+}
+
 /// A test world for the chain-facing services: the operations and approvals services with tenant
 /// `acme` holding 10 ETH in `treasury`, a fresh anvil node (automine) and an in-process signer
 /// holding `acme`'s hot wallet.

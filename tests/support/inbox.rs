@@ -339,6 +339,46 @@ pub async fn rows(
     Ok(n)
 }
 
+/// Pending (proposed, neither attested nor refused) credits of a tenant's account: what its
+/// deposits added that is not spendable yet (0 when there is none).
+pub async fn pending(
+    stack: &Stack,
+    tenant: opledger_domain::ids::TenantId,
+    account: &str,
+    asset: &str,
+) -> anyhow::Result<u128> {
+    let balance = stack
+        .admin
+        .balance(
+            tenant,
+            &opledger_domain::payload::AccountName::parse(account)?,
+            &opledger_domain::payload::AssetCode::parse(asset)?,
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
+    Ok(balance.map_or(0, |b| b.pending.get()))
+}
+
+/// How many deposit credits were proposed for `deposit_id` from the endpoint source `source`
+/// (at most one: a deposit id is proposed once, whatever event carried it).
+pub async fn proposals(
+    stack: &Stack,
+    tenant: opledger_domain::ids::TenantId,
+    source: &str,
+    deposit_id: &str,
+) -> anyhow::Result<i64> {
+    let credit_id = opledger_store::inbox::deposit_credit_digest(source, deposit_id);
+    let (n,): (i64,) = sqlx::query_as(
+        "SELECT count(*) FROM credit_proposals \
+         WHERE tenant_id = $1 AND credit_id = $2 AND kind = 'DEPOSIT'",
+    )
+    .bind(tenant.as_uuid())
+    .bind(credit_id.as_slice())
+    .fetch_one(stack.admin.pool())
+    .await?;
+    Ok(n)
+}
+
 /// One inbox test's world: a stack, a tenant `acme`, the inbox in-process, one endpoint of
 /// `acme` and a sender pointed at the ingress.
 #[derive(Debug)]
@@ -404,6 +444,58 @@ impl World {
     /// (available, held) of the tenant's `treasury` ETH account.
     pub async fn treasury(&self) -> anyhow::Result<(u128, u128)> {
         self.stack.balance(self.acme.id, "treasury", "ETH").await
+    }
+
+    /// Pending credits of the tenant's `treasury` ETH account ([`pending`]).
+    pub async fn pending(&self) -> anyhow::Result<u128> {
+        pending(&self.stack, self.acme.id, "treasury", "ETH").await
+    }
+
+    /// The credit id the inbox proposes a deposit of this world's endpoint under.
+    pub fn deposit_credit_id(&self, deposit_id: &str) -> [u8; 32] {
+        opledger_store::inbox::deposit_credit_digest(&self.ep.source, deposit_id)
+    }
+
+    /// How many credits were proposed for `deposit_id` of this world's endpoint ([`proposals`]).
+    pub async fn proposals(&self, deposit_id: &str) -> anyhow::Result<i64> {
+        proposals(&self.stack, self.acme.id, &self.ep.source, deposit_id).await
+    }
+
+    /// Operator 0 of the tenant signs, through the operations API, the pending credit of a
+    /// deposit without chain evidence (of `amount` ETH to `account`): what lets a witness
+    /// attest it.
+    pub async fn sign_deposit(
+        &self,
+        deposit_id: &str,
+        account: &str,
+        amount: u128,
+    ) -> anyhow::Result<opledger_proto::v1::Credit> {
+        let credit_id = self.deposit_credit_id(deposit_id);
+        let signer = opledger_testkit::trust::operator_key(self.acme.id, 0);
+        let statement = opledger_proto::v1::SignedCreditStatement {
+            operator_key_id: opledger_testkit::trust::key_id(&signer).to_hex(),
+            policy_version: 1,
+            signature: opledger_testkit::trust::signed_credit(
+                self.acme.id,
+                &credit_id,
+                account,
+                "ETH",
+                amount,
+                &signer,
+                1,
+            )?,
+        };
+        let mut client = self.stack.client().await?;
+        Ok(client
+            .sign_credit(crate::authed(
+                &self.acme.operator,
+                opledger_proto::v1::SignCreditRequest {
+                    credit_id: hex::encode(credit_id),
+                    statement: Some(statement),
+                },
+            ))
+            .await?
+            .into_inner())
     }
 
     /// `status:outcome` of every work item, oldest first.

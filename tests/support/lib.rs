@@ -328,7 +328,9 @@ impl Stack {
         Ok(OperationsServiceClient::connect(format!("http://{}", self.addr)).await?)
     }
 
-    /// Credits `amount` of `asset` to the tenant's `account` through the API.
+    /// Credits `amount` of `asset` to the tenant's `account` as the database owner does for an
+    /// opening balance (`opledger-admin credit`): a service's credit needs a second principal
+    /// (tests/operations/credits.rs, tests/redteam/credits.rs).
     pub async fn fund(
         &self,
         tenant: &Tenant,
@@ -336,17 +338,15 @@ impl Stack {
         asset: &str,
         amount: &str,
     ) -> anyhow::Result<()> {
-        let mut client = self.client().await?;
-        client
-            .credit_account(authed(
-                &tenant.operator,
-                pb::CreditAccountRequest {
-                    idempotency_key: new_key(),
-                    account: account.to_owned(),
-                    asset: asset.to_owned(),
-                    amount: amount.to_owned(),
-                },
-            ))
+        let key = opledger_domain::idempotency::IdempotencyKey::parse(&new_key())?;
+        self.admin
+            .credit_account(opledger_store::ledger::NewCredit {
+                tenant_id: tenant.id,
+                key: &key,
+                account: &opledger_domain::payload::AccountName::parse(account)?,
+                asset: &opledger_domain::payload::AssetCode::parse(asset)?,
+                amount: opledger_domain::amount::Amount::parse(amount)?,
+            })
             .await?;
         Ok(())
     }

@@ -40,6 +40,8 @@ async fn a_webhook_is_traced_from_ingress_to_processor() -> anyhow::Result<()> {
     world
         .wait_rows("inbox_work", "AND status = 'DONE'", 1)
         .await?;
+    // The processor's step is the deposit's proposal (the witness credits, issue 25).
+    assert_eq!(world.outcomes().await?, ["DONE:CREDIT_PROPOSED"]);
     let (inbox_id,): (i64,) =
         sqlx::query_as("SELECT inbox_id FROM inbox_work WHERE tenant_id = $1")
             .bind(world.acme.id.as_uuid())

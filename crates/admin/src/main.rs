@@ -48,7 +48,8 @@ enum Command {
         #[command(subcommand)]
         command: KeyCommand,
     },
-    /// Credits a tenant's account idempotently (the same store path as the CreditAccount RPC).
+    /// Credits a tenant's account idempotently as the database owner: an opening balance, with no
+    /// second principal (a service's credit, deposit or CreditAccount, needs the witness).
     Credit {
         /// The tenant's name.
         #[arg(long)]
@@ -66,6 +67,12 @@ enum Command {
         #[arg(long)]
         key: String,
     },
+    /// Deposit addresses: which tenant account a deposit to an address belongs to. The witness
+    /// credits a deposit with chain evidence only to the account its recipient is registered to.
+    DepositAddress {
+        #[command(subcommand)]
+        command: DepositAddressCommand,
+    },
     /// Checks ledger and operation invariants; exits 1 when any is violated.
     CheckInvariants,
     /// Webhook endpoints of the inbox and their verification keys. HMAC secrets are sealed with
@@ -80,9 +87,9 @@ enum Command {
         #[command(subcommand)]
         command: ControlsCommand,
     },
-    /// Tenant trust statements (approver registry and approval policy) signed by a tenant
-    /// administrator key pinned in the signer's `[[trust_roots]]`; `trust keygen` works without a
-    /// database.
+    /// Tenant trust statements (key registry, approval policy and credit policy) signed by a
+    /// tenant administrator key pinned in the signer's and the witness's `[[trust_roots]]`;
+    /// `trust keygen` works without a database.
     Trust {
         #[command(subcommand)]
         command: trust::TrustCommand,
@@ -91,6 +98,26 @@ enum Command {
     Keystore {
         #[command(subcommand)]
         command: KeystoreCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum DepositAddressCommand {
+    /// Registers an address on a network to a tenant's account (once; an address never moves to
+    /// another account).
+    Add {
+        /// The tenant's name.
+        #[arg(long)]
+        tenant: String,
+        /// The network id, as in the witness's `[evidence.<id>]`.
+        #[arg(long)]
+        network: String,
+        /// The address: 0x and 40 hex digits.
+        #[arg(long)]
+        address: String,
+        /// The account credited for deposits to it.
+        #[arg(long)]
+        account: String,
     },
 }
 
@@ -342,6 +369,49 @@ async fn main() -> anyhow::Result<()> {
                     b.available, b.held, credited.replayed
                 ),
                 serde_json::json!({ "available": b.available.to_string(), "held": b.held.to_string(), "replayed": credited.replayed }),
+            );
+        }
+        Command::DepositAddress {
+            command:
+                DepositAddressCommand::Add {
+                    tenant,
+                    network,
+                    address,
+                    account,
+                },
+        } => {
+            use opledger_domain::payload;
+            let tenant_id = store
+                .tenant_by_name(&tenant)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", e.log_safe()))?
+                .context("no such tenant")?;
+            let network = payload::NetworkId::parse(&network)
+                .map_err(|e| anyhow::anyhow!("--network: {e}"))?;
+            let account = payload::AccountName::parse(&account)
+                .map_err(|e| anyhow::anyhow!("--account: {e}"))?;
+            let mut bytes = [0_u8; 20];
+            address
+                .strip_prefix("0x")
+                .and_then(|digits| hex::decode_to_slice(digits, &mut bytes).ok())
+                .context("--address must be 0x and 40 hex digits")?;
+            let added = store
+                .register_deposit_address(network.as_str(), &bytes, tenant_id, &account)
+                .await
+                .map_err(|e| match e {
+                    opledger_store::StoreError::Conflict { .. } => anyhow::anyhow!(
+                        "the address is already registered to another account: nothing changed"
+                    ),
+                    other => anyhow::anyhow!("cannot register: {}", other.log_safe()),
+                })?;
+            print(
+                cli.json,
+                if added {
+                    "registered"
+                } else {
+                    "already registered to this account"
+                },
+                serde_json::json!({ "registered": added }),
             );
         }
         Command::Webhook { command } => webhook(&store, command, cli.json).await?,

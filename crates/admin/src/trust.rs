@@ -1,5 +1,6 @@
-//! `opledger-admin trust ...`: tenant administrator keys and the signed trust statements (approver
-//! registry and approval policy) the signer checks against the administrator key it pins.
+//! `opledger-admin trust ...`: tenant administrator keys and the signed trust statements (key
+//! registry, approval policy and credit policy) the signer and the witness check against the
+//! administrator key they pin.
 //!
 //! Key files hold an Ed25519 seed as 64 hex digits on one line, created with mode 0600 and never
 //! overwritten (the same format as `opctl approver keygen`).
@@ -7,8 +8,8 @@
 use anyhow::Context;
 use opledger_domain::amount::Amount;
 use opledger_domain::approval::{
-    AutomatedApprover, KeyId, KeyKind, RegisteredKey, SigningKey, TrustParts, TrustStatement,
-    verifying_key,
+    AutomatedApprover, CreditRule, KeyId, KeyKind, RegisteredKey, SigningKey, TrustParts,
+    TrustStatement, verifying_key,
 };
 use opledger_domain::ids::TenantId;
 use opledger_domain::payload::AssetCode;
@@ -20,15 +21,16 @@ use std::path::{Path, PathBuf};
 #[derive(clap::Subcommand, Debug)]
 pub enum TrustCommand {
     /// Writes a new Ed25519 administrator key to a new file (mode 0600) and prints its public key
-    /// (pin it in the signer's `[[trust_roots]]`) and key id.
+    /// (pin it in the signer's and the witness's `[[trust_roots]]`) and key id.
     Keygen {
         /// The key file to create (never overwritten).
         #[arg(long)]
         out: PathBuf,
     },
     /// Builds a trust statement, signs it with the administrator key and publishes it as the
-    /// tenant's next version. Every statement is complete: list every active key and rule.
-    Publish(PublishArgs),
+    /// tenant's next version. Every statement is complete: list every active key, rule and credit
+    /// rule.
+    Publish(Box<PublishArgs>),
     /// Prints the tenant's newest trust statement, decoded (the signature is checked by the
     /// signer against its pinned keys, not here).
     Show {
@@ -43,7 +45,8 @@ pub struct PublishArgs {
     /// The tenant's name or id.
     #[arg(long)]
     tenant: String,
-    /// The administrator key file (its public key must be pinned in the signer's config).
+    /// The administrator key file (its public key must be pinned in the signer's and the witness's
+    /// config).
     #[arg(long)]
     admin_key_file: PathBuf,
     /// The version to publish (default: the newest published plus one, or 1).
@@ -55,6 +58,11 @@ pub struct PublishArgs {
     /// A service (automated approver) public key (64 hex digits); repeatable.
     #[arg(long = "service", value_name = "PUBHEX")]
     services: Vec<String>,
+    /// An operator's Ed25519 public key (64 hex digits); repeatable. Operators sign credit
+    /// statements (operator credits, deposits without chain evidence) and never count as
+    /// withdrawal approvers.
+    #[arg(long = "operator", value_name = "PUBHEX")]
+    operators: Vec<String>,
     /// A revoked key id (32 hex digits); repeatable. Revoked keys never count again.
     #[arg(long = "revoke", value_name = "KEYID")]
     revoked: Vec<String>,
@@ -70,6 +78,11 @@ pub struct PublishArgs {
     /// An asset whose withdrawals need a recorded KYT pass before approvals count; repeatable.
     #[arg(long = "kyt-required", value_name = "ASSET")]
     kyt_required: Vec<String>,
+    /// A credit rule: credits of ASSET from MIN_AMOUNT (minimal units) on need REQUIRED distinct
+    /// operators' signed credit statements (1 to 10); repeatable. An asset with credit rules needs
+    /// one at MIN_AMOUNT 0; an asset without credit rules needs one operator.
+    #[arg(long = "credit-rule", value_name = "ASSET:MIN_AMOUNT:REQUIRED")]
+    credit_rules: Vec<String>,
 }
 
 /// A new administrator key written to `path` (mode 0600, never overwriting).
@@ -82,19 +95,12 @@ pub fn read_key(path: &Path) -> anyhow::Result<SigningKey> {
     opledger_keyfile::read(path).with_context(|| format!("key file {}", path.display()))
 }
 
-fn public_key(flag: &str, text: &str) -> anyhow::Result<RegisteredKey> {
+fn public_key(flag: &str, text: &str, kind: KeyKind) -> anyhow::Result<RegisteredKey> {
     let bytes = hex::decode(text.trim())
         .map_err(|_| anyhow::anyhow!("{flag} {text}: expected 64 hex digits"))?;
     let key = verifying_key(&bytes)
         .map_err(|_| anyhow::anyhow!("{flag} {text}: not a valid Ed25519 public key"))?;
-    Ok(RegisteredKey::new(
-        key,
-        if flag == "--service" {
-            KeyKind::Service
-        } else {
-            KeyKind::Approver
-        },
-    ))
+    Ok(RegisteredKey::new(key, kind))
 }
 
 fn asset(flag: &str, text: &str) -> anyhow::Result<AssetCode> {
@@ -108,14 +114,29 @@ fn three<'a>(flag: &str, text: &'a str, form: &str) -> anyhow::Result<[&'a str; 
         .map_err(|_| anyhow::anyhow!("{flag} {text}: expected {form}"))
 }
 
+/// `ASSET:MIN_AMOUNT:REQUIRED` of `--rule` and `--credit-rule`.
+fn threshold(flag: &str, text: &str, what: &str) -> anyhow::Result<(AssetCode, Amount, u32)> {
+    let [a, min, required] = three(flag, text, "ASSET:MIN_AMOUNT:REQUIRED")?;
+    Ok((
+        asset(flag, a)?,
+        Amount::parse(min).map_err(|e| anyhow::anyhow!("{flag} {text}: min amount: {e}"))?,
+        required
+            .parse()
+            .map_err(|_| anyhow::anyhow!("{flag} {text}: required {what}: 1 to 10"))?,
+    ))
+}
+
 /// The trust parts the flags describe.
 pub fn parts(args: &PublishArgs) -> anyhow::Result<TrustParts> {
     let mut parts = TrustParts::default();
-    for text in &args.approvers {
-        parts.keys.push(public_key("--approver", text)?);
-    }
-    for text in &args.services {
-        parts.keys.push(public_key("--service", text)?);
+    for (flag, texts, kind) in [
+        ("--approver", &args.approvers, KeyKind::Approver),
+        ("--service", &args.services, KeyKind::Service),
+        ("--operator", &args.operators, KeyKind::Operator),
+    ] {
+        for text in texts {
+            parts.keys.push(public_key(flag, text, kind)?);
+        }
     }
     for text in &args.revoked {
         parts.revoked.push(
@@ -124,15 +145,12 @@ pub fn parts(args: &PublishArgs) -> anyhow::Result<TrustParts> {
         );
     }
     for text in &args.rules {
-        let [a, min, required] = three("--rule", text, "ASSET:MIN_AMOUNT:REQUIRED")?;
+        let (asset, min_amount, required_approvals) = threshold("--rule", text, "approvals")?;
         parts.rules.push((
-            asset("--rule", a)?,
+            asset,
             ApprovalRule {
-                min_amount: Amount::parse(min)
-                    .map_err(|e| anyhow::anyhow!("--rule {text}: min amount: {e}"))?,
-                required_approvals: required
-                    .parse()
-                    .map_err(|_| anyhow::anyhow!("--rule {text}: required approvals: 1 to 10"))?,
+                min_amount,
+                required_approvals,
             },
         ));
     }
@@ -148,6 +166,17 @@ pub fn parts(args: &PublishArgs) -> anyhow::Result<TrustParts> {
     }
     for text in &args.kyt_required {
         parts.kyt_required.push(asset("--kyt-required", text)?);
+    }
+    for text in &args.credit_rules {
+        let (asset, min_amount, required_operators) =
+            threshold("--credit-rule", text, "operators")?;
+        parts.credit_rules.push((
+            asset,
+            CreditRule {
+                min_amount,
+                required_operators,
+            },
+        ));
     }
     Ok(parts)
 }
@@ -202,6 +231,16 @@ fn describe(statement: &TrustStatement) -> (String, serde_json::Value) {
         .iter()
         .map(AssetCode::as_str)
         .collect();
+    let credit_rules: Vec<_> = statement
+        .credit_rules()
+        .map(|(asset, r)| {
+            serde_json::json!({
+                "asset": asset,
+                "min_amount": r.min_amount.to_string(),
+                "required_operators": r.required_operators,
+            })
+        })
+        .collect();
     let mut text = format!(
         "tenant     {}\nversion    {}\n",
         statement.tenant_id(),
@@ -240,6 +279,15 @@ fn describe(statement: &TrustStatement) -> (String, serde_json::Value) {
     for asset in &kyt {
         text.push_str(&format!("kyt pass   {asset}\n"));
     }
+    if credit_rules.is_empty() {
+        text.push_str("credits    no rules (1 operator for every asset and amount)\n");
+    }
+    for (asset, r) in statement.credit_rules() {
+        text.push_str(&format!(
+            "credit     {asset} from {} needs {} operators\n",
+            r.min_amount, r.required_operators
+        ));
+    }
     let value = serde_json::json!({
         "tenant_id": statement.tenant_id().to_string(),
         "version": statement.version(),
@@ -248,6 +296,7 @@ fn describe(statement: &TrustStatement) -> (String, serde_json::Value) {
         "rules": rules,
         "automated": automated,
         "kyt_required": kyt,
+        "credit_rules": credit_rules,
     });
     (text.trim_end().to_owned(), value)
 }
@@ -397,6 +446,123 @@ mod tests {
             argv.extend(bad);
             let w = Wrap::try_parse_from(argv).expect("parses");
             assert!(parts(&w.args).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn operator_keys_and_credit_rules_are_published() {
+        let approver = SigningKey::from_bytes(&[1; 32]);
+        let operator = SigningKey::from_bytes(&[3; 32]);
+        let second = SigningKey::from_bytes(&[4; 32]);
+        let w = Wrap::try_parse_from([
+            "x",
+            "--tenant",
+            "demo",
+            "--admin-key-file",
+            "k",
+            "--approver",
+            &public_hex(&approver),
+            "--operator",
+            &public_hex(&operator),
+            "--operator",
+            &public_hex(&second),
+            "--credit-rule",
+            "ETH:1000:2",
+            "--credit-rule",
+            "ETH:0:1",
+        ])
+        .expect("parses");
+        let statement =
+            TrustStatement::new(TenantId::new(), 1, parts(&w.args).expect("parts")).expect("valid");
+        let decoded = TrustStatement::decode(&statement.canonical_bytes()).expect("canonical");
+        let operator_id = KeyId::of(&operator.verifying_key());
+        assert_eq!(
+            decoded.key(&operator_id).map(|k| k.kind),
+            Some(KeyKind::Operator)
+        );
+        assert_eq!(
+            decoded
+                .keys()
+                .filter(|k| k.kind == KeyKind::Operator)
+                .count(),
+            2
+        );
+        let eth = AssetCode::parse("ETH").expect("asset");
+        assert_eq!(decoded.required_operators(&eth, Amount::new(999)), 1);
+        assert_eq!(decoded.required_operators(&eth, Amount::new(1000)), 2);
+        let (text, value) = describe(&decoded);
+        assert!(
+            text.contains("credit     ETH from 1000 needs 2 operators"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("key        {operator_id} OPERATOR")),
+            "{text}"
+        );
+        assert_eq!(value["credit_rules"][1]["min_amount"], "1000");
+        assert_eq!(value["credit_rules"][1]["required_operators"], 2);
+
+        // Without credit rules: the text says what applies, and the bytes have no credit rule.
+        let plain = Wrap::try_parse_from([
+            "x",
+            "--tenant",
+            "demo",
+            "--admin-key-file",
+            "k",
+            "--approver",
+            &public_hex(&approver),
+        ])
+        .expect("parses");
+        let plain = TrustStatement::new(TenantId::new(), 1, parts(&plain.args).expect("parts"))
+            .expect("valid");
+        let (text, value) = describe(&plain);
+        assert!(text.contains("credits    no rules (1 operator"), "{text}");
+        assert_eq!(value["credit_rules"], serde_json::json!([]));
+
+        for bad in [
+            ["--credit-rule", "ETH:0"],
+            ["--credit-rule", "eth:0:1"],
+            ["--credit-rule", "ETH:0:x"],
+            ["--credit-rule", "ETH:-1:1"],
+            ["--operator", "00"],
+        ] {
+            let pk = public_hex(&approver);
+            let mut argv = vec![
+                "x",
+                "--tenant",
+                "demo",
+                "--admin-key-file",
+                "k",
+                "--approver",
+                &pk,
+            ];
+            argv.extend(bad);
+            let w = Wrap::try_parse_from(argv).expect("parses");
+            assert!(parts(&w.args).is_err(), "{bad:?}");
+        }
+        // Parsed, but refused by the statement's rules.
+        for bad in [
+            vec!["--credit-rule", "ETH:5:1"],
+            vec!["--credit-rule", "ETH:0:11"],
+            vec!["--credit-rule", "ETH:0:1", "--credit-rule", "ETH:0:2"],
+        ] {
+            let pk = public_hex(&approver);
+            let mut argv = vec![
+                "x",
+                "--tenant",
+                "demo",
+                "--admin-key-file",
+                "k",
+                "--approver",
+                &pk,
+            ];
+            argv.extend(bad.iter().copied());
+            let w = Wrap::try_parse_from(argv).expect("parses");
+            let parts = parts(&w.args).expect("parts");
+            assert!(
+                TrustStatement::new(TenantId::new(), 1, parts).is_err(),
+                "{bad:?}"
+            );
         }
     }
 

@@ -14,6 +14,7 @@
 //! submissions keep using [`crate::rpc::Rpc`]. Nothing here shows a URL, a header value, an
 //! address or a hash in `Debug`, `Display` or a log line.
 
+mod deposit;
 mod endpoint;
 mod pinned;
 mod settings;
@@ -30,6 +31,7 @@ use endpoint::Endpoint;
 
 pub use alloy_primitives::{Address, B256};
 pub use opledger_domain::evidence::{BlockRef, EndpointReading, Inclusion, NoAgreement, Reading};
+pub use opledger_domain::witness::deposit::{ObservedDeposit, ObservedLog};
 pub use pinned::{BATCH_CALLS, PinError, Pinned, Pins, Query};
 pub use settings::{
     NetworkEvidence, NoEvidenceCounter, ReaderError, SettingsError, check_evidence, no_evidence,

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Independent reference implementation of the opledger signed statements,
 version 1 (SIGNED_STATEMENTS.md): approval statements, tenant trust
-statements and approver key ids. Python 3 with the `cryptography` package
+statements, operator credit statements, key ids, and the witness's evaluation
+of a credit's operator signatures. Python 3 with the `cryptography` package
 (Ed25519 only); everything else is the standard library.
 
 Writes signed_statements_v1.json next to this file. The Rust crate
@@ -24,6 +25,14 @@ Resolutions of points the spec leaves open (the Rust side must agree):
   refused even if the rest of the record differs.
 - A repeated field with zero items is simply absent; no repeated field is
   required to be non-empty (field 3 included). No vector relies on this.
+- A trust statement in JSON form may omit "credit_rules" (the vectors written
+  before field 8 existed do); omitted and empty encode the same bytes.
+- A credit statement's account is canonical as the payload's source account:
+  `[a-z0-9][a-z0-9_-]{0,62}`.
+- Credit evaluation checks each signature in list order, and within one
+  signature in this order: key id form, policy version, revoked, listed,
+  kind, signature, duplicate. The first failure is the reason. Vectors with
+  a refusal have exactly one failing signature, so only the reason matters.
 
 Run: python3 crates/domain/testdata/signed_statements_v1.py
 """
@@ -42,6 +51,8 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 APPROVAL_DOMAIN = "opledger/approval-statement/v1"
 TRUST_DOMAIN = "opledger/trust-statement/v1"
+CREDIT_DOMAIN = "opledger/credit-statement/v1"
+IDEMPOTENCY_DOMAIN = "opledger/idempotency-key/v1"
 KEY_ID_DOMAIN = "opledger/approver-key/v1"
 
 U128_MAX = 2**128 - 1
@@ -49,11 +60,12 @@ U64_MAX = 2**64 - 1
 U32_MAX = 2**32 - 1
 
 DECISIONS = ("APPROVE", "REJECT")
-KINDS = ("APPROVER", "SERVICE")
+KINDS = ("APPROVER", "SERVICE", "OPERATOR")
 
 UUID_RE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 KEY_ID_RE = r"[0-9a-f]{32}"
 ASSET_RE = r"[A-Z0-9]{1,16}"
+ACCOUNT_RE = r"[a-z0-9][a-z0-9_-]{0,62}"
 DECIMAL_RE = r"0|[1-9][0-9]*"
 
 
@@ -102,6 +114,10 @@ def check_asset(value, what):
     assert isinstance(value, str) and re.fullmatch(ASSET_RE, value), what
 
 
+def check_account(value, what):
+    assert isinstance(value, str) and re.fullmatch(ACCOUNT_RE, value), what
+
+
 def check_int(value, low, high, what):
     # bool is an int subclass in Python; refuse it explicitly.
     assert type(value) is int and low <= value <= high, what
@@ -134,11 +150,28 @@ def check_approval(statement):
     check_int(statement["policy_version"], 1, U64_MAX, "policy_version")
 
 
+def check_credit(statement):
+    """Refuse any credit statement the spec refuses."""
+    assert set(statement) == {"tenant_id", "credit_id_hex", "account", "asset", "amount",
+                              "operator_key_id", "policy_version"}, "credit fields"
+    check_uuid(statement["tenant_id"], "tenant_id")
+    assert isinstance(statement["credit_id_hex"], str) and re.fullmatch(
+        r"[0-9a-f]{64}", statement["credit_id_hex"]), "credit_id_hex"
+    check_account(statement["account"], "account")
+    check_asset(statement["asset"], "asset")
+    parse_decimal(statement["amount"], 1, U128_MAX, "amount")
+    check_key_id(statement["operator_key_id"], "operator_key_id")
+    check_int(statement["policy_version"], 1, U64_MAX, "policy_version")
+
+
+TRUST_FIELDS = {"tenant_id", "version", "keys", "revoked", "rules", "automated",
+                "kyt_required"}
+
+
 def canonical_trust(statement):
     """Validate a trust statement given in JSON form (lists in any order) and
     return its items sorted in canonical order, as Python values."""
-    assert set(statement) == {"tenant_id", "version", "keys", "revoked", "rules",
-                              "automated", "kyt_required"}, "trust fields"
+    assert TRUST_FIELDS <= set(statement) <= TRUST_FIELDS | {"credit_rules"}, "trust fields"
     check_uuid(statement["tenant_id"], "tenant_id")
     check_int(statement["version"], 1, U64_MAX, "version")
 
@@ -195,6 +228,19 @@ def canonical_trust(statement):
     kyt.sort(key=lambda a: a.encode("ascii"))
     strictly_ascending([a.encode("ascii") for a in kyt], "kyt asset")
 
+    credit_rules = []
+    for entry in statement.get("credit_rules", []):
+        assert set(entry) == {"asset", "min_amount", "required_operators"}, "credit rule fields"
+        check_asset(entry["asset"], "credit_rule.asset")
+        min_amount = parse_decimal(entry["min_amount"], 0, U128_MAX, "credit_rule.min_amount")
+        check_int(entry["required_operators"], 1, 10, "credit_rule.required_operators")
+        credit_rules.append((entry["asset"], min_amount, entry["required_operators"]))
+    credit_rules.sort(key=lambda r: (r[0].encode("ascii"), r[1]))
+    strictly_ascending([(r[0].encode("ascii"), r[1]) for r in credit_rules], "credit rule")
+    for asset in {r[0] for r in credit_rules}:
+        assert (asset, 0) in {(r[0], r[1]) for r in credit_rules}, \
+            "asset %s has no base credit rule" % asset
+
     return {
         "tenant_id": statement["tenant_id"],
         "version": statement["version"],
@@ -203,6 +249,7 @@ def canonical_trust(statement):
         "rules": rules,
         "automated": automated,
         "kyt_required": kyt,
+        "credit_rules": credit_rules,
     }
 
 
@@ -226,11 +273,33 @@ def approval_statement(tenant_id, operation_id, payload_hash, decision, approver
     return bytes(out)
 
 
-def trust_statement(tenant_id, version, keys, revoked, rules, automated, kyt_required):
+def credit_statement(tenant_id, credit_id, account, asset, amount, operator_key_id,
+                     policy_version):
+    check_uuid(tenant_id, "tenant_id")
+    assert isinstance(credit_id, bytes) and len(credit_id) == 32, "credit_id"
+    check_account(account, "account")
+    check_asset(asset, "asset")
+    check_int(amount, 1, U128_MAX, "amount")
+    check_key_id(operator_key_id, "operator_key_id")
+    check_int(policy_version, 1, U64_MAX, "policy_version")
+    out = bytearray(CREDIT_DOMAIN.encode("ascii") + b"\x00")
+    out += field(1, text(tenant_id))
+    out += field(2, credit_id)
+    out += field(3, text(account))
+    out += field(4, text(asset))
+    out += field(5, decimal(amount))
+    out += field(6, text(operator_key_id))
+    out += field(7, decimal(policy_version))
+    return bytes(out)
+
+
+def trust_statement(tenant_id, version, keys, revoked, rules, automated, kyt_required,
+                    credit_rules=()):
     """Arguments are in JSON form (see canonical_trust); lists may be unsorted."""
     c = canonical_trust({
         "tenant_id": tenant_id, "version": version, "keys": keys, "revoked": revoked,
         "rules": rules, "automated": automated, "kyt_required": kyt_required,
+        "credit_rules": list(credit_rules),
     })
     out = bytearray(TRUST_DOMAIN.encode("ascii") + b"\x00")
     out += field(1, text(c["tenant_id"]))
@@ -246,6 +315,9 @@ def trust_statement(tenant_id, version, keys, revoked, rules, automated, kyt_req
         out += field(6, field(1, text(asset)) + field(2, text(kid)) + field(3, decimal(below)))
     for asset in c["kyt_required"]:
         out += field(7, text(asset))
+    for asset, min_amount, required in c["credit_rules"]:
+        out += field(8, field(1, text(asset)) + field(2, decimal(min_amount))
+                     + field(3, decimal(required)))
     return bytes(out)
 
 
@@ -255,6 +327,14 @@ def approval_from_json(statement):
                               bytes.fromhex(statement["payload_hash_hex"]),
                               statement["decision"], statement["approver_key_id"],
                               statement["policy_version"])
+
+
+def credit_from_json(statement):
+    check_credit(statement)
+    return credit_statement(statement["tenant_id"], bytes.fromhex(statement["credit_id_hex"]),
+                            statement["account"], statement["asset"],
+                            parse_decimal(statement["amount"], 1, U128_MAX, "amount"),
+                            statement["operator_key_id"], statement["policy_version"])
 
 
 def trust_from_json(statement):
@@ -311,16 +391,34 @@ def decode_approval(data):
     return statement
 
 
+def decode_credit(data):
+    values = expect_tags(split_fields(strip_domain(data, CREDIT_DOMAIN)),
+                         [1, 2, 3, 4, 5, 6, 7], "credit")
+    assert len(values[1]) == 32, "credit id length"
+    statement = {
+        "tenant_id": values[0].decode("utf-8"),
+        "credit_id_hex": values[1].hex(),
+        "account": values[2].decode("utf-8"),
+        "asset": values[3].decode("utf-8"),
+        "amount": values[4].decode("ascii"),
+        "operator_key_id": values[5].decode("utf-8"),
+        "policy_version": decode_decimal(values[6], 1, U64_MAX, "policy_version"),
+    }
+    assert credit_from_json(statement) == data, "credit statement not canonical"
+    return statement
+
+
 def decode_trust(data):
     fields = split_fields(strip_domain(data, TRUST_DOMAIN))
     tags = [t for t, _ in fields]
     assert tags[:2] == [1, 2], "trust header tags"
     assert tags == sorted(tags), "trust fields out of order"
-    assert set(tags) <= {1, 2, 3, 4, 5, 6, 7} and tags.count(1) == 1 and tags.count(2) == 1, \
-        "trust tags"
+    assert set(tags) <= {1, 2, 3, 4, 5, 6, 7, 8} and tags.count(1) == 1 \
+        and tags.count(2) == 1, "trust tags"
     statement = {"tenant_id": fields[0][1].decode("utf-8"),
                  "version": decode_decimal(fields[1][1], 1, U64_MAX, "version"),
-                 "keys": [], "revoked": [], "rules": [], "automated": [], "kyt_required": []}
+                 "keys": [], "revoked": [], "rules": [], "automated": [], "kyt_required": [],
+                 "credit_rules": []}
     for tag, value in fields[2:]:
         if tag == 3:
             kid, public_key, kind = expect_tags(split_fields(value), [1, 2, 3], "key record")
@@ -340,10 +438,77 @@ def decode_trust(data):
             statement["automated"].append({"asset": asset.decode("utf-8"),
                                            "key_id": kid.decode("utf-8"),
                                            "below": below.decode("ascii")})
-        else:
+        elif tag == 7:
             statement["kyt_required"].append(value.decode("utf-8"))
+        else:
+            asset, min_amount, required = expect_tags(split_fields(value), [1, 2, 3],
+                                                      "credit rule")
+            required = decode_decimal(required, 1, 10, "required_operators")
+            statement["credit_rules"].append({"asset": asset.decode("utf-8"),
+                                              "min_amount": min_amount.decode("ascii"),
+                                              "required_operators": required})
     assert trust_from_json(statement) == data, "trust statement not canonical"
     return statement
+
+
+# ---------------------------------------------------------------- credit evaluation
+
+def verifies(public_key, signature, data):
+    if len(signature) != 64:
+        return False
+    try:
+        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, data)
+    except InvalidSignature:
+        return False
+    return True
+
+
+def required_operators(canonical, asset, amount):
+    """The credit rule of the asset with the highest min_amount not above the
+    amount; 1 when the asset has no credit rules."""
+    need = 1
+    for rule_asset, min_amount, required in canonical["credit_rules"]:
+        if rule_asset == asset and min_amount <= amount:
+            need = required  # rules are sorted by min_amount
+    return need
+
+
+def evaluate_credit(trust, credit, signatures):
+    """What the witness decides, from a trust statement (JSON form), a credit's
+    fields (JSON form, without operator_key_id and policy_version) and its
+    operator signatures. Every statement is rebuilt from the credit's fields."""
+    c = canonical_trust(trust)
+    if credit["tenant_id"] != c["tenant_id"]:
+        return {"verdict": "REFUSED", "reason": "CREDIT_TRUST_OTHER_TENANT"}
+    amount = parse_decimal(credit["amount"], 0, U128_MAX, "amount")
+    if amount == 0:
+        return {"verdict": "REFUSED", "reason": "CREDIT_AMOUNT_ZERO"}
+    active = {kid: (public_key, kind) for kid, public_key, kind in c["keys"]}
+    seen = []
+    for entry in signatures:
+        kid = entry["operator_key_id"]
+        version = entry["policy_version"]
+        if not re.fullmatch(KEY_ID_RE, kid):
+            return {"verdict": "REFUSED", "reason": "CREDIT_KEY_ID_MALFORMED"}
+        if not 1 <= version <= c["version"]:
+            return {"verdict": "REFUSED", "reason": "CREDIT_POLICY_VERSION_UNKNOWN"}
+        if kid in c["revoked"]:
+            return {"verdict": "REFUSED", "reason": "CREDIT_KEY_REVOKED"}
+        if kid not in active:
+            return {"verdict": "REFUSED", "reason": "CREDIT_KEY_UNKNOWN"}
+        public_key, kind = active[kid]
+        if kind != "OPERATOR":
+            return {"verdict": "REFUSED", "reason": "CREDIT_KEY_NOT_OPERATOR"}
+        data = credit_from_json(dict(credit, operator_key_id=kid, policy_version=version))
+        if not verifies(public_key, bytes.fromhex(entry["signature_hex"]), data):
+            return {"verdict": "REFUSED", "reason": "CREDIT_SIGNATURE_INVALID"}
+        if kid in seen:
+            return {"verdict": "REFUSED", "reason": "CREDIT_DUPLICATE_OPERATOR"}
+        seen.append(kid)
+    need = required_operators(c, credit["asset"], amount)
+    if len(seen) >= need:
+        return {"verdict": "MET", "operators": sorted(seen)}
+    return {"verdict": "PENDING", "have": len(seen), "need": need}
 
 
 # ---------------------------------------------------------------- keys
@@ -357,6 +522,8 @@ KEY_NAMES = [
     ("risk", "SERVICE"),
     ("sentinel", "SERVICE"),
     ("dave", "APPROVER"),  # only ever appears revoked
+    ("erin", "OPERATOR"),
+    ("frank", "OPERATOR"),
 ]
 
 
@@ -472,6 +639,121 @@ TRUST = [
 ]
 
 
+IDEMPOTENCY_KEY = "credit-7c9e6679-7425-40de-944b-e07fc1f90ae7"
+
+
+def idempotency_digest(key):
+    return hashlib.sha256(IDEMPOTENCY_DOMAIN.encode("ascii") + b"\x00"
+                          + key.encode("ascii")).hexdigest()
+
+
+def deposit_digest(label):
+    # Any 32 bytes: the store's deposit digest is opaque to the statement.
+    return hashlib.sha256(b"opledger test deposit " + label.encode("ascii")).hexdigest()
+
+
+def credit(tenant, credit_id_hex, account, asset, amount, signer, policy_version):
+    return {"tenant_id": tenant, "credit_id_hex": credit_id_hex, "account": account,
+            "asset": asset, "amount": amount, "operator_key_id": KEY_ID[signer],
+            "policy_version": policy_version}
+
+
+OPERATOR_CREDIT = idempotency_digest(IDEMPOTENCY_KEY)
+
+# (name, signer, statement, idempotency key the credit id is the digest of, or None)
+CREDITS = [
+    ("operator_credit_erin", "erin",
+     credit(TENANT_A, OPERATOR_CREDIT, "treasury", "ETH", "2500000000000000000", "erin", 6),
+     IDEMPOTENCY_KEY),
+    ("operator_credit_frank_same_credit", "frank",
+     credit(TENANT_A, OPERATOR_CREDIT, "treasury", "ETH", "2500000000000000000", "frank", 6),
+     IDEMPOTENCY_KEY),
+    ("deposit_credit_minimal_amount", "frank",
+     credit(TENANT_A, deposit_digest("1"), "cust_0042-a", "USDC", "1", "frank", 1), None),
+    ("amount_u128_max_policy_version_u64_max", "erin",
+     credit(TENANT_A, deposit_digest("2"), "9", "1INCH", str(U128_MAX), "erin", U64_MAX), None),
+    ("second_tenant", "erin",
+     credit(TENANT_B, deposit_digest("3"), "treasury", "ETH", "10", "erin", 1), None),
+]
+
+# Keys and lists out of canonical order; field 7 present so field 8 follows it.
+OPERATOR_TRUST = {
+    "tenant_id": TENANT_A, "version": 6,
+    "keys": [listed(n) for n in by_key_id(["alice", "bob", "risk", "erin", "frank"],
+                                          reverse=True)],
+    "revoked": [KEY_ID["dave"]],
+    "rules": [{"asset": "ETH", "min_amount": "0", "required_approvals": 1}],
+    "automated": [{"asset": "ETH", "key_id": KEY_ID["risk"], "below": "1000"}],
+    "kyt_required": ["ETH"],
+    "credit_rules": [
+        {"asset": "USDC", "min_amount": "100000000000", "required_operators": 3},
+        {"asset": "USDC", "min_amount": "0", "required_operators": 1},
+        {"asset": "ETH", "min_amount": "1000000000000000000", "required_operators": 2},
+        {"asset": "ETH", "min_amount": "10", "required_operators": 1},
+        {"asset": "ETH", "min_amount": "9", "required_operators": 1},
+        {"asset": "ETH", "min_amount": "0", "required_operators": 1},
+        {"asset": "1INCH", "min_amount": "0", "required_operators": 2},
+    ],
+}
+
+TRUST.append(("operators_and_credit_rules", OPERATOR_TRUST))
+
+
+def credit_fields(statement):
+    return {k: v for k, v in statement.items() if k not in ("operator_key_id", "policy_version")}
+
+
+def signature_of(signer, statement, **change):
+    """`signer`'s signature entry over `statement` changed by `change`, listed
+    under the statement's own key id and version."""
+    signed_statement = dict(statement, operator_key_id=KEY_ID[signer], **change)
+    data = credit_from_json(signed_statement)
+    return {"operator_key_id": KEY_ID[signer],
+            "policy_version": signed_statement["policy_version"],
+            "signature_hex": PRIVATE[signer].sign(data).hex()}
+
+
+def evaluations():
+    """(name, credit fields, signatures) against OPERATOR_TRUST."""
+    large = credit_fields(CREDITS[0][2])
+    small = dict(large, amount="9")
+    deposit = credit_fields(CREDITS[2][2])
+    sig = lambda signer, fields=large, **change: signature_of(
+        signer, dict(fields, operator_key_id=KEY_ID[signer], policy_version=6), **change)
+    forged = sig("erin")
+    forged["signature_hex"] = ("%02x" % (int(forged["signature_hex"][:2], 16) ^ 1)) \
+        + forged["signature_hex"][2:]
+    relabelled = sig("erin")
+    relabelled["policy_version"] = 5
+    return [
+        ("one_operator_below_the_threshold", small, [sig("erin", small)]),
+        ("one_operator_above_the_threshold_is_pending", large, [sig("erin")]),
+        ("two_operators_above_the_threshold", large, [sig("frank"), sig("erin")]),
+        ("older_policy_version_counts", large, [sig("frank", policy_version=1), sig("erin")]),
+        ("no_credit_rules_one_operator", dict(large, asset="DAI", amount=str(U128_MAX)),
+         [sig("frank", dict(large, asset="DAI", amount=str(U128_MAX)))]),
+        ("deposit_usdc_one_operator", deposit, [sig("frank", deposit)]),
+        ("same_operator_twice", large, [sig("erin"), sig("erin", policy_version=5)]),
+        ("approver_key", small, [sig("alice", small)]),
+        ("service_key", small, [sig("risk", small)]),
+        ("revoked_key", small, [sig("dave", small)]),
+        ("unlisted_key", small, [sig("carol", small)]),
+        ("signature_over_another_amount", small, [sig("erin", small, amount="10")]),
+        ("signature_over_another_account", large, [sig("erin", account="attacker")]),
+        ("signature_over_another_credit_id", large,
+         [sig("erin", credit_id_hex=deposit_digest("9"))]),
+        ("forged_signature", large, [sig("frank"), forged]),
+        ("signature_relabelled_to_another_policy_version", large, [relabelled]),
+        ("policy_version_above_the_newest", large, [sig("erin", policy_version=7)]),
+        ("uppercase_key_id", large, [dict(sig("erin"),
+                                          operator_key_id=KEY_ID["erin"].upper())]),
+        ("credit_of_another_tenant", dict(large, tenant_id=TENANT_B),
+         [sig("erin", dict(large, tenant_id=TENANT_B))]),
+        ("no_signature_is_pending", large, []),
+        ("zero_amount", dict(large, amount="0"), []),
+    ]
+
+
 # ---------------------------------------------------------------- self-test
 
 def refused(build):
@@ -557,6 +839,76 @@ def self_test():
     assert refused(lambda: decode_approval(approval_bytes + b"\x00"))
     assert refused(lambda: decode_approval(approval_bytes[:-1] + b"\x00"))
 
+    # Operator keys and credit rules.
+    credit_rule = lambda asset, amount, n=1: {"asset": asset, "min_amount": amount,
+                                              "required_operators": n}
+    operators = dict(OPERATOR_TRUST)
+    bad_operator_trust = [
+        {"keys": [dict(listed("erin"), kind="operator")]},
+        {"automated": [{"asset": "ETH", "key_id": KEY_ID["erin"], "below": "5"}]},
+        {"credit_rules": [credit_rule("ETH", "5")]},
+        {"credit_rules": [credit_rule("ETH", "0"), credit_rule("ETH", "0", 2)]},
+        {"credit_rules": [credit_rule("ETH", "0", 0)]},
+        {"credit_rules": [credit_rule("ETH", "0", 11)]},
+        {"credit_rules": [credit_rule("ETH", "0", True)]},
+        {"credit_rules": [credit_rule("ETH", "00")]},
+        {"credit_rules": [credit_rule("ETH", "0"), credit_rule("ETH", str(U128_MAX + 1))]},
+        {"credit_rules": [credit_rule("eth", "0")]},
+        {"credit_rules": [credit_rule("ETH", "0"), credit_rule("USDC", "1")]},
+        {"credit_rules": [{"asset": "ETH", "min_amount": "0", "required_approvals": 1}]},
+    ]
+    for change in bad_operator_trust:
+        assert refused(lambda: trust_from_json({**operators, **change})), change
+    good = trust_from_json(operators)
+    fields = split_fields(strip_domain(good, TRUST_DOMAIN))
+    assert fields[-1][0] == 8 and fields[-2][0] == 8
+    swapped = fields[:-2] + [fields[-1], fields[-2]]
+    assert refused(lambda: decode_trust(join(swapped)))
+    assert refused(lambda: decode_trust(join(fields + [(9, b"")])))
+    assert refused(lambda: decode_trust(join([f for f in fields if f[0] != 7] + [
+        f for f in fields if f[0] == 7])))
+    # Without field 8, the JSON form with and without "credit_rules" is the same statement.
+    assert trust_from_json(full) == trust_from_json(dict(full, credit_rules=[]))
+
+    base_credit = CREDITS[0][2]
+    bad_credits = [
+        {"amount": "0"},
+        {"amount": "01"},
+        {"amount": str(U128_MAX + 1)},
+        {"amount": 5},
+        {"account": "Treasury"},
+        {"account": ""},
+        {"account": "_treasury"},
+        {"account": "a" * 64},
+        {"asset": "eth"},
+        {"credit_id_hex": "00" * 31},
+        {"credit_id_hex": "AB" * 32},
+        {"tenant_id": TENANT_A.upper()},
+        {"operator_key_id": KEY_ID["erin"].upper()},
+        {"policy_version": 0},
+        {"policy_version": U64_MAX + 1},
+        {"policy_version": True},
+    ]
+    for change in bad_credits:
+        assert refused(lambda: credit_from_json({**base_credit, **change})), change
+    assert credit_from_json({**base_credit, "account": "a" * 63})
+    credit_bytes = credit_from_json(base_credit)
+    assert decode_credit(credit_bytes) == base_credit
+    credit_fields_ = split_fields(strip_domain(credit_bytes, CREDIT_DOMAIN))
+    credit_join = lambda fs: CREDIT_DOMAIN.encode("ascii") + b"\x00" + b"".join(
+        field(t, v) for t, v in fs)
+    assert credit_join(credit_fields_) == credit_bytes
+    assert refused(lambda: decode_credit(credit_bytes + b"\x00"))
+    assert refused(lambda: decode_credit(credit_bytes[:-1]))
+    assert refused(lambda: decode_credit(credit_join(credit_fields_[1:])))
+    assert refused(lambda: decode_credit(credit_join(
+        [credit_fields_[0], credit_fields_[2], credit_fields_[1]] + credit_fields_[3:])))
+    assert refused(lambda: decode_credit(credit_join(credit_fields_ + [(8, b"")])))
+    assert refused(lambda: decode_credit(credit_join(
+        credit_fields_[:1] + [(2, b"\x00" * 33)] + credit_fields_[2:])))
+    assert refused(lambda: decode_credit(APPROVAL_DOMAIN.encode("ascii")
+                                         + credit_bytes[len(CREDIT_DOMAIN):]))
+
 
 # ---------------------------------------------------------------- output
 
@@ -592,6 +944,31 @@ def main():
                           "canonical_hex": data.hex(),
                           "signature_hex": signed(signer, data).hex()})
 
+    credits = []
+    for name, signer, statement, idempotency_key in CREDITS:
+        check_credit(statement)
+        assert statement["operator_key_id"] == KEY_ID[signer], "signer is not the named key"
+        if idempotency_key is not None:
+            assert statement["credit_id_hex"] == idempotency_digest(idempotency_key)
+        data = credit_from_json(statement)
+        assert decode_credit(data) == statement
+        entry = {"name": name, "signer": signer, "statement": statement,
+                 "canonical_hex": data.hex(), "signature_hex": signed(signer, data).hex()}
+        if idempotency_key is not None:
+            entry["idempotency_key"] = idempotency_key
+        credits.append(entry)
+
+    credit_evaluations = []
+    for name, fields, signatures in evaluations():
+        credit_evaluations.append({"name": name, "trust": "operators_and_credit_rules",
+                                   "credit": fields, "signatures": signatures,
+                                   "expected": evaluate_credit(OPERATOR_TRUST, fields,
+                                                               signatures)})
+    outcomes = {e["expected"]["verdict"] for e in credit_evaluations}
+    reasons = {e["expected"].get("reason") for e in credit_evaluations} - {None}
+    assert outcomes == {"MET", "PENDING", "REFUSED"}, outcomes
+    assert len(reasons) == 9, reasons
+
     trust = []
     for name, statement in TRUST:
         data = trust_from_json(statement)
@@ -609,10 +986,14 @@ def main():
         "keys": keys,
         "approvals": approvals,
         "trust": trust,
+        "credit_domain": CREDIT_DOMAIN,
+        "credits": credits,
+        "credit_evaluations": credit_evaluations,
     }
     target = pathlib.Path(__file__).with_name("signed_statements_v1.json")
     target.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {len(keys)} keys, {len(approvals)} approvals, {len(trust)} trust statements "
+    print(f"wrote {len(keys)} keys, {len(approvals)} approvals, {len(trust)} trust statements, "
+          f"{len(credits)} credit statements, {len(credit_evaluations)} credit evaluations "
           f"to {target}")
 
 

@@ -3,12 +3,15 @@
 
 use opledger_domain::approval::trust::{TRUST_DOMAIN_V1, TrustParts};
 use opledger_domain::approval::{
-    ApprovalStatement, AutomatedApprover, Decision, KEY_ID_DOMAIN_V1, KeyId, KeyKind,
-    RegisteredKey, SigningKey, TrustStatement, signature, statement::APPROVAL_DOMAIN_V1, verify,
-    verifying_key,
+    ApprovalStatement, AutomatedApprover, CREDIT_DOMAIN_V1, CreditFacts, CreditRule,
+    CreditSignatureFacts, CreditStatement, CreditVerdict, Decision, KEY_ID_DOMAIN_V1, KeyId,
+    KeyKind, RegisteredKey, SigningKey, TrustStatement, evaluate_credit, signature,
+    statement::APPROVAL_DOMAIN_V1, verify, verifying_key,
 };
 use opledger_domain::policy::ApprovalRule;
-use opledger_domain::{Amount, AssetCode, OperationId, PayloadHash, TenantId};
+use opledger_domain::{
+    AccountName, Amount, AssetCode, IdempotencyKey, OperationId, PayloadHash, TenantId,
+};
 use serde::Deserialize;
 use std::collections::HashMap;
 
@@ -23,6 +26,9 @@ struct File {
     keys: Vec<Key>,
     approvals: Vec<Signed<JsonApproval>>,
     trust: Vec<Signed<JsonTrust>>,
+    credit_domain: String,
+    credits: Vec<Signed<JsonCredit>>,
+    credit_evaluations: Vec<JsonEvaluation>,
 }
 
 #[derive(Deserialize)]
@@ -40,6 +46,9 @@ struct Signed<T> {
     statement: T,
     canonical_hex: String,
     signature_hex: String,
+    /// For a credit statement whose credit id is an idempotency key's digest.
+    #[serde(default)]
+    idempotency_key: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -61,6 +70,61 @@ struct JsonTrust {
     rules: Vec<JsonRule>,
     automated: Vec<JsonAutomated>,
     kyt_required: Vec<String>,
+    /// Absent from the vectors written before field 8 existed.
+    #[serde(default)]
+    credit_rules: Vec<JsonCreditRule>,
+}
+
+#[derive(Deserialize)]
+struct JsonCreditRule {
+    asset: String,
+    min_amount: String,
+    required_operators: u32,
+}
+
+#[derive(Deserialize)]
+struct JsonCredit {
+    tenant_id: String,
+    credit_id_hex: String,
+    account: String,
+    asset: String,
+    amount: String,
+    operator_key_id: String,
+    policy_version: u64,
+}
+
+/// A credit's fields, without the signer's.
+#[derive(Deserialize)]
+struct JsonCreditFields {
+    tenant_id: String,
+    credit_id_hex: String,
+    account: String,
+    asset: String,
+    amount: String,
+}
+
+#[derive(Deserialize)]
+struct JsonCreditSignature {
+    operator_key_id: String,
+    policy_version: u64,
+    signature_hex: String,
+}
+
+#[derive(Deserialize)]
+struct JsonEvaluation {
+    name: String,
+    trust: String,
+    credit: JsonCreditFields,
+    signatures: Vec<JsonCreditSignature>,
+    expected: JsonExpected,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "verdict", rename_all = "SCREAMING_SNAKE_CASE")]
+enum JsonExpected {
+    Met { operators: Vec<String> },
+    Pending { have: u32, need: u32 },
+    Refused { reason: String },
 }
 
 #[derive(Deserialize)]
@@ -135,7 +199,33 @@ fn trust_parts(t: &JsonTrust) -> TrustParts {
             })
             .collect(),
         kyt_required: t.kyt_required.iter().map(|a| asset(a)).collect(),
+        credit_rules: t
+            .credit_rules
+            .iter()
+            .map(|r| {
+                (
+                    asset(&r.asset),
+                    CreditRule {
+                        min_amount: Amount::parse(&r.min_amount).expect("min amount"),
+                        required_operators: r.required_operators,
+                    },
+                )
+            })
+            .collect(),
     }
+}
+
+fn credit_id(text: &str) -> [u8; 32] {
+    hex_bytes(text).try_into().expect("credit id")
+}
+
+fn account(text: &str) -> AccountName {
+    AccountName::parse(text).expect("account")
+}
+
+fn seed_key(keys: &HashMap<&str, &Key>, name: &str) -> SigningKey {
+    let seed: [u8; 32] = hex_bytes(&keys[name].seed_hex).try_into().expect("seed");
+    SigningKey::from_bytes(&seed)
 }
 
 #[test]
@@ -145,7 +235,9 @@ fn the_vectors_are_for_these_domains() {
     assert_eq!(f.approval_domain, APPROVAL_DOMAIN_V1);
     assert_eq!(f.trust_domain, TRUST_DOMAIN_V1);
     assert_eq!(f.key_id_domain, KEY_ID_DOMAIN_V1);
-    assert!(f.approvals.len() >= 5 && f.trust.len() >= 4 && f.keys.len() >= 5);
+    assert_eq!(f.credit_domain, CREDIT_DOMAIN_V1);
+    assert!(f.approvals.len() >= 5 && f.trust.len() >= 5 && f.keys.len() >= 5);
+    assert!(f.credits.len() >= 5 && f.credit_evaluations.len() >= 20);
 }
 
 #[test]
@@ -270,4 +362,131 @@ fn trust_statement_bytes_out_of_canonical_order_are_refused() {
     assert_ne!(swapped, canonical);
     assert!(TrustStatement::decode(&swapped).is_err());
     assert_eq!(statement.canonical_bytes(), canonical);
+}
+
+#[test]
+fn credit_statements_encode_decode_and_sign_as_the_python_implementation() {
+    let f = file();
+    let keys: HashMap<&str, &Key> = f.keys.iter().map(|k| (k.name.as_str(), k)).collect();
+    for v in &f.credits {
+        let s = &v.statement;
+        let statement = CreditStatement {
+            tenant_id: s.tenant_id.parse::<TenantId>().expect("tenant"),
+            credit_id: credit_id(&s.credit_id_hex),
+            account: account(&s.account),
+            asset: asset(&s.asset),
+            amount: Amount::parse(&s.amount).expect("amount"),
+            operator_key_id: KeyId::parse(&s.operator_key_id).expect("key id"),
+            policy_version: s.policy_version,
+        };
+        if let Some(key) = &v.idempotency_key {
+            let digest = IdempotencyKey::parse(key)
+                .expect("idempotency key")
+                .digest();
+            assert_eq!(statement.credit_id, digest, "{}", v.name);
+        }
+        let canonical = hex_bytes(&v.canonical_hex);
+        assert_eq!(
+            hex::encode(statement.encode()),
+            v.canonical_hex,
+            "{}",
+            v.name
+        );
+        assert_eq!(
+            CreditStatement::decode(&canonical).as_ref(),
+            Ok(&statement),
+            "{}",
+            v.name
+        );
+        let key = seed_key(&keys, &v.signer);
+        assert_eq!(
+            hex::encode(statement.sign(&key).expect("sign").to_bytes()),
+            v.signature_hex,
+            "{}",
+            v.name
+        );
+        let sig = hex_bytes(&v.signature_hex);
+        assert_eq!(
+            statement.verify(&key.verifying_key(), &sig),
+            Ok(()),
+            "{}",
+            v.name
+        );
+    }
+}
+
+#[test]
+fn credit_evaluations_agree_with_the_python_implementation() {
+    let f = file();
+    let keys: HashMap<&str, &Key> = f.keys.iter().map(|k| (k.name.as_str(), k)).collect();
+    let admin = seed_key(&keys, "admin");
+    for e in &f.credit_evaluations {
+        let vector = f
+            .trust
+            .iter()
+            .find(|t| t.name == e.trust)
+            .expect("the evaluation's trust statement");
+        let tenant: TenantId = vector.statement.tenant_id.parse().expect("tenant");
+        let sig = signature(&hex_bytes(&vector.signature_hex)).expect("signature");
+        let trust = TrustStatement::verify_signed(
+            &hex_bytes(&vector.canonical_hex),
+            &sig,
+            tenant,
+            &[admin.verifying_key()],
+        )
+        .expect("the trust statement verifies");
+        let c = &e.credit;
+        let (id, account, asset) = (
+            credit_id(&c.credit_id_hex),
+            account(&c.account),
+            asset(&c.asset),
+        );
+        let facts = CreditFacts {
+            tenant_id: c.tenant_id.parse().expect("tenant"),
+            credit_id: &id,
+            account: &account,
+            asset: &asset,
+            amount: Amount::parse(&c.amount).expect("amount"),
+        };
+        let signatures: Vec<Vec<u8>> = e
+            .signatures
+            .iter()
+            .map(|s| hex_bytes(&s.signature_hex))
+            .collect();
+        let signed: Vec<CreditSignatureFacts<'_>> = e
+            .signatures
+            .iter()
+            .zip(&signatures)
+            .map(|(s, signature)| CreditSignatureFacts {
+                operator_key_id: &s.operator_key_id,
+                policy_version: s.policy_version,
+                signature,
+            })
+            .collect();
+        let verdict = evaluate_credit(&trust, &facts, &signed);
+        match &e.expected {
+            JsonExpected::Met { operators } => {
+                let Ok(CreditVerdict::Met { operators: got }) = &verdict else {
+                    panic!("{}: expected MET, got {verdict:?}", e.name);
+                };
+                let got: Vec<String> = got.iter().map(KeyId::to_hex).collect();
+                assert_eq!(&got, operators, "{}", e.name);
+            }
+            JsonExpected::Pending { have, need } => assert_eq!(
+                verdict,
+                Ok(CreditVerdict::Pending {
+                    have: *have,
+                    need: *need
+                }),
+                "{}",
+                e.name
+            ),
+            JsonExpected::Refused { reason } => assert_eq!(
+                verdict.map_err(|r| r.reason_code()),
+                Err(reason.as_str()),
+                "{}",
+                e.name
+            ),
+        }
+    }
 }

@@ -163,6 +163,13 @@ pub fn approval_refusal_status(refusal: Refusal) -> Status {
             "the approver key is not registered in the tenant's trust statement",
             &[("key_id", &key_id.to_hex())],
         ),
+        Refusal::NotAnApprover { key_id } => error_status(
+            Code::FailedPrecondition,
+            ErrorReason::ApproverKeyUnknown,
+            "the key is an OPERATOR key of the tenant's trust statement: it signs credit \
+             statements, never withdrawal decisions",
+            &[("key_id", &key_id.to_hex())],
+        ),
         Refusal::RevokedKey { key_id } => error_status(
             Code::FailedPrecondition,
             ErrorReason::ApproverKeyRevoked,

@@ -1,5 +1,6 @@
 //! The command line: global flags, subcommands and the local checks clap runs on their values.
 
+use crate::credit_review::CreditId;
 use crate::states;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use opledger_proto::v1::WithdrawalState;
@@ -7,13 +8,13 @@ use std::fmt;
 
 /// `opctl --help`: what the exit codes mean.
 pub const LONG_ABOUT: &str = "\
-Operator CLI of opledger: creates, approves, watches and resolves withdrawals and handles webhook \
-inbox issues over the services' gRPC APIs (operations, approvals, the reconciler's operator API, \
-the inbox's operator API).
+Operator CLI of opledger: creates, approves, watches and resolves withdrawals, proposes and \
+co-signs credits and handles webhook inbox issues over the services' gRPC APIs (operations, \
+approvals, the reconciler's operator API, the inbox's operator API).
 
 The API key (--api-key or, better, OPCTL_API_KEY) is sent as `authorization: Bearer <key>`; its \
 role decides what may be called (client: create, get, list, balance; approver: approve, reject, \
-policy; operator: unresolved, resolve, inbox). It is never printed.
+policy; operator: credit, balance, policy, unresolved, resolve, inbox). It is never printed.
 
 Approvals and rejections are approval statements signed locally with your own Ed25519 approver key \
 (`opctl approver keygen`; then --key-file or OPLEDGER_APPROVER_KEY, with --tenant or \
@@ -23,6 +24,17 @@ see is what you sign: opctl rebuilds the payload from the fields it shows (for -
 it with the canonical encoding and signs only its own hash; an answer of the operations service \
 naming another withdrawal, holding a field that does not parse, or whose payload hash is not the \
 hash of the fields shown is refused (exit 6) and nothing is sent to the approvals service.
+
+Credits need two principals: `opctl credit create` proposes one with a credit statement signed \
+locally with your own Ed25519 operator key (a key file written by `opctl approver keygen` and \
+registered as an OPERATOR by `opledger-admin trust publish --operator`; --key-file or \
+OPLEDGER_OPERATOR_KEY, with --tenant or OPCTL_TENANT_ID); the credit stays PENDING (not \
+spendable, shown as pending by `balance`) until the independent witness has verified enough \
+operators' statements, then it is CREDITED once. `opctl credit sign` adds your statement to a \
+pending credit (a credit above the tenant's threshold, a deposit without chain evidence): it \
+reads the credit, shows the fields it signs and builds the statement from exactly those fields \
+and the id you asked for; an answer naming another credit or holding a field that does not \
+parse is refused (exit 6) and nothing is signed or sent.
 
 Service URLs: https:// trusts only the CA of --ca-file (OPCTL_CA_FILE), never the system's roots; \
 http:// is refused before connecting unless the host is loopback (127.0.0.0/8, ::1, localhost) \
@@ -35,18 +47,19 @@ With --json every result is one JSON object on one line of stdout; errors are \
 Exit codes:
   0  success (watch: the withdrawal reached CONFIRMED)
   1  the service refused the request (its ErrorInfo reason is printed), or opctl refused it on the
-     service's rules before sending it (unacknowledged risk flags, a different payload hash)
+     service's rules before sending it (unacknowledged risk flags, a different payload hash, a
+     credit that is no longer pending)
   2  usage error: unknown flag, missing or malformed argument, an https:// URL without --ca-file,
      an http:// URL to a host that is not loopback without --allow-clear-text
   3  cannot connect, service unavailable, or no answer within --timeout (watch: still so when
-     --until-timeout elapsed): transient, retrying is safe for idempotent calls (create only with
-     the same --idempotency-key)
+     --until-timeout elapsed): transient, retrying is safe for idempotent calls (create and credit
+     create only with the same --idempotency-key)
   4  watch: the withdrawal ended in an unwanted final state (REJECTED, VERIFIED_NOT_SENT,
      FAILED_TERMINAL)
   5  watch: --until-timeout elapsed before a final state
-  6  approve, reject: the operations service's answer did not verify (another withdrawal than the
-     one asked for, a field that does not parse, a payload hash that is not the hash of the fields
-     shown): nothing was signed or sent; do not retry, report it";
+  6  approve, reject, credit sign: the operations service's answer did not verify (another
+     withdrawal or credit than the one asked for, a field that does not parse, a payload hash that
+     is not the hash of the fields shown): nothing was signed or sent; do not retry, report it";
 
 /// The whole command line.
 #[derive(Parser, Debug)]
@@ -70,7 +83,8 @@ pub struct Cli {
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Global options")]
 pub struct Global {
-    /// The operations service (create, get, list, balance, watch; approve reads the withdrawal).
+    /// The operations service (create, get, list, balance, watch, credit; approve reads the
+    /// withdrawal, credit sign the credit).
     /// https:// with --ca-file; http:// only to loopback unless --allow-clear-text.
     #[arg(
         long,
@@ -80,7 +94,8 @@ pub struct Global {
         default_value = "http://127.0.0.1:15051"
     )]
     pub operations: String,
-    /// The approvals service (approve, reject).
+    /// The approvals service (approve, reject, policy; credit create and credit sign read the
+    /// tenant's policy version there unless --policy-version is given).
     #[arg(
         long,
         global = true,
@@ -156,7 +171,8 @@ pub enum Command {
     },
     /// Lists withdrawals, newest first.
     List(ListArgs),
-    /// Shows an account's available and held balance.
+    /// Shows an account's available and held balance, and the credits pending on it (proposed,
+    /// not witnessed yet, not spendable).
     Balance {
         /// The account, e.g. treasury.
         #[arg(long)]
@@ -182,7 +198,7 @@ pub enum Command {
         #[arg(long)]
         asset: String,
     },
-    /// Approver keys (local only; no service is called).
+    /// Approver and operator keys (local only; no service is called).
     Approver {
         /// What to do.
         #[command(subcommand)]
@@ -222,6 +238,14 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         command: InboxCommand,
+    },
+    /// Credits (operator API key): propose one signed with your operator key, list the pending
+    /// ones, show one, co-sign a pending one. A credit is PENDING (not spendable) until the
+    /// witness has verified enough distinct operators' statements; then it is CREDITED once.
+    Credit {
+        /// What to do.
+        #[command(subcommand)]
+        command: CreditCommand,
     },
 }
 
@@ -335,14 +359,111 @@ pub struct SigningArgs {
 /// `opctl approver ...`.
 #[derive(Subcommand, Debug, Clone)]
 pub enum ApproverCommand {
-    /// Writes a new Ed25519 approver key (the seed as 64 hex digits, one line) to a new file with
-    /// mode 0600 and prints its public key and key id: give those to the tenant administrator,
-    /// who registers the key in a trust statement (`opledger-admin trust publish --approver`).
+    /// Writes a new Ed25519 key (the seed as 64 hex digits, one line) to a new file with mode 0600
+    /// and prints its public key and key id: give those to the tenant administrator, who
+    /// registers the key in a trust statement (`opledger-admin trust publish --approver`, or
+    /// `--operator` for a key that signs credit statements with `opctl credit`).
     Keygen {
         /// The key file to create (never overwritten).
         #[arg(long, value_name = "FILE")]
         out: std::path::PathBuf,
     },
+}
+
+/// `opctl credit ...`.
+#[derive(Subcommand, Debug, Clone)]
+pub enum CreditCommand {
+    /// Proposes a credit of an account (operator API key): prints the fields it signs (tenant,
+    /// credit id = SHA-256 of the idempotency key, account, asset, amount, your key id, policy
+    /// version), signs the credit statement of exactly those fields locally with your operator
+    /// key and sends it; prints the credit (PENDING until the witness has verified enough
+    /// operators' statements) and the account's balance. Without --idempotency-key a UUIDv4
+    /// key is generated and printed before anything is sent: pass it to retry the same credit
+    /// safely (a retry with another operator's key adds that operator's statement).
+    Create(CreditCreateArgs),
+    /// Credits that are not credited yet, oldest first.
+    Pending {
+        /// At most this many (server default 50, at most 500).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=500))]
+        page_size: Option<i32>,
+    },
+    /// Shows one credit as the operations service answers it.
+    Get {
+        /// The credit id (64 hex digits, as printed by `credit create` and `credit pending`).
+        #[arg(value_parser = parse_credit_id)]
+        credit_id: CreditId,
+    },
+    /// Adds your signed statement to a pending credit (a credit that needs another operator, a
+    /// deposit that arrived without chain evidence). What you see is what you sign: reads the
+    /// credit, refuses (exit 6, nothing signed or sent) an answer naming another credit or a
+    /// field that does not parse, prints the fields it signs and signs the statement built from
+    /// exactly those fields and the id you asked for. Compare them with the request you were
+    /// given outside the system (a ticket, a bank statement).
+    Sign(CreditSignArgs),
+}
+
+/// `opctl credit create`.
+#[derive(Args, Debug, Clone)]
+pub struct CreditCreateArgs {
+    /// The account credited, e.g. treasury.
+    #[arg(long)]
+    pub account: String,
+    /// Asset code, e.g. ETH.
+    #[arg(long)]
+    pub asset: String,
+    /// Amount in minimal units (wei for ETH): digits only, no leading zero, at least 1.
+    #[arg(long, value_name = "N", value_parser = parse_credit_amount)]
+    pub amount: String,
+    /// Reuse the key of an earlier attempt to retry it (or to add your statement to a credit
+    /// another operator proposed with it); generated (UUIDv4) when absent.
+    #[arg(long, value_name = "K")]
+    pub idempotency_key: Option<IdempotencyKeyArg>,
+    /// The trust statement version you sign under; default: the tenant's current version as
+    /// the approvals service reports it (`opctl policy`).
+    #[arg(long, value_name = "V", value_parser = clap::value_parser!(u64).range(1..))]
+    pub policy_version: Option<u64>,
+    /// Your operator key and tenant.
+    #[command(flatten)]
+    pub signing: OperatorSigningArgs,
+}
+
+/// `opctl credit sign`.
+#[derive(Args, Debug, Clone)]
+pub struct CreditSignArgs {
+    /// The credit id (64 hex digits, as printed by `credit create` and `credit pending`).
+    #[arg(value_parser = parse_credit_id)]
+    pub credit_id: CreditId,
+    /// The trust statement version you sign under; default: the tenant's current version as
+    /// the approvals service reports it for the credit's asset (`opctl policy`).
+    #[arg(long, value_name = "V", value_parser = clap::value_parser!(u64).range(1..))]
+    pub policy_version: Option<u64>,
+    /// Your operator key and tenant.
+    #[command(flatten)]
+    pub signing: OperatorSigningArgs,
+}
+
+/// The operator's own Ed25519 key and the tenant a credit statement names.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Signing")]
+pub struct OperatorSigningArgs {
+    /// File holding your operator key (64 hex digits, as written by `opctl approver keygen`);
+    /// wins over OPLEDGER_OPERATOR_KEY. The key signs locally and is never sent.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<std::path::PathBuf>,
+    /// Your operator key as 64 hex digits; prefer the environment variable or --key-file (a flag
+    /// is visible to other local users in the process list). Never printed.
+    #[arg(
+        long,
+        value_name = "HEX",
+        env = "OPLEDGER_OPERATOR_KEY",
+        hide_env_values = true,
+        value_parser = parse_secret_hex
+    )]
+    pub operator_signing_key: Option<SecretHex>,
+    /// The tenant's id (a UUID, as printed by `opledger-admin tenant create`): field 1 of the
+    /// statement, so the service refuses a statement for another tenant than the API key's.
+    #[arg(long, value_name = "UUID", env = "OPCTL_TENANT_ID", value_parser = parse_tenant_id)]
+    pub tenant: String,
 }
 
 /// `opctl demo`.
@@ -531,6 +652,18 @@ fn parse_amount(text: &str) -> Result<String, String> {
         .map_err(|e| format!("{e} (minimal units as digits, e.g. 1000000000000000 wei)"))
 }
 
+fn parse_credit_amount(text: &str) -> Result<String, String> {
+    let amount = parse_amount(text)?;
+    if amount == "0" {
+        return Err("a credit is at least 1 minimal unit".to_owned());
+    }
+    Ok(amount)
+}
+
+fn parse_credit_id(text: &str) -> Result<CreditId, String> {
+    CreditId::parse(text.trim()).ok_or_else(|| "not a credit id (64 hex digits)".to_owned())
+}
+
 fn parse_withdrawal_id(text: &str) -> Result<String, String> {
     uuid::Uuid::parse_str(text.trim())
         .map(|id| id.to_string())
@@ -567,9 +700,10 @@ mod tests {
             assert!(help.contains(code), "{code} missing from --help");
         }
         assert!(help.contains("4  watch") && help.contains("5  watch"));
-        assert!(
-            help.contains("6  approve, reject: the operations service's answer did not verify")
-        );
+        assert!(help.contains(
+            "6  approve, reject, credit sign: the operations service's answer did not verify"
+        ));
+        assert!(help.contains("operator: credit"));
         for flag in ["--ca-file", "OPCTL_CA_FILE", "--allow-clear-text"] {
             assert!(help.contains(flag), "{flag} missing from --help");
         }
@@ -713,6 +847,72 @@ mod tests {
         ])
         .expect_err("leading zero");
         assert!(err.to_string().contains("leading zero"));
+    }
+
+    #[test]
+    fn credit_commands_parse_ids_amounts_and_versions_and_never_show_keys() {
+        let id = "AB".repeat(32);
+        let cli = parse(&[
+            "credit",
+            "sign",
+            &id,
+            "--tenant",
+            "0190c4c8-0000-7c6e-8f90-123456789abc",
+            "--operator-signing-key",
+            &"5e".repeat(32),
+            "--policy-version",
+            "2",
+        ])
+        .expect("valid");
+        assert!(!format!("{cli:?}").contains(&"5e".repeat(32)));
+        match cli.command {
+            Command::Credit {
+                command: CreditCommand::Sign(args),
+            } => {
+                assert_eq!(args.credit_id.to_hex(), "ab".repeat(32));
+                assert_eq!(args.policy_version, Some(2));
+                assert_eq!(
+                    args.signing
+                        .operator_signing_key
+                        .as_ref()
+                        .map(SecretHex::expose),
+                    Some("5e".repeat(32).as_str())
+                );
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let create = |amount: &'static str, version: &'static str| {
+            parse(&[
+                "credit",
+                "create",
+                "--account",
+                "treasury",
+                "--asset",
+                "ETH",
+                "--amount",
+                amount,
+                "--tenant",
+                "0190c4c8-0000-7c6e-8f90-123456789abc",
+                "--policy-version",
+                version,
+            ])
+        };
+        assert!(create("500", "1").is_ok());
+        for (amount, version) in [("0", "1"), ("05", "1"), ("500", "0"), ("500", "x")] {
+            let err = create(amount, version).expect_err("usage error");
+            assert_eq!(err.exit_code(), 2, "{amount} {version}");
+        }
+        for bad in ["00", "not-an-id", &"g".repeat(64)] {
+            let err = parse(&["credit", "get", bad]).expect_err("not a credit id");
+            assert_eq!(err.exit_code(), 2, "{bad}");
+        }
+        let help = Cli::command()
+            .find_subcommand_mut("credit")
+            .and_then(|c| c.find_subcommand_mut("sign"))
+            .map(|c| c.render_long_help().to_string())
+            .unwrap_or_default();
+        assert!(help.contains("OPLEDGER_OPERATOR_KEY") && !help.contains("OPLEDGER_OPERATOR_KEY="));
+        assert!(help.contains("--key-file") && help.contains("OPCTL_TENANT_ID"));
     }
 
     #[test]

@@ -19,8 +19,9 @@ pub const EXIT_UNAVAILABLE: u8 = 3;
 pub const EXIT_UNWANTED_FINAL: u8 = 4;
 /// Exit code: `watch` timed out.
 pub const EXIT_WATCH_TIMEOUT: u8 = 5;
-/// Exit code: the operations service's answer did not verify (another withdrawal, a hash that is
-/// not the hash of the fields shown, a field that does not parse); nothing was signed or sent.
+/// Exit code: the operations service's answer did not verify (another withdrawal or credit than
+/// the one asked for, a hash that is not the hash of the fields shown, a field that does not
+/// parse); nothing was signed or sent.
 pub const EXIT_UNTRUSTED: u8 = 6;
 
 /// The `ErrorInfo` domain of opledger errors.
@@ -184,7 +185,25 @@ impl From<crate::review::Unverified> for Failure {
     }
 }
 
-/// What to do about a refusal of a signed approval, for people (text output only).
+impl From<crate::credit_review::Unverified> for Failure {
+    fn from(e: crate::credit_review::Unverified) -> Failure {
+        Failure {
+            kind: Kind::Untrusted,
+            code: "FAILED_PRECONDITION",
+            reason: e.reason().to_owned(),
+            message: e.to_string(),
+            metadata: e
+                .metadata()
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect(),
+            violations: Vec::new(),
+        }
+    }
+}
+
+/// What to do about a refusal of a signed approval or credit statement, for people (text output
+/// only).
 pub fn hint(reason: &str) -> Option<&'static str> {
     Some(match reason {
         "APPROVER_KEY_UNKNOWN" => {
@@ -216,6 +235,23 @@ pub fn hint(reason: &str) -> Option<&'static str> {
             "the operations service's answer does not verify: do not approve this withdrawal \
              from this connection; report it to security (the operations host or the path to it \
              may be compromised)"
+        }
+        "CREDIT_ID_MISMATCH" | "CREDIT_UNPARSEABLE" => {
+            "the operations service's answer does not verify: do not sign this credit from this \
+             connection; report it to security (the operations host or the path to it may be \
+             compromised)"
+        }
+        "CREDIT_STATEMENT_INVALID" => {
+            "the credit statement does not verify against the tenant's trust statement: check \
+             --key-file / OPLEDGER_OPERATOR_KEY holds your OPERATOR key (an approver key never \
+             signs credits; the administrator registers operators with `opledger-admin trust \
+             publish --operator`), --tenant / OPCTL_TENANT_ID is the API key's tenant and \
+             --policy-version the current one; if the fields opctl showed are not those of the \
+             credit, the operations host showed you other fields: report it to security"
+        }
+        "CREDIT_NOT_PENDING" => {
+            "the credit was already credited or refused by the witness: there is nothing to sign \
+             (opctl credit get <credit-id>)"
         }
         "CLEAR_TEXT_NOT_ALLOWED" => {
             "use https:// with --ca-file (the CA that issued the service's certificate), or \
@@ -410,9 +446,19 @@ mod tests {
             "POLICY_VERSION_UNKNOWN",
             "TRUST_STATEMENT_MISSING",
             "KYT_PASS_REQUIRED",
+            "CREDIT_STATEMENT_INVALID",
+            "CREDIT_NOT_PENDING",
+            "CREDIT_ID_MISMATCH",
+            "CREDIT_UNPARSEABLE",
         ] {
             assert!(hint(reason).is_some(), "{reason}");
         }
+        let untrusted = Failure::from(crate::credit_review::Unverified::Field("amount"));
+        assert_eq!(
+            (untrusted.exit_code(), untrusted.reason.as_str()),
+            (6, "CREDIT_UNPARSEABLE")
+        );
+        assert_eq!(untrusted.metadata["field"], "amount");
         assert!(hint("EVIDENCE_MISMATCH").is_none());
     }
 

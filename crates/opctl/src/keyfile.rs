@@ -1,6 +1,7 @@
-//! Approver keys on the command line: key files and `OPLEDGER_APPROVER_KEY` through
-//! `opledger-keyfile` (mode 0600, never overwritten, zeroized), their errors as usage failures
-//! naming the flag. Keys sign approval statements locally and are never sent anywhere.
+//! Approver and operator keys on the command line: key files (`opctl approver keygen` writes both
+//! kinds), `OPLEDGER_APPROVER_KEY` and `OPLEDGER_OPERATOR_KEY` through `opledger-keyfile` (mode
+//! 0600, never overwritten, zeroized), their errors as usage failures naming the flag. Keys sign
+//! approval and credit statements locally and are never sent or printed anywhere.
 
 use crate::error::Failure;
 use opledger_domain::approval::SigningKey;
@@ -19,7 +20,7 @@ pub fn read(path: &Path) -> Result<SigningKey, Failure> {
         .map_err(|e| Failure::usage(format!("--key-file {}: {e}", path.display())))
 }
 
-/// A key given as 64 hex digits; the error never quotes the text.
-pub fn parse(text: &str) -> Result<SigningKey, String> {
-    opledger_keyfile::parse(text).map_err(|e| format!("an approver {e}"))
+/// A key of `holder` (approver, operator) given as 64 hex digits; the error never quotes the text.
+pub fn parse(text: &str, holder: &str) -> Result<SigningKey, String> {
+    opledger_keyfile::parse(text).map_err(|e| format!("not an {holder} key: {e}"))
 }

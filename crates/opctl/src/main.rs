@@ -5,6 +5,7 @@
 mod cli;
 mod client;
 mod commands;
+mod credit_review;
 mod error;
 mod keyfile;
 mod output;

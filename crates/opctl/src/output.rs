@@ -385,20 +385,32 @@ pub fn withdrawal_table(ws: &[pb::Withdrawal]) -> String {
     )
 }
 
-/// A balance in both forms.
+/// A balance in both forms: available, held by open withdrawals, and credits proposed but not
+/// witnessed yet (pending, not spendable).
 pub fn balance_report(b: &pb::Balance) -> Report {
     Report {
-        text: format!(
-            "account    {}\nasset      {}\navailable  {}\nheld       {}\n",
-            b.account, b.asset, b.available, b.held
-        ),
-        json: json!({
-            "account": b.account,
-            "asset": b.asset,
-            "available": b.available,
-            "held": b.held,
-        }),
+        text: balance_text(b),
+        json: balance_json(b),
     }
+}
+
+/// A balance for people.
+pub fn balance_text(b: &pb::Balance) -> String {
+    format!(
+        "account    {}\nasset      {}\navailable  {}\nheld       {}\npending    {}\n",
+        b.account, b.asset, b.available, b.held, b.pending
+    )
+}
+
+/// A balance for scripts.
+pub fn balance_json(b: &pb::Balance) -> Value {
+    json!({
+        "account": b.account,
+        "asset": b.asset,
+        "available": b.available,
+        "held": b.held,
+        "pending": b.pending,
+    })
 }
 
 #[cfg(test)]
@@ -603,8 +615,11 @@ mod tests {
             asset: "ETH".into(),
             available: "10".into(),
             held: "0".into(),
+            pending: "5".into(),
         });
         assert_eq!(r.json["available"], "10");
+        assert_eq!(r.json["pending"], "5");
         assert!(r.text.contains("held       0"));
+        assert!(r.text.contains("pending    5\n"));
     }
 }

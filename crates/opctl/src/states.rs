@@ -1,11 +1,13 @@
 //! Names of wire enums as operators type and read them (`CONFIRMED`, not
 //! `WITHDRAWAL_STATE_CONFIRMED`), and which states end a `watch`.
 
-use opledger_proto::v1::{InboxIssueKind, RiskFlag, WithdrawalState};
+use opledger_proto::v1::{CreditKind, CreditState, InboxIssueKind, RiskFlag, WithdrawalState};
 
 const STATE_PREFIX: &str = "WITHDRAWAL_STATE_";
 const FLAG_PREFIX: &str = "RISK_FLAG_";
 const KIND_PREFIX: &str = "INBOX_ISSUE_KIND_";
+const CREDIT_STATE_PREFIX: &str = "CREDIT_STATE_";
+const CREDIT_KIND_PREFIX: &str = "CREDIT_KIND_";
 
 /// The states a withdrawal can be in, in lifecycle order, as operators name them.
 pub const STATE_NAMES: [&str; 10] = [
@@ -58,6 +60,23 @@ pub fn inbox_kind_name(kind: i32) -> String {
     match InboxIssueKind::try_from(kind) {
         Ok(known) => short(known.as_str_name(), KIND_PREFIX),
         Err(_) => format!("KIND_{kind}"),
+    }
+}
+
+/// The short name of a credit's state (`PENDING`, `CREDITED`, `REFUSED`), `STATE_<n>` for a
+/// number this build does not know.
+pub fn credit_state_name(state: i32) -> String {
+    match CreditState::try_from(state) {
+        Ok(CreditState::Unspecified) | Err(_) => format!("STATE_{state}"),
+        Ok(known) => short(known.as_str_name(), CREDIT_STATE_PREFIX),
+    }
+}
+
+/// The short name of a credit's kind (`DEPOSIT`, `OPERATOR`).
+pub fn credit_kind_name(kind: i32) -> String {
+    match CreditKind::try_from(kind) {
+        Ok(CreditKind::Unspecified) | Err(_) => format!("KIND_{kind}"),
+        Ok(known) => short(known.as_str_name(), CREDIT_KIND_PREFIX),
     }
 }
 
@@ -159,5 +178,11 @@ mod tests {
             "DEAD_LETTER"
         );
         assert_eq!(inbox_kind_name(9), "KIND_9");
+        assert_eq!(credit_state_name(CreditState::Pending as i32), "PENDING");
+        assert_eq!(credit_state_name(CreditState::Credited as i32), "CREDITED");
+        assert_eq!(credit_state_name(0), "STATE_0");
+        assert_eq!(credit_kind_name(CreditKind::Operator as i32), "OPERATOR");
+        assert_eq!(credit_kind_name(CreditKind::Deposit as i32), "DEPOSIT");
+        assert_eq!(credit_kind_name(7), "KIND_7");
     }
 }

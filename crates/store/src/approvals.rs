@@ -380,7 +380,9 @@ async fn verified(
         Err(refusal) => {
             if matches!(
                 refusal,
-                Refusal::BadSignature { .. } | Refusal::OtherOperation { .. }
+                Refusal::BadSignature { .. }
+                    | Refusal::OtherOperation { .. }
+                    | Refusal::NotAnApprover { .. }
             ) {
                 record_security_event(
                     tx,

@@ -94,12 +94,13 @@ pub enum StoreError {
 }
 
 /// The database's range constraints on ledger amounts (migration 16), and what each bounds.
-const RANGE_CONSTRAINTS: [(&str, &str); 5] = [
+const RANGE_CONSTRAINTS: [(&str, &str); 6] = [
     ("ledger_accounts_amount_range", "account balance"),
     ("ledger_holds_amount_range", "hold amount"),
     ("ledger_credits_amount_range", "credit amount"),
     ("ledger_postings_amount_range", "posting amount"),
     ("withdrawal_payloads_amount_range", "withdrawal amount"),
+    ("credit_proposals_amount_range", "credit amount"),
 ];
 
 impl StoreError {

@@ -5,7 +5,7 @@
 //! This module stores what the ingress verified; it never verifies, decrypts or parses (that is
 //! `opledger-webhook`, in the service). Bodies arrive here sealed.
 
-use crate::ledger;
+use crate::credits::{self, CreditKind, DepositEvidence, NewProposal, Proposed};
 use crate::transition::{TransitionRequest, Transitioned, transition_in};
 use crate::{Result, Store, StoreError};
 use chrono::{DateTime, Utc};
@@ -316,14 +316,12 @@ fn stored_kind(kind: &str) -> Result<StoredKind> {
 /// What a deposit credit did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CreditOutcome {
-    /// Credited now.
-    Credited,
-    /// The same deposit was credited before with the same account, asset and amount.
-    AlreadyCredited,
-    /// The same deposit id was credited before with different content.
+    /// Proposed now: pending until the witness attests it.
+    Proposed,
+    /// The same deposit was proposed before with the same account, asset, amount and evidence.
+    AlreadyProposed,
+    /// The same deposit id was proposed before with different content.
     Conflicting,
-    /// The credit would take the account's balance beyond the amount range: nothing credited.
-    OutOfRange,
 }
 
 /// The processor's transaction over one claimed item: effects and the item's end commit together
@@ -396,49 +394,34 @@ impl WorkTx {
         transition_in(&mut self.tx, request).await
     }
 
-    /// Credits a confirmed deposit once per (source, deposit id).
-    pub async fn credit_deposit(
+    /// Proposes the credit of a confirmed deposit once per (source, deposit id), with its chain
+    /// evidence if the provider sent some: the account moves only once the witness attests it
+    /// (migration 29).
+    pub async fn propose_deposit(
         &mut self,
         deposit_id: &str,
         account: &AccountName,
         asset: &AssetCode,
         amount: Amount,
+        evidence: Option<&DepositEvidence>,
     ) -> Result<CreditOutcome> {
         let digest = deposit_credit_digest(&self.item.source, deposit_id);
-        let tenant = self.item.tenant_id;
-        // In a savepoint: a credit refused by the range constraints fails its statement, and the
-        // item must still be finished (dead-lettered) in this transaction.
-        sqlx::query("SAVEPOINT deposit_credit")
-            .execute(&mut *self.tx)
-            .await?;
-        let credited =
-            ledger::credit_in(&mut self.tx, tenant, &digest, account, asset, amount).await;
-        match credited {
-            Err(StoreError::OutOfRange { .. }) => {
-                sqlx::query("ROLLBACK TO SAVEPOINT deposit_credit")
-                    .execute(&mut *self.tx)
-                    .await?;
-                return Ok(CreditOutcome::OutOfRange);
-            }
-            Err(other) => return Err(other),
-            Ok(inserted) => {
-                sqlx::query("RELEASE SAVEPOINT deposit_credit")
-                    .execute(&mut *self.tx)
-                    .await?;
-                if inserted {
-                    return Ok(CreditOutcome::Credited);
-                }
-            }
-        }
-        let stored = ledger::stored_credit(&mut self.tx, tenant, &digest).await?;
-        Ok(match stored {
-            Some((a, s, m))
-                if a == account.as_str() && s == asset.as_str() && m == amount.to_string() =>
+        let proposal = NewProposal {
+            tenant_id: self.item.tenant_id,
+            credit_id: &digest,
+            account,
+            asset,
+            amount,
+        };
+        Ok(
+            match credits::propose_in(&mut self.tx, &proposal, CreditKind::Deposit, evidence)
+                .await?
             {
-                CreditOutcome::AlreadyCredited
-            }
-            _ => CreditOutcome::Conflicting,
-        })
+                Proposed::New => CreditOutcome::Proposed,
+                Proposed::Replayed => CreditOutcome::AlreadyProposed,
+                Proposed::Conflicting(_) => CreditOutcome::Conflicting,
+            },
+        )
     }
 
     /// Records a KYT screening result on the operation; false when this provider reference was

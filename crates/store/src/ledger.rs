@@ -20,6 +20,8 @@ pub struct Balance {
     pub available: Amount,
     /// Amount held by open withdrawals.
     pub held: Amount,
+    /// Credits proposed and not yet witnessed (neither attested nor refused): not spendable.
+    pub pending: Amount,
 }
 
 /// The result of a credit call.
@@ -229,27 +231,47 @@ impl Store {
         Ok(Credited { balance, replayed })
     }
 
-    /// The balances of one account, or `None` when it does not exist for this tenant.
+    /// The balances of one account, or `None` when the tenant has neither the account nor a
+    /// pending credit for it.
     pub async fn balance(
         &self,
         tenant_id: TenantId,
         account: &AccountName,
         asset: &AssetCode,
     ) -> Result<Option<Balance>> {
-        let row: Option<(String, String)> = sqlx::query_as(
-            "SELECT available::text, held::text FROM ledger_accounts \
-             WHERE tenant_id = $1 AND account = $2 AND asset = $3",
+        let row: Option<(Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
+            "SELECT a.available::text, a.held::text, p.pending::text \
+             FROM (SELECT 1) AS one \
+             LEFT JOIN ledger_accounts a \
+               ON a.tenant_id = $1 AND a.account = $2 AND a.asset = $3 \
+             LEFT JOIN LATERAL ( \
+               SELECT CASE WHEN sum(c.amount) > 340282366920938463463374607431768211455 \
+                      THEN 340282366920938463463374607431768211455 ELSE sum(c.amount) END \
+                      AS pending \
+               FROM credit_proposals c \
+               WHERE c.tenant_id = $1 AND c.account = $2 AND c.asset = $3 \
+                 AND NOT EXISTS (SELECT 1 FROM credit_attestations t \
+                                 WHERE t.tenant_id = c.tenant_id AND t.credit_id = c.credit_id) \
+                 AND NOT EXISTS (SELECT 1 FROM credit_refusals r \
+                                 WHERE r.tenant_id = c.tenant_id AND r.credit_id = c.credit_id) \
+             ) p ON true \
+             WHERE a.account IS NOT NULL OR p.pending IS NOT NULL",
         )
         .bind(tenant_id.as_uuid())
         .bind(account.as_str())
         .bind(asset.as_str())
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|(available, held)| {
+        let parse = |text: Option<String>| {
+            text.map_or(Ok(Amount::ZERO), |t| {
+                Amount::parse(&t).map_err(|_| StoreError::Corrupt { what: "balance" })
+            })
+        };
+        row.map(|(available, held, pending)| {
             Ok(Balance {
-                available: Amount::parse(&available)
-                    .map_err(|_| StoreError::Corrupt { what: "balance" })?,
-                held: Amount::parse(&held).map_err(|_| StoreError::Corrupt { what: "balance" })?,
+                available: parse(available)?,
+                held: parse(held)?,
+                pending: parse(pending)?,
             })
         })
         .transpose()

@@ -6,6 +6,7 @@
 
 pub mod approvals;
 pub mod broadcast;
+pub mod credits;
 mod error;
 pub mod executors;
 pub mod inbox;

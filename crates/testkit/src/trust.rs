@@ -3,8 +3,8 @@
 //! statements, and signed approval statements. Test-only: the seeds are public.
 
 use opledger_domain::approval::{
-    ApprovalStatement, Decision, KeyId, KeyKind, RegisteredKey, SigningKey, TrustParts,
-    TrustStatement,
+    ApprovalStatement, CreditStatement, Decision, KeyId, KeyKind, RegisteredKey, SigningKey,
+    TrustParts, TrustStatement,
 };
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::payload::PayloadHash;
@@ -13,6 +13,8 @@ use sha2::{Digest, Sha256};
 
 /// Approver keys registered by [`publish_default`] (indexes 0 to this minus one).
 pub const DEFAULT_APPROVERS: u8 = 4;
+/// Operator keys (kind OPERATOR: they sign credit statements) registered by [`publish_default`].
+pub const DEFAULT_OPERATORS: u8 = 2;
 
 fn derived(label: &str, tenant: TenantId, index: u8) -> SigningKey {
     let seed: [u8; 32] =
@@ -40,16 +42,51 @@ pub fn service_key(tenant: TenantId, index: u8) -> SigningKey {
     derived("service", tenant, index)
 }
 
+/// Operator key number `index` of the tenant (signs credit statements).
+pub fn operator_key(tenant: TenantId, index: u8) -> SigningKey {
+    derived("operator", tenant, index)
+}
+
+/// The signature of `key` over the credit statement of exactly these fields under trust
+/// statement `policy_version`.
+pub fn signed_credit(
+    tenant: TenantId,
+    credit_id: &[u8; 32],
+    account: &str,
+    asset: &str,
+    amount: u128,
+    key: &SigningKey,
+    policy_version: u64,
+) -> anyhow::Result<Vec<u8>> {
+    let statement = CreditStatement {
+        tenant_id: tenant,
+        credit_id: *credit_id,
+        account: opledger_domain::payload::AccountName::parse(account)?,
+        asset: opledger_domain::payload::AssetCode::parse(asset)?,
+        amount: opledger_domain::amount::Amount::new(amount),
+        operator_key_id: key_id(key),
+        policy_version,
+    };
+    let signature = statement
+        .sign(key)
+        .map_err(|e| anyhow::anyhow!("credit statement: {e}"))?;
+    Ok(signature.to_bytes().to_vec())
+}
+
 /// The key id of a signing key.
 pub fn key_id(key: &SigningKey) -> KeyId {
     KeyId::of(&key.verifying_key())
 }
 
-/// Trust parts registering approver keys `0..DEFAULT_APPROVERS` and no rules (one approver).
+/// Trust parts registering approver keys `0..DEFAULT_APPROVERS`, operator keys
+/// `0..DEFAULT_OPERATORS` and no rules (one approver, one operator).
 pub fn default_parts(tenant: TenantId) -> TrustParts {
     TrustParts {
         keys: (0..DEFAULT_APPROVERS)
             .map(|i| RegisteredKey::new(approver_key(tenant, i).verifying_key(), KeyKind::Approver))
+            .chain((0..DEFAULT_OPERATORS).map(|i| {
+                RegisteredKey::new(operator_key(tenant, i).verifying_key(), KeyKind::Operator)
+            }))
             .collect(),
         ..TrustParts::default()
     }

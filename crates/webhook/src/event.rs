@@ -48,10 +48,22 @@
 //! | `account`    | account name: `[a-z0-9][a-z0-9_-]{0,62}`                      |
 //! | `asset`      | asset code: `[A-Z0-9]{1,16}`                                  |
 //! | `amount`     | canonical decimal integer of minimal units, greater than zero |
+//! | `network`    | optional: network id, `[a-z0-9][a-z0-9_-]{0,62}`              |
+//! | `tx_hash`    | optional: `0x` followed by 64 hex digits (either case)        |
+//! | `log_index`  | optional: decimal integer (0 to 2^31 - 1), a token transfer's log |
+//! | `recipient`  | optional: `0x` followed by 40 hex digits (either case)        |
+//!
+//! `network`, `tx_hash` and `recipient` are the deposit's chain evidence: all three or none
+//! (`log_index` only with them, for a token transfer; absent for the native coin). A deposit with
+//! chain evidence is credited once the witness has found exactly that transfer on the chain at
+//! final depth, to an address registered to the account; one without stays pending until
+//! operators' signed statements witness it.
 //!
 //! ```json
 //! {"type": "deposit.confirmed",
-//!  "data": {"deposit_id": "dep_01J", "account": "treasury", "asset": "USDC", "amount": "2500000"}}
+//!  "data": {"deposit_id": "dep_01J", "account": "treasury", "asset": "USDC", "amount": "2500000",
+//!           "network": "mainnet", "tx_hash": "0x8f3c...64 hex digits...", "log_index": "3",
+//!           "recipient": "0x5a0b...40 hex digits..."}}
 //! ```
 //!
 //! # `transfer.status`
@@ -182,6 +194,30 @@ pub struct DepositConfirmed {
     account: AccountName,
     asset: AssetCode,
     amount: Amount,
+    chain: Option<DepositChain>,
+}
+
+/// A deposit's chain evidence as the provider reported it. `Debug` shows neither the transaction
+/// nor the recipient.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DepositChain {
+    /// The network id.
+    pub network: opledger_domain::payload::NetworkId,
+    /// The transaction.
+    pub tx_hash: [u8; 32],
+    /// The token transfer's log in the receipt; `None` for the native coin.
+    pub log_index: Option<u32>,
+    /// The address that received it.
+    pub recipient: [u8; 20],
+}
+
+impl fmt::Debug for DepositChain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DepositChain")
+            .field("network", &self.network)
+            .field("log_index", &self.log_index)
+            .finish_non_exhaustive()
+    }
 }
 
 impl DepositConfirmed {
@@ -203,6 +239,11 @@ impl DepositConfirmed {
     /// The deposited amount in minimal units, always greater than zero.
     pub fn amount(&self) -> Amount {
         self.amount
+    }
+
+    /// The deposit's chain evidence, when the provider sent it.
+    pub fn chain(&self) -> Option<&DepositChain> {
+        self.chain.as_ref()
     }
 }
 
@@ -581,7 +622,19 @@ fn operation_id(data: &Members<Value>) -> Result<OperationId, String> {
 }
 
 fn deposit_confirmed(data: &Members<Value>) -> Result<Event, String> {
-    check_members(data, &["deposit_id", "account", "asset", "amount"])?;
+    check_members(
+        data,
+        &[
+            "deposit_id",
+            "account",
+            "asset",
+            "amount",
+            "network",
+            "tx_hash",
+            "log_index",
+            "recipient",
+        ],
+    )?;
     let deposit_id = external_ref(data, "deposit_id")?;
     let account = AccountName::parse(string_field(data, "account")?)
         .map_err(|_| rule("account", "must match [a-z0-9][a-z0-9_-]{0,62}"))?;
@@ -596,11 +649,72 @@ fn deposit_confirmed(data: &Members<Value>) -> Result<Event, String> {
     if amount.is_zero() {
         return Err(rule("amount", "must be greater than zero"));
     }
+    let chain = deposit_chain(data)?;
     Ok(Event::DepositConfirmed(DepositConfirmed {
         deposit_id,
         account,
         asset,
         amount,
+        chain,
+    }))
+}
+
+fn optional_string<'a>(
+    data: &'a Members<Value>,
+    name: &'static str,
+) -> Result<Option<&'a str>, String> {
+    match data.lookup(name) {
+        Lookup::Missing => Ok(None),
+        _ => string_field(data, name).map(Some),
+    }
+}
+
+fn deposit_chain(data: &Members<Value>) -> Result<Option<DepositChain>, String> {
+    let network = optional_string(data, "network")?;
+    let tx_hash = optional_string(data, "tx_hash")?;
+    let recipient = optional_string(data, "recipient")?;
+    let log_index = optional_string(data, "log_index")?;
+    let (Some(network), Some(tx_hash), Some(recipient)) = (network, tx_hash, recipient) else {
+        if network.is_some() || tx_hash.is_some() || recipient.is_some() || log_index.is_some() {
+            return Err(rule(
+                "network",
+                "network, tx_hash and recipient come together (log_index only with them)",
+            ));
+        }
+        return Ok(None);
+    };
+    let network = opledger_domain::payload::NetworkId::parse(network)
+        .map_err(|_| rule("network", "must match [a-z0-9][a-z0-9_-]{0,62}"))?;
+    let tx_hash = parse_tx_hash(tx_hash)
+        .ok_or_else(|| rule("tx_hash", "must be 0x followed by 64 hex digits"))?;
+    let recipient = recipient
+        .strip_prefix("0x")
+        .and_then(|digits| {
+            let mut out = [0_u8; 20];
+            hex::decode_to_slice(digits, &mut out).ok().map(|()| out)
+        })
+        .ok_or_else(|| rule("recipient", "must be 0x followed by 40 hex digits"))?;
+    let log_index = log_index
+        .map(|text| {
+            let canonical = !text.is_empty()
+                && text.bytes().all(|b| b.is_ascii_digit())
+                && (text == "0" || !text.starts_with('0'));
+            text.parse::<u32>()
+                .ok()
+                .filter(|n| canonical && *n <= i32::MAX as u32)
+                .ok_or_else(|| {
+                    rule(
+                        "log_index",
+                        "must be a decimal integer from 0 to 2147483647",
+                    )
+                })
+        })
+        .transpose()?;
+    Ok(Some(DepositChain {
+        network,
+        tx_hash,
+        log_index,
+        recipient,
     }))
 }
 

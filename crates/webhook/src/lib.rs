@@ -25,8 +25,8 @@ pub mod secret;
 pub mod verify;
 
 pub use event::{
-    DepositConfirmed, Event, ExternalRef, InvalidExternalRef, KytResult, KytVerdict, MalformedBody,
-    Parsed, TransferState, TransferStatus, Unhandled, UnhandledReason, parse,
+    DepositChain, DepositConfirmed, Event, ExternalRef, InvalidExternalRef, KytResult, KytVerdict,
+    MalformedBody, Parsed, TransferState, TransferStatus, Unhandled, UnhandledReason, parse,
 };
 pub use seal::{BodyKey, BodyKeyError, OpenError, SealError, Sealed, open, row_aad, seal};
 pub use secret::{Ed25519PublicKey, Ed25519SigningKey, KeyError, SigningSecret, VerificationKey};

@@ -4,8 +4,10 @@
 //! due; after commit the item is DONE and never claimed again.
 //!
 //! What each event does:
-//! - `deposit.confirmed`: credits the account once per (source, deposit id); the same deposit id
-//!   with different content is a dead letter.
+//! - `deposit.confirmed`: proposes the credit of the account once per (source, deposit id), with
+//!   the deposit's chain evidence when the provider sent it; the account moves only once the
+//!   witness attests it (a second principal). The same deposit id with different content is a
+//!   dead letter.
 //! - `transfer.status`: a hint, never a move ([`crate::hint`]). Naming one of the operation's
 //!   transfer attempts (original or fee bump), it records a watch hint (the watcher looks at the
 //!   operation now) and is done (`HINTED`); the operation's state, hold and inclusions are
@@ -32,6 +34,7 @@ use crate::keys::KeyRing;
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::state::{Actor, OperationState, check_transition};
 use opledger_grpc::telemetry;
+use opledger_store::credits::DepositEvidence;
 use opledger_store::inbox::{CreditOutcome, Finish, WorkTx};
 use opledger_store::transition::TransitionRequest;
 use opledger_store::{Store, StoreError};
@@ -293,14 +296,25 @@ impl Processor {
         };
         match event {
             Event::DepositConfirmed(d) => {
+                let evidence = d.chain().map(|c| DepositEvidence {
+                    network: c.network.as_str().to_owned(),
+                    tx_hash: c.tx_hash,
+                    log_index: c.log_index,
+                    recipient: c.recipient,
+                });
                 let outcome = work
-                    .credit_deposit(d.deposit_id().as_str(), d.account(), d.asset(), d.amount())
+                    .propose_deposit(
+                        d.deposit_id().as_str(),
+                        d.account(),
+                        d.asset(),
+                        d.amount(),
+                        evidence.as_ref(),
+                    )
                     .await?;
                 Ok(match outcome {
-                    CreditOutcome::Credited => Decision::Done("CREDITED"),
-                    CreditOutcome::AlreadyCredited => Decision::Done("ALREADY_CREDITED"),
+                    CreditOutcome::Proposed => Decision::Done("CREDIT_PROPOSED"),
+                    CreditOutcome::AlreadyProposed => Decision::Done("ALREADY_PROPOSED"),
                     CreditOutcome::Conflicting => self.dead("DEPOSIT_CONFLICT"),
-                    CreditOutcome::OutOfRange => self.dead("AMOUNT_OUT_OF_RANGE"),
                 })
             }
             Event::TransferStatus(t) => {

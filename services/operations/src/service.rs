@@ -2,14 +2,15 @@
 
 use crate::checks::CreateChecks;
 use crate::{convert, paging};
+use opledger_domain::approval::{CreditFacts, CreditSignatureFacts, evaluate_credit};
 use opledger_domain::ids::OperationId;
 use opledger_grpc::Authenticator;
 use opledger_grpc::store_status;
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::operations_service_server::OperationsService;
 use opledger_store::Store;
+use opledger_store::credits::{CreditState, NewProposal, OperatorSignature};
 use opledger_store::keys::Role;
-use opledger_store::ledger::NewCredit;
 use opledger_store::operations::{Created, ListQuery, NewWithdrawal};
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
@@ -41,6 +42,63 @@ impl OperationsApi {
             store,
             auth,
             checks,
+        }
+    }
+
+    /// One credit of the tenant, or NOT_FOUND.
+    async fn credit_of(
+        &self,
+        tenant: opledger_domain::ids::TenantId,
+        credit_id: &[u8; 32],
+    ) -> Result<opledger_store::credits::CreditRecord, Status> {
+        self.store
+            .credit(tenant, credit_id)
+            .await
+            .map_err(store_status)?
+            .ok_or_else(|| store_status(opledger_store::StoreError::NotFound { what: "credit" }))
+    }
+
+    /// Refuses (CREDIT_STATEMENT_INVALID, nothing recorded) an operator's signature that does not
+    /// verify against the tenant's newest trust statement over the statement of exactly the
+    /// credit's fields. The service has no pinned administrator key: this spares an honest
+    /// operator a refused credit; the witness verifies again against the pinned trust roots.
+    async fn check_statement(
+        &self,
+        proposal: &NewProposal<'_>,
+        signature: &OperatorSignature,
+    ) -> Result<(), Status> {
+        let trust = self
+            .store
+            .trust_statement(proposal.tenant_id)
+            .await
+            .map_err(store_status)?
+            .ok_or_else(|| store_status(opledger_store::StoreError::TrustMissing))?
+            .decode()
+            .map_err(store_status)?;
+        let credit = CreditFacts {
+            tenant_id: proposal.tenant_id,
+            credit_id: proposal.credit_id,
+            account: proposal.account,
+            asset: proposal.asset,
+            amount: proposal.amount,
+        };
+        let signed = [CreditSignatureFacts {
+            operator_key_id: &signature.operator_key_id,
+            policy_version: signature.policy_version,
+            signature: &signature.signature,
+        }];
+        match evaluate_credit(&trust, &credit, &signed) {
+            Ok(_) => Ok(()),
+            Err(refusal) => Err(opledger_grpc::status::error_status(
+                tonic::Code::PermissionDenied,
+                opledger_grpc::status::ErrorReason::CreditStatementInvalid,
+                format!(
+                    "the operator's credit statement does not verify against the tenant's trust \
+                     statement ({}): nothing recorded",
+                    refusal.reason_code()
+                ),
+                &[("refusal", refusal.reason_code())],
+            )),
         }
     }
 }
@@ -207,21 +265,116 @@ impl OperationsService for OperationsApi {
                 "must be greater than zero",
             ));
         }
-        let credited = self
+        let signature = convert::operator_signature("statement", body.statement)?;
+        let credit_id = key.digest();
+        let proposal = NewProposal {
+            tenant_id: caller.tenant_id,
+            credit_id: &credit_id,
+            account: &account,
+            asset: &asset,
+            amount,
+        };
+        self.check_statement(&proposal, &signature).await?;
+        let (record, replayed) = self
             .store
-            .credit_account(NewCredit {
-                tenant_id: caller.tenant_id,
-                key: &key,
-                account: &account,
-                asset: &asset,
-                amount,
-            })
+            .propose_operator_credit(&proposal, &signature)
             .await
             .map_err(store_status)?;
-        tracing::info!(replayed = credited.replayed, "account credited");
+        tracing::info!(replayed, "operator credit proposed");
+        let balance = self
+            .store
+            .balance(caller.tenant_id, &account, &asset)
+            .await
+            .map_err(store_status)?
+            .ok_or_else(|| {
+                store_status(opledger_store::StoreError::NotFound { what: "account" })
+            })?;
         Ok(Response::new(pb::CreditAccountResponse {
-            balance: Some(convert::balance(&account, &asset, &credited.balance)),
-            replayed: credited.replayed,
+            balance: Some(convert::balance(&account, &asset, &balance)),
+            replayed,
+            credit: Some(convert::credit(&record)),
         }))
     }
+
+    async fn sign_credit(
+        &self,
+        request: Request<pb::SignCreditRequest>,
+    ) -> Result<Response<pb::Credit>, Status> {
+        let caller = self.auth.authorize(&request, &[Role::Operator]).await?;
+        let body = request.into_inner();
+        let credit_id = convert::credit_id("credit_id", &body.credit_id)?;
+        let signature = convert::operator_signature("statement", body.statement)?;
+        let record = self.credit_of(caller.tenant_id, &credit_id).await?;
+        if record.state != CreditState::Pending {
+            return Err(not_pending());
+        }
+        let proposal = NewProposal {
+            tenant_id: caller.tenant_id,
+            credit_id: &credit_id,
+            account: &record.account,
+            asset: &record.asset,
+            amount: record.amount,
+        };
+        self.check_statement(&proposal, &signature).await?;
+        let record = self
+            .store
+            .add_credit_statement(caller.tenant_id, &credit_id, &signature)
+            .await
+            .map_err(|e| match e {
+                opledger_store::StoreError::Conflict { .. } => not_pending(),
+                other => store_status(other),
+            })?;
+        tracing::info!("operator statement added to a pending credit");
+        Ok(Response::new(convert::credit(&record)))
+    }
+
+    async fn get_credit(
+        &self,
+        request: Request<pb::GetCreditRequest>,
+    ) -> Result<Response<pb::Credit>, Status> {
+        let caller = self
+            .auth
+            .authorize(&request, &[Role::Operator, Role::Service])
+            .await?;
+        let credit_id = convert::credit_id("credit_id", &request.get_ref().credit_id)?;
+        let record = self.credit_of(caller.tenant_id, &credit_id).await?;
+        Ok(Response::new(convert::credit(&record)))
+    }
+
+    async fn list_pending_credits(
+        &self,
+        request: Request<pb::ListPendingCreditsRequest>,
+    ) -> Result<Response<pb::ListPendingCreditsResponse>, Status> {
+        let caller = self
+            .auth
+            .authorize(&request, &[Role::Operator, Role::Service])
+            .await?;
+        let limit = match request.get_ref().page_size {
+            0 => 50,
+            n @ 1..=500 => n.unsigned_abs(),
+            _ => {
+                return Err(opledger_grpc::status::invalid_field(
+                    "page_size",
+                    "must be between 0 (the default, 50) and 500",
+                ));
+            }
+        };
+        let credits = self
+            .store
+            .pending_credits(caller.tenant_id, limit)
+            .await
+            .map_err(store_status)?;
+        Ok(Response::new(pb::ListPendingCreditsResponse {
+            credits: credits.iter().map(convert::credit).collect(),
+        }))
+    }
+}
+
+fn not_pending() -> Status {
+    opledger_grpc::status::error_status(
+        tonic::Code::FailedPrecondition,
+        opledger_grpc::status::ErrorReason::CreditNotPending,
+        "the credit is no longer pending (credited, or refused by the witness): nothing recorded",
+        &[],
+    )
 }

@@ -43,12 +43,53 @@ pub struct Config {
     /// are secrets, never logged.
     #[serde(default)]
     pub rpc_headers: BTreeMap<String, BTreeMap<String, Secret>>,
+    /// Tenants whose operator credits (and deposits without chain evidence) this witness verifies
+    /// (`[[trust_roots]]`, the same keys as the signer's): a credit statement counts only under a
+    /// trust statement signed by one of the tenant's pinned administrator keys. A tenant without
+    /// an entry has such credits left pending.
+    #[serde(default)]
+    pub trust_roots: Vec<TrustRootConfig>,
+    /// The assets of deposits per network id (`[deposit_assets.<id>]`): `native`, the asset code
+    /// of the network's coin, and `tokens`, ERC-20 contracts (0x...) by asset code. A deposit of
+    /// an asset not listed for its network is left pending.
+    #[serde(default)]
+    pub deposit_assets: BTreeMap<String, DepositAssets>,
     /// Milliseconds between passes.
     pub poll_interval_ms: u64,
     /// Proposals examined per pass.
     pub batch_size: u32,
     /// Milliseconds a node may take to answer.
     pub rpc_timeout_ms: u64,
+}
+
+/// One tenant's trust root: its administrators' pinned keys.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrustRootConfig {
+    /// The tenant (UUID).
+    pub tenant_id: String,
+    /// Ed25519 public keys (64 hex digits each) of the tenant's administrators: a trust statement
+    /// signed by any of them is accepted.
+    pub admin_public_keys: Vec<String>,
+    /// The lowest trust statement version accepted; 1 when absent.
+    #[serde(default = "one")]
+    pub min_version: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// What deposits on one network may be.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DepositAssets {
+    /// The asset code of the network's native coin (`ETH`), if deposits of it are credited.
+    #[serde(default)]
+    pub native: Option<String>,
+    /// ERC-20 contracts (0x and 40 hex digits) by asset code.
+    #[serde(default)]
+    pub tokens: BTreeMap<String, String>,
 }
 
 impl Default for Config {
@@ -64,6 +105,8 @@ impl Default for Config {
             evidence: BTreeMap::new(),
             rpc_ca: None,
             rpc_headers: BTreeMap::new(),
+            trust_roots: Vec::new(),
+            deposit_assets: BTreeMap::new(),
             poll_interval_ms: 1_000,
             batch_size: 64,
             rpc_timeout_ms: 5_000,
@@ -102,11 +145,78 @@ impl Config {
         if self.witness_id.is_empty() || self.witness_id.len() > 128 {
             return invalid("witness_id", "must be 1 to 128 characters");
         }
+        self.validate_trust_roots()?;
+        self.validate_deposit_assets()?;
         if self.poll_interval_ms == 0 || self.batch_size == 0 || self.rpc_timeout_ms == 0 {
             return invalid(
                 "poll_interval_ms",
                 "poll_interval_ms, batch_size and rpc_timeout_ms must be above zero",
             );
+        }
+        Ok(())
+    }
+
+    fn validate_trust_roots(&self) -> Result<(), ConfigError> {
+        let invalid = |field, problem| Err(ConfigError::Invalid { field, problem });
+        let mut tenants = std::collections::BTreeSet::new();
+        for root in &self.trust_roots {
+            let Ok(tenant) = root.tenant_id.parse::<uuid::Uuid>() else {
+                return invalid("trust_roots.tenant_id", "must be a tenant UUID");
+            };
+            if !tenants.insert(tenant) {
+                return invalid("trust_roots.tenant_id", "names a tenant twice");
+            }
+            if root.admin_public_keys.is_empty() {
+                return invalid(
+                    "trust_roots.admin_public_keys",
+                    "must list at least one key",
+                );
+            }
+            for key in &root.admin_public_keys {
+                let parsed = hex::decode(key)
+                    .ok()
+                    .and_then(|bytes| opledger_domain::approval::verifying_key(&bytes).ok());
+                if parsed.is_none() {
+                    return invalid(
+                        "trust_roots.admin_public_keys",
+                        "must be Ed25519 public keys of 64 hex digits",
+                    );
+                }
+            }
+            if root.min_version == 0 {
+                return invalid("trust_roots.min_version", "must be at least 1");
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_deposit_assets(&self) -> Result<(), ConfigError> {
+        let invalid = |field, problem| Err(ConfigError::Invalid { field, problem });
+        for (network, assets) in &self.deposit_assets {
+            if !self.evidence.contains_key(network) {
+                return invalid(
+                    "deposit_assets",
+                    "names a network without an [evidence] entry",
+                );
+            }
+            let codes = assets.native.iter().chain(assets.tokens.keys());
+            for code in codes {
+                if opledger_domain::payload::AssetCode::parse(code).is_err() {
+                    return invalid("deposit_assets", "asset codes must match [A-Z0-9]{1,16}");
+                }
+            }
+            if assets
+                .native
+                .as_ref()
+                .is_some_and(|n| assets.tokens.contains_key(n))
+            {
+                return invalid("deposit_assets", "an asset is both native and a token");
+            }
+            for contract in assets.tokens.values() {
+                if token_address(contract).is_none() {
+                    return invalid("deposit_assets.tokens", "must be 0x and 40 hex digits");
+                }
+            }
         }
         Ok(())
     }
@@ -119,4 +229,12 @@ impl Config {
             ..opledger_store::StoreConfig::default()
         }
     }
+}
+
+/// A token contract address (`0x` and 40 hex digits, either case).
+pub fn token_address(text: &str) -> Option<[u8; 20]> {
+    let digits = text.strip_prefix("0x")?;
+    let mut out = [0_u8; 20];
+    hex::decode_to_slice(digits, &mut out).ok()?;
+    Some(out)
 }

@@ -9,10 +9,12 @@
 
 pub mod attest;
 pub mod config;
+pub mod credits;
 pub mod metrics;
 
 pub use attest::{Outcome, Witness};
 pub use config::Config;
+pub use credits::CreditWitness;
 
 use opledger_grpc::server::{self, ServeError};
 use opledger_store::Store;
@@ -40,12 +42,8 @@ pub enum StartError {
     Serve(#[from] ServeError),
 }
 
-/// A witness for `config` over `store`, counting into `counters`.
-pub fn witness(
-    config: &Config,
-    store: Store,
-    counters: Arc<metrics::Counters>,
-) -> Result<Witness, StartError> {
+/// The witness's evidence readers, one per configured network.
+fn readers(config: &Config) -> Result<HashMap<String, opledger_chain::EvidenceReader>, StartError> {
     let timeout = Duration::from_millis(config.rpc_timeout_ms);
     let mut networks = HashMap::new();
     for (network, settings) in &config.evidence {
@@ -66,11 +64,29 @@ pub fn witness(
         })?;
         networks.insert(network.clone(), reader);
     }
+    Ok(networks)
+}
+
+/// A witness of releases for `config` over `store`, counting into `counters`.
+pub fn witness(
+    config: &Config,
+    store: Store,
+    counters: Arc<metrics::Counters>,
+) -> Result<Witness, StartError> {
     Ok(Witness::new(
         store,
-        networks,
+        readers(config)?,
         config.witness_id.clone(),
         counters,
+    ))
+}
+
+/// A witness of credits for `config` over `store`.
+pub fn credit_witness(config: &Config, store: Store) -> Result<CreditWitness, StartError> {
+    Ok(CreditWitness::new(
+        config,
+        store,
+        Arc::new(readers(config)?),
     ))
 }
 
@@ -81,11 +97,20 @@ pub async fn run(config: Config) -> Result<(), StartError> {
         server::bind_all([config.listen, config.metrics_listen]).await?;
     let store = server::connect(&config.database_url.0, config.store_config()).await?;
     let counters = Arc::new(metrics::Counters::default());
-    let worker = witness(&config, store.clone(), counters.clone())?;
+    let scrape_counters = counters.clone();
+    // One reader per network, shared by both passes (built once: its settings warn once).
+    let networks = readers(&config)?;
+    let worker = Witness::new(
+        store.clone(),
+        networks.clone(),
+        config.witness_id.clone(),
+        counters.clone(),
+    );
+    let credits = CreditWitness::new(&config, store.clone(), Arc::new(networks));
     let limits = config.listener.limits();
     let metrics = tokio::spawn(opledger_grpc::listener::serve_http(
         metrics_listener,
-        metrics::router(store.clone(), counters),
+        metrics::router(store.clone(), scrape_counters),
         limits,
         std::future::pending(),
     ));
@@ -97,6 +122,9 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     let work = tokio::spawn(async move {
         loop {
             worker.tick(batch).await;
+            for outcome in credits.tick(batch).await {
+                counters.count_credit(outcome);
+            }
             tokio::select! {
                 _ = &mut stop_rx => return,
                 () = tokio::time::sleep(poll) => {}

@@ -1,5 +1,6 @@
-//! `GET /metrics`: the witness's lag (age of the oldest proposed release no attestation matches,
-//! read from the database at scrape time) and its outcomes since start. The alert rules in
+//! `GET /metrics`: the witness's lag (ages of the oldest proposed release no attestation matches
+//! and of the oldest undecided credit, read from the database at scrape time) and its outcomes
+//! since start. The alert rules in
 //! `deploy/prometheus/alerts.yml` use these names.
 
 use crate::attest::Outcome;
@@ -18,6 +19,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const OLDEST_UNWITNESSED: &str = "opledger_witness_oldest_unwitnessed_seconds";
 /// Proposals examined, by outcome (`attested`, `no_verdict`, `refused`).
 pub const EXAMINED: &str = "opledger_witness_examined_total";
+/// Age in seconds of the oldest proposed credit neither attested nor refused (0 when none).
+pub const OLDEST_UNWITNESSED_CREDIT: &str = "opledger_witness_oldest_unwitnessed_credit_seconds";
+/// Proposed credits examined, by outcome (`attested`, `no_verdict`, `refused`).
+pub const CREDITS_EXAMINED: &str = "opledger_witness_credits_examined_total";
 
 /// The witness's outcome counters.
 #[derive(Debug, Default)]
@@ -25,6 +30,7 @@ pub struct Counters {
     attested: AtomicU64,
     no_verdict: AtomicU64,
     refused: AtomicU64,
+    credits: [AtomicU64; 3],
 }
 
 impl Counters {
@@ -38,7 +44,17 @@ impl Counters {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn render(&self, oldest: f64) -> String {
+    /// Counts one outcome of the credit pass.
+    pub fn count_credit(&self, outcome: Outcome) {
+        let index = match outcome {
+            Outcome::Attested => 0,
+            Outcome::NoVerdict => 1,
+            Outcome::Refused(_) => 2,
+        };
+        self.credits[index].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn render(&self, oldest: f64, oldest_credit: f64) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -61,6 +77,26 @@ impl Counters {
                 counter.load(Ordering::Relaxed)
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP {OLDEST_UNWITNESSED_CREDIT} Age of the oldest proposed credit neither attested nor refused.\n\
+             # TYPE {OLDEST_UNWITNESSED_CREDIT} gauge\n{OLDEST_UNWITNESSED_CREDIT} {oldest_credit}"
+        );
+        let _ = writeln!(
+            out,
+            "# HELP {CREDITS_EXAMINED} Proposed credits examined by the witness, by outcome.\n\
+             # TYPE {CREDITS_EXAMINED} counter"
+        );
+        for (label, counter) in ["attested", "no_verdict", "refused"]
+            .iter()
+            .zip(&self.credits)
+        {
+            let _ = writeln!(
+                out,
+                "{CREDITS_EXAMINED}{{outcome=\"{label}\"}} {}",
+                counter.load(Ordering::Relaxed)
+            );
+        }
         out
     }
 }
@@ -80,11 +116,16 @@ pub fn router(store: Store, counters: Arc<Counters>) -> Router {
 
 async fn scrape(State(scrape): State<Scrape>) -> impl IntoResponse {
     let text = "text/plain; version=0.0.4";
-    match scrape.store.oldest_unwitnessed_secs().await {
-        Ok(oldest) => (
+    let ages = async {
+        let releases = scrape.store.oldest_unwitnessed_secs().await?;
+        let credits = scrape.store.oldest_unwitnessed_credit_secs().await?;
+        Ok::<_, opledger_store::StoreError>((releases.unwrap_or(0.0), credits))
+    };
+    match ages.await {
+        Ok((oldest, oldest_credit)) => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, text)],
-            scrape.counters.render(oldest.unwrap_or(0.0))
+            scrape.counters.render(oldest, oldest_credit)
                 + &opledger_grpc::metrics::global().render()
                 + &opledger_chain::evidence::no_evidence().render("witness"),
         ),

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use alloy_primitives::{Address, B256, U64};
+use alloy_primitives::{Address, B256, U64, U256};
 use alloy_provider::transport::{RpcError, TransportError, TransportErrorKind};
 use alloy_provider::{Provider, RootProvider};
 use alloy_rpc_client::RpcClient;
@@ -274,6 +274,62 @@ impl Endpoint {
             })
             .collect();
         Ok((block.hash, sent))
+    }
+}
+
+impl Endpoint {
+    /// The receipt and the transaction of `tx_hash` (`eth_getTransactionReceipt`,
+    /// `eth_getTransactionByHash`) and, in the same request, the canonical block at the pinned
+    /// height, which must still be the pinned block: an endpoint that left the pinned chain says
+    /// nothing about it, not even "no receipt".
+    pub(super) async fn receipt_and_transaction(
+        &self,
+        tx_hash: B256,
+        pinned: (u64, B256),
+    ) -> Result<(Option<TransactionReceipt>, Option<TransactionPaid>)> {
+        let mut batch = self.client.new_batch();
+        let receipt = batch
+            .add_call::<_, Option<TransactionReceipt>>("eth_getTransactionReceipt", &(tx_hash,))?;
+        let transaction = batch
+            .add_call::<_, Option<TransactionPaid>>("eth_getTransactionByHash", &(tx_hash,))?;
+        let recheck = batch.add_call::<_, Option<Header>>(
+            "eth_getBlockByNumber",
+            &(BlockNumberOrTag::Number(pinned.0), false),
+        )?;
+        batch.send().await?;
+        let (receipt, transaction) = (receipt.await?, transaction.await?);
+        if header_hash(pinned.0, recheck.await?)? != pinned.1 {
+            return Err(EndpointError::PinnedReplaced);
+        }
+        Ok((receipt, transaction))
+    }
+}
+
+/// The fields of a transaction (`eth_getTransactionByHash`) that a deposit read uses, and only
+/// those: a transaction type that alloy's envelope does not know still answers.
+#[derive(Clone, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct TransactionPaid {
+    /// Its hash.
+    pub hash: B256,
+    /// The including block's hash; `None` while pending.
+    #[serde(default)]
+    pub block_hash: Option<B256>,
+    /// The including block's number; `None` while pending.
+    #[serde(default)]
+    pub block_number: Option<U64>,
+    /// The called account; `None` for a contract creation.
+    #[serde(default)]
+    pub to: Option<Address>,
+    /// The native value sent.
+    pub value: U256,
+}
+
+impl fmt::Debug for TransactionPaid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TransactionPaid")
+            .field("block_number", &self.block_number)
+            .finish_non_exhaustive()
     }
 }
 

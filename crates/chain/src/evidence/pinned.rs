@@ -672,3 +672,15 @@ impl Pinned {
             .collect()
     }
 }
+
+impl Pinned {
+    /// The reader of this pass and, for each of its endpoints (in configuration order), whether
+    /// it takes part in the pass: for the reads that live beside this module (a deposit's,
+    /// `super::deposit`), which ask exactly the endpoints every other read of the pass asks.
+    pub(super) fn members(&self) -> (&EvidenceReader, Vec<bool>) {
+        (
+            &self.pass.reader,
+            self.pass.endpoints.iter().map(Option::is_some).collect(),
+        )
+    }
+}

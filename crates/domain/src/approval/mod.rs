@@ -1,25 +1,38 @@
-//! Signed approvals and the tenant trust statement they are checked against.
+//! Signed approvals and operator credit statements, and the tenant trust statement they are
+//! checked against.
 //!
 //! An approver signs an [`ApprovalStatement`] with a key only they hold; a tenant administrator
-//! signs a [`TrustStatement`] (the approver registry and the approval policy) with a key whose
-//! public half is pinned in the signer's own configuration. [`quorum::evaluate`] turns a trust
-//! statement, a withdrawal's facts and its stored approvals into a verdict: the signer signs only
-//! on [`quorum::Verdict::Met`]. Everything here is pure: bytes and keys in, verdicts out. The
+//! signs a [`TrustStatement`] (the key registry, the approval policy and the credit policy) with a
+//! key whose public half is pinned in the signer's and the witness's own configuration.
+//! [`quorum::evaluate`] turns a trust statement, a withdrawal's facts and its stored approvals
+//! into a verdict: the signer signs only on [`quorum::Verdict::Met`]. An operator signs a
+//! [`CreditStatement`]; [`evaluate_credit`] turns a trust statement, a credit's facts and its
+//! stored operator signatures into a verdict: the witness attests a credit only on
+//! [`CreditVerdict::Met`]. Everything here is pure: bytes and keys in, verdicts out. The
 //! encodings are specified in `testdata/SIGNED_STATEMENTS.md`, with golden vectors written by an
 //! independent implementation.
 
 mod codec;
+pub mod credit;
 pub mod quorum;
 pub mod statement;
 pub mod trust;
 
 #[cfg(test)]
+mod credit_tests;
+#[cfg(test)]
 mod tests;
 
+pub use credit::{
+    CREDIT_DOMAIN_V1, CreditFacts, CreditRefusal, CreditSignatureFacts, CreditStatement,
+    CreditVerdict, check_credit_signature, evaluate_credit,
+};
 pub use ed25519_dalek::{Signature, SigningKey, VerifyingKey};
 pub use quorum::{ApprovalFacts, OperationFacts, Refusal, Verdict, evaluate};
 pub use statement::{ApprovalStatement, Decision};
-pub use trust::{AutomatedApprover, KeyKind, RegisteredKey, TrustParts, TrustStatement};
+pub use trust::{
+    AutomatedApprover, CreditRule, KeyKind, RegisteredKey, TrustParts, TrustStatement,
+};
 
 use sha2::{Digest, Sha256};
 use std::fmt;

@@ -62,6 +62,12 @@ pub enum Refusal {
         /// The key.
         key_id: KeyId,
     },
+    /// The key is an `OPERATOR` key: it signs credit statements, never withdrawal decisions.
+    #[error("key is an operator key, not a withdrawal approver")]
+    NotAnApprover {
+        /// The key.
+        key_id: KeyId,
+    },
     /// The statement was made under a trust statement version newer than the one held.
     #[error("approval names policy version {named}, newer than the held version {held}")]
     UnknownPolicyVersion {
@@ -152,6 +158,8 @@ pub fn classify(
     }
     let key = trust.key(&key_id).ok_or(Refusal::UnknownKey { key_id })?;
     Ok(match (s.decision, key.kind) {
+        // An operator's decision, approval or rejection, is a forged or misdirected row.
+        (_, KeyKind::Operator) => return Err(Refusal::NotAnApprover { key_id }),
         (Decision::Reject, _) => Counted::Rejection(key_id),
         (Decision::Approve, KeyKind::Approver) => Counted::Approval(key_id),
         (Decision::Approve, KeyKind::Service)

@@ -5,16 +5,16 @@ use crate::ids::{OperationId, TenantId};
 use crate::payload::{AssetCode, PayloadHash};
 use crate::policy::ApprovalRule;
 
-fn key(name: &str) -> SigningKey {
+pub(super) fn key(name: &str) -> SigningKey {
     let seed: [u8; 32] = Sha256::digest(format!("opledger unit test key {name}")).into();
     SigningKey::from_bytes(&seed)
 }
 
-fn id(k: &SigningKey) -> KeyId {
+pub(super) fn id(k: &SigningKey) -> KeyId {
     KeyId::of(&k.verifying_key())
 }
 
-fn eth() -> AssetCode {
+pub(super) fn eth() -> AssetCode {
     AssetCode::parse("ETH").expect("asset")
 }
 
@@ -44,6 +44,7 @@ fn world() -> World {
                 below: Amount::new(100),
             }],
             kyt_required: vec![],
+            credit_rules: vec![],
         },
     )
     .expect("trust statement");
@@ -55,7 +56,7 @@ fn world() -> World {
     }
 }
 
-fn rule(min: u128, required: u32) -> ApprovalRule {
+pub(super) fn rule(min: u128, required: u32) -> ApprovalRule {
     ApprovalRule {
         min_amount: Amount::new(min),
         required_approvals: required,
@@ -310,4 +311,78 @@ fn trust_statements_refuse_inconsistent_content() {
         keys: vec![wrong_id],
         ..TrustParts::default()
     }));
+}
+
+#[test]
+fn an_operator_key_never_decides_a_withdrawal() {
+    let tenant = TenantId::new();
+    let trust = TrustStatement::new(
+        tenant,
+        1,
+        TrustParts {
+            keys: vec![
+                RegisteredKey::new(key("alice").verifying_key(), KeyKind::Approver),
+                RegisteredKey::new(key("erin").verifying_key(), KeyKind::Operator),
+            ],
+            ..TrustParts::default()
+        },
+    )
+    .expect("trust statement");
+    let w = World {
+        tenant,
+        op: OperationId::new(),
+        hash: PayloadHash::from_bytes([7; 32]),
+        trust,
+    };
+    let statement = |signer: &SigningKey, decision| ApprovalStatement {
+        policy_version: 1,
+        ..w.statement(signer, decision)
+    };
+    let signed = |signer: &SigningKey, decision| {
+        let s = statement(signer, decision);
+        let sig = s.sign(signer).expect("sign").to_bytes().to_vec();
+        (s, sig)
+    };
+    let erin = id(&key("erin"));
+    let alice = signed(&key("alice"), Decision::Approve);
+    for decision in [Decision::Approve, Decision::Reject] {
+        let operator = signed(&key("erin"), decision);
+        assert_eq!(
+            w.evaluate(5, std::slice::from_ref(&operator)),
+            Err(Refusal::NotAnApprover { key_id: erin }),
+            "{decision:?}"
+        );
+        // Next to a valid approval, the operator's row still refuses the withdrawal.
+        assert_eq!(
+            w.evaluate(5, &[alice.clone(), operator]),
+            Err(Refusal::NotAnApprover { key_id: erin })
+        );
+    }
+    assert_eq!(
+        w.evaluate(5, &[alice]),
+        Ok(Verdict::Met {
+            approvers: 1,
+            required: 1
+        })
+    );
+    // An automated approver must be a SERVICE key, never an operator.
+    assert!(
+        TrustStatement::new(
+            tenant,
+            1,
+            TrustParts {
+                keys: vec![RegisteredKey::new(
+                    key("erin").verifying_key(),
+                    KeyKind::Operator
+                )],
+                automated: vec![AutomatedApprover {
+                    asset: eth(),
+                    key_id: erin,
+                    below: Amount::new(5),
+                }],
+                ..TrustParts::default()
+            },
+        )
+        .is_err()
+    );
 }

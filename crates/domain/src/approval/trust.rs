@@ -1,5 +1,6 @@
-//! The tenant trust statement: approver registry and approval policy, signed by a tenant
-//! administrator key that the signer pins in its own configuration.
+//! The tenant trust statement: key registry (approvers, automated approvers, operators), approval
+//! policy and credit policy, signed by a tenant administrator key that the signer and the witness
+//! pin in their own configuration.
 
 use super::codec::{self, Reader, Writer};
 use super::{KeyId, Signature, SigningKey, StatementError, VerifyingKey, verify, verifying_key};
@@ -20,6 +21,8 @@ pub enum KeyKind {
     Approver,
     /// An automated approver (a risk engine): counts only below its automated-approver limit.
     Service,
+    /// A person who may sign credit statements; never a withdrawal approver.
+    Operator,
 }
 
 impl KeyKind {
@@ -28,6 +31,7 @@ impl KeyKind {
         match self {
             KeyKind::Approver => "APPROVER",
             KeyKind::Service => "SERVICE",
+            KeyKind::Operator => "OPERATOR",
         }
     }
 
@@ -36,6 +40,7 @@ impl KeyKind {
         match text {
             "APPROVER" => Ok(KeyKind::Approver),
             "SERVICE" => Ok(KeyKind::Service),
+            "OPERATOR" => Ok(KeyKind::Operator),
             _ => Err(StatementError::Field("key kind")),
         }
     }
@@ -74,7 +79,17 @@ pub struct AutomatedApprover {
     pub below: Amount,
 }
 
-/// One version of a tenant's approver registry and approval policy.
+/// Credits of an asset from `min_amount` on need `required_operators` distinct operators' signed
+/// credit statements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CreditRule {
+    /// Lower bound (inclusive) of the amounts this rule covers.
+    pub min_amount: Amount,
+    /// Distinct operators needed, 1 to [`MAX_REQUIRED_APPROVALS`].
+    pub required_operators: u32,
+}
+
+/// One version of a tenant's key registry, approval policy and credit policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrustStatement {
     tenant_id: TenantId,
@@ -84,6 +99,8 @@ pub struct TrustStatement {
     policies: BTreeMap<String, ApprovalPolicy>,
     automated: Vec<AutomatedApprover>,
     kyt_required: Vec<AssetCode>,
+    /// Credit rules per asset, kept as the same threshold rules as approvals (counting operators).
+    credit_policies: BTreeMap<String, ApprovalPolicy>,
 }
 
 /// The parts of a trust statement, in any order (see [`TrustStatement::new`]).
@@ -99,6 +116,8 @@ pub struct TrustParts {
     pub automated: Vec<AutomatedApprover>,
     /// Assets whose withdrawals need a recorded KYT pass before approvals count.
     pub kyt_required: Vec<AssetCode>,
+    /// Operators needed per asset and amount for operator credits (one when an asset has none).
+    pub credit_rules: Vec<(AssetCode, CreditRule)>,
 }
 
 impl TrustStatement {
@@ -180,6 +199,7 @@ impl TrustStatement {
         if kyt_required.windows(2).any(|w| w[0] == w[1]) {
             return Err(StatementError::Order("kyt_required"));
         }
+        let credit_policies = credit_policies(parts.credit_rules)?;
         Ok(TrustStatement {
             tenant_id,
             version,
@@ -188,6 +208,7 @@ impl TrustStatement {
             policies,
             automated,
             kyt_required,
+            credit_policies,
         })
     }
 
@@ -256,6 +277,29 @@ impl TrustStatement {
         &self.kyt_required
     }
 
+    /// Credit rules, by asset then min_amount.
+    pub fn credit_rules(&self) -> impl Iterator<Item = (&str, CreditRule)> {
+        self.credit_policies.iter().flat_map(|(asset, policy)| {
+            policy.rules().iter().map(move |r| {
+                (
+                    asset.as_str(),
+                    CreditRule {
+                        min_amount: r.min_amount,
+                        required_operators: r.required_approvals,
+                    },
+                )
+            })
+        })
+    }
+
+    /// Distinct operators a credit of `amount` of `asset` needs: the credit rule of the asset with
+    /// the highest min_amount not above the amount; one when the asset has no credit rules.
+    pub fn required_operators(&self, asset: &AssetCode, amount: Amount) -> u32 {
+        self.credit_policies
+            .get(asset.as_str())
+            .map_or(1, |policy| policy.required_for(amount))
+    }
+
     /// The canonical bytes that are signed.
     pub fn canonical_bytes(&self) -> Vec<u8> {
         let mut w = Writer::new(TRUST_DOMAIN_V1);
@@ -292,6 +336,14 @@ impl TrustStatement {
         }
         for asset in &self.kyt_required {
             w.field(7, asset.as_str().as_bytes());
+        }
+        for (asset, rule) in self.credit_rules() {
+            let record = Writer::new("")
+                .field(1, asset.as_bytes())
+                .field(2, rule.min_amount.to_string().as_bytes())
+                .field(3, rule.required_operators.to_string().as_bytes())
+                .finish();
+            w.field(8, &record);
         }
         w.finish()
     }
@@ -362,6 +414,28 @@ impl TrustStatement {
         for value in r.repeated(7)? {
             parts.kyt_required.push(asset(value, "kyt_required")?);
         }
+        for record in r.repeated(8)? {
+            let mut k = Reader::new(record, "")?;
+            let asset = asset(k.required(1, "credit_rule.asset")?, "credit_rule.asset")?;
+            let min_amount = Amount::new(codec::decimal(
+                k.required(2, "credit_rule.min_amount")?,
+                "credit_rule.min_amount",
+            )?);
+            let required = codec::decimal(
+                k.required(3, "credit_rule.required_operators")?,
+                "credit_rule.required_operators",
+            )?;
+            k.end()?;
+            let required_operators = u32::try_from(required)
+                .map_err(|_| StatementError::Field("credit_rule.required_operators"))?;
+            parts.credit_rules.push((
+                asset,
+                CreditRule {
+                    min_amount,
+                    required_operators,
+                },
+            ));
+        }
         r.end()?;
         let statement = TrustStatement::new(tenant_id, version, parts)?;
         // Canonical means the bytes are exactly what the decoded statement encodes to: this
@@ -399,6 +473,42 @@ impl TrustStatement {
         }
         Ok(statement)
     }
+}
+
+/// Validates credit rules per asset with the approval policy's rules (a base rule at 0, distinct
+/// min amounts, 1 to 10 operators).
+fn credit_policies(
+    rules: Vec<(AssetCode, CreditRule)>,
+) -> Result<BTreeMap<String, ApprovalPolicy>, StatementError> {
+    let out_of_range = StatementError::Inconsistent("required_operators must be 1 to 10");
+    let mut by_asset: BTreeMap<String, Vec<ApprovalRule>> = BTreeMap::new();
+    for (asset, rule) in rules {
+        if rule.required_operators == 0 || rule.required_operators > MAX_REQUIRED_APPROVALS {
+            return Err(out_of_range);
+        }
+        by_asset
+            .entry(asset.as_str().to_owned())
+            .or_default()
+            .push(ApprovalRule {
+                min_amount: rule.min_amount,
+                required_approvals: rule.required_operators,
+            });
+    }
+    by_asset
+        .into_iter()
+        .map(|(asset, rules)| {
+            let policy = ApprovalPolicy::new(rules).map_err(|e| match e {
+                crate::policy::PolicyError::NoBaseRule => StatementError::Inconsistent(
+                    "an asset with credit rules has no credit rule at min_amount 0",
+                ),
+                crate::policy::PolicyError::DuplicateMinAmount => {
+                    StatementError::Order("credit_rules")
+                }
+                crate::policy::PolicyError::RequiredOutOfRange => out_of_range,
+            })?;
+            Ok((asset, policy))
+        })
+        .collect()
 }
 
 fn asset(value: &[u8], name: &'static str) -> Result<AssetCode, StatementError> {

@@ -16,6 +16,7 @@
 //! (`crates/model`) drives both against a compromised proposer and a compromised witness. A
 //! withdrawal that was never signed needs no witness: nothing of it can ever reach the chain.
 
+pub mod deposit;
 use crate::evidence::{BlockRef, Hash32, Verdict};
 
 /// What a release rests on: the attempt whose inclusion at final depth proves that no transfer

@@ -23,7 +23,7 @@ pub(super) fn signing_key(signing: &SigningArgs) -> Result<SigningKey, Failure> 
         return keyfile::read(path);
     }
     match &signing.approver_signing_key {
-        Some(hex) if !hex.expose().is_empty() => keyfile::parse(hex.expose())
+        Some(hex) if !hex.expose().is_empty() => keyfile::parse(hex.expose(), "approver")
             .map_err(|what| Failure::usage(format!("OPLEDGER_APPROVER_KEY: {what}"))),
         _ => Err(Failure::usage(
             "an approver key is required to sign: --key-file FILE or OPLEDGER_APPROVER_KEY \
@@ -63,7 +63,7 @@ fn checked(
 }
 
 /// `--tenant` as a tenant id.
-fn tenant_id(tenant: &str) -> Result<TenantId, Failure> {
+pub(super) fn tenant_id(tenant: &str) -> Result<TenantId, Failure> {
     tenant
         .parse()
         .map_err(|_| Failure::usage("--tenant: not a tenant id (a UUID)"))
@@ -100,7 +100,10 @@ fn signed_statement(
 }
 
 /// The tenant's rules for `asset` and the trust statement version they come from.
-async fn policy_of(session: &Session, asset: &str) -> Result<pb::ApprovalPolicy, Failure> {
+pub(super) async fn policy_of(
+    session: &Session,
+    asset: &str,
+) -> Result<pb::ApprovalPolicy, Failure> {
     let mut client = session.approvals().await?;
     client
         .get_approval_policy(session.request(pb::GetApprovalPolicyRequest {

@@ -2,6 +2,7 @@
 //! [`Report`](crate::output::Report) or a [`Failure`].
 
 mod approvals;
+mod credits;
 mod demo;
 mod inbox;
 mod operator;
@@ -42,6 +43,7 @@ pub async fn run(cli: &Cli, out: &Output) -> Result<Done, Failure> {
             reason,
         } => operator::resolve(&session, out, id, *outcome, reason).await,
         Command::Inbox { command } => inbox::run(&session, out, command).await,
+        Command::Credit { command } => credits::run(&session, out, command).await,
     }
 }
 
