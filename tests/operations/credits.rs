@@ -379,3 +379,55 @@ async fn a_forged_statement_row_refuses_the_credit_for_good() -> anyhow::Result<
     assert_eq!(witness.tick(16).await, []);
     Ok(())
 }
+
+#[tokio::test]
+async fn credits_the_witness_cannot_decide_never_starve_the_ones_behind_them() -> anyhow::Result<()>
+{
+    // Adversary: the inbox login (or a faulty provider) fills the head of the witness's queue with
+    // deposits nobody can witness (no chain evidence, no statements). The witness reads its queue
+    // a page per pass, round robin: an operator credit proposed after them is still credited.
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    let (witness, _node) = witness_for(&stack, &acme).await?;
+    let inbox = stack
+        .db
+        .pool_as(opledger_testkit::ServiceRole::Inbox)
+        .await?;
+    for n in 1..=5_u8 {
+        sqlx::query(
+            "INSERT INTO credit_proposals (tenant_id, credit_id, kind, account, asset, amount) \
+             VALUES ($1, $2, 'DEPOSIT', 'treasury', 'ETH', 1)",
+        )
+        .bind(acme.id.as_uuid())
+        .bind(vec![n; 32])
+        .execute(&inbox)
+        .await?;
+    }
+    let key = new_key();
+    stack
+        .client()
+        .await?
+        .credit_account(authed(
+            &acme.operator,
+            request(&acme, &key, 300, &operator_key(acme.id, 0), 1)?,
+        ))
+        .await?;
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        seen.extend(witness.tick(2).await);
+    }
+    // Pages of two: [junk, junk], [junk, junk], [junk, the credit].
+    assert_eq!(seen.len(), 6, "{seen:?}");
+    assert_eq!(
+        seen.iter().filter(|o| **o == Outcome::Attested).count(),
+        1,
+        "{seen:?}"
+    );
+    assert_eq!(balance(&stack, &acme).await?, ("300".into(), "5".into()));
+    // And round again: the five stay pending, examined in turn.
+    assert_eq!(
+        witness.tick(2).await,
+        [Outcome::NoVerdict, Outcome::NoVerdict]
+    );
+    Ok(())
+}

@@ -362,6 +362,28 @@ async fn add_statement_in(
     Ok(())
 }
 
+/// A position in the witness's queue: the last credit of a page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreditCursor {
+    /// When it was proposed.
+    pub created_at: DateTime<Utc>,
+    /// Its tenant.
+    pub tenant_id: TenantId,
+    /// Its id.
+    pub credit_id: [u8; 32],
+}
+
+impl CreditToWitness {
+    /// The cursor just after this credit.
+    pub fn cursor(&self) -> CreditCursor {
+        CreditCursor {
+            created_at: self.record.created_at,
+            tenant_id: self.record.tenant_id,
+            credit_id: self.record.credit_id,
+        }
+    }
+}
+
 /// A credit the witness has not decided yet, with what it rests on.
 #[derive(Debug, Clone)]
 pub struct CreditToWitness {
@@ -465,8 +487,14 @@ impl Store {
         Ok(out)
     }
 
-    /// Up to `limit` credits, oldest first, neither attested nor refused: the witness's queue.
-    pub async fn credits_to_witness(&self, limit: u32) -> Result<Vec<CreditToWitness>> {
+    /// Up to `limit` credits neither attested nor refused, in proposal order after `after` (from
+    /// the oldest when `None`): the witness's queue, read a page per pass so that credits it
+    /// cannot decide yet (a deposit its endpoints do not show) never starve the ones behind them.
+    pub async fn credits_to_witness(
+        &self,
+        after: Option<&CreditCursor>,
+        limit: u32,
+    ) -> Result<Vec<CreditToWitness>> {
         let mut conn = self.pool.acquire().await?;
         let rows: Vec<(uuid::Uuid, Vec<u8>)> = sqlx::query_as(
             "SELECT p.tenant_id, p.credit_id FROM credit_proposals p \
@@ -474,9 +502,14 @@ impl Store {
                                WHERE t.tenant_id = p.tenant_id AND t.credit_id = p.credit_id) \
                AND NOT EXISTS (SELECT 1 FROM credit_refusals r \
                                WHERE r.tenant_id = p.tenant_id AND r.credit_id = p.credit_id) \
-             ORDER BY p.created_at, p.credit_id LIMIT $1",
+               AND ($2::timestamptz IS NULL \
+                    OR (p.created_at, p.tenant_id, p.credit_id) > ($2, $3, $4)) \
+             ORDER BY p.created_at, p.tenant_id, p.credit_id LIMIT $1",
         )
         .bind(i64::from(limit))
+        .bind(after.map(|c| c.created_at))
+        .bind(after.map(|c| c.tenant_id.as_uuid()))
+        .bind(after.map(|c| c.credit_id.to_vec()))
         .fetch_all(&mut *conn)
         .await?;
         let mut out = Vec::with_capacity(rows.len());

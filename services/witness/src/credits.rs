@@ -24,7 +24,7 @@ use opledger_domain::approval::{
 use opledger_domain::evidence::content::Asset;
 use opledger_domain::ids::TenantId;
 use opledger_domain::witness::deposit::{DepositClaim, DepositVerdict, judge_deposit};
-use opledger_store::credits::{CreditRecord, CreditToWitness, DepositEvidence};
+use opledger_store::credits::{CreditCursor, CreditRecord, CreditToWitness, DepositEvidence};
 use opledger_store::{Store, StoreError};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -96,6 +96,8 @@ pub struct CreditWitness {
     assets: Arc<BTreeMap<String, crate::config::DepositAssets>>,
     roots: Arc<Roots>,
     witness_id: String,
+    /// Where the next pass reads the queue from (`None`: from the oldest).
+    cursor: Arc<Mutex<Option<CreditCursor>>>,
 }
 
 impl CreditWitness {
@@ -111,18 +113,35 @@ impl CreditWitness {
             assets: Arc::new(config.deposit_assets.clone()),
             roots: Arc::new(Roots::new(&config.trust_roots)),
             witness_id: config.witness_id.clone(),
+            cursor: Arc::new(Mutex::new(None)),
         }
     }
 
-    /// One pass over up to `limit` undecided credits, oldest first; each network pinned once.
+    /// One pass over the next `limit` undecided credits of the queue (round robin: a page after
+    /// the previous pass's last, from the oldest again once the end was reached); each network
+    /// pinned once.
     pub async fn tick(&self, limit: u32) -> Vec<Outcome> {
-        let pending = match self.store.credits_to_witness(limit).await {
+        let after = self
+            .cursor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let mut page = self.store.credits_to_witness(after.as_ref(), limit).await;
+        if after.is_some() && page.as_ref().is_ok_and(Vec::is_empty) {
+            page = self.store.credits_to_witness(None, limit).await;
+        }
+        let pending = match page {
             Ok(pending) => pending,
             Err(e) => {
                 tracing::warn!(error = %e.log_safe(), "cannot read proposed credits");
                 return Vec::new();
             }
         };
+        let next = match pending.last() {
+            Some(last) if pending.len() == limit as usize => Some(last.cursor()),
+            _ => None,
+        };
+        *self.cursor.lock().unwrap_or_else(PoisonError::into_inner) = next;
         let mut pins = Pins::default();
         let mut outcomes = Vec::with_capacity(pending.len());
         for credit in &pending {
