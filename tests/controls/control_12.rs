@@ -44,6 +44,9 @@ fn control_12_every_sensitive_kind_of_data_has_an_owner_retention_and_log_rule()
         "operator and approver notes",
         "API keys",
         "signing keys",
+        "deposit evidence",
+        "deposit addresses",
+        "credit ids",
     ] {
         let row = rows
             .iter()

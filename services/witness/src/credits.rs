@@ -28,6 +28,7 @@ use opledger_store::credits::{CreditCursor, CreditRecord, CreditToWitness, Depos
 use opledger_store::{Store, StoreError};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
+use tracing::Instrument as _;
 
 /// The pinned roots of the tenants this witness verifies statements for, and the newest trust
 /// statement version accepted per tenant (a rollback to an older one is refused).
@@ -145,13 +146,27 @@ impl CreditWitness {
         let mut pins = Pins::default();
         let mut outcomes = Vec::with_capacity(pending.len());
         for credit in &pending {
-            let outcome = match self.examine(credit, &mut pins).await {
-                Ok(outcome) => outcome,
-                Err(e) => {
-                    tracing::warn!(error = %e, "credit examination deferred");
-                    Outcome::NoVerdict
+            // No identifier on the span: the credit id is a key digest, the evidence a
+            // transaction reference; its kind and outcome say what happened.
+            let span = tracing::info_span!(
+                "witness.examine_credit",
+                opledger.service = "witness",
+                kind = ?credit.record.kind,
+                chain_evidence = credit.record.evidence.is_some(),
+                outcome = tracing::field::Empty,
+            );
+            let outcome = async {
+                match self.examine(credit, &mut pins).await {
+                    Ok(outcome) => outcome,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "credit examination deferred");
+                        Outcome::NoVerdict
+                    }
                 }
-            };
+            }
+            .instrument(span.clone())
+            .await;
+            span.record("outcome", tracing::field::debug(outcome));
             outcomes.push(outcome);
         }
         outcomes
