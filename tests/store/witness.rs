@@ -131,3 +131,41 @@ async fn the_database_release_rule_is_the_domain_rule() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn the_witness_reads_its_release_queue_a_page_at_a_time_round_robin() -> anyhow::Result<()> {
+    // Proposals the witness cannot decide yet (their endpoints lag, their attempt is not final)
+    // stay in its queue; read oldest first with a limit, a page of them would hide every later
+    // proposal for good. The queue is paged after the last proposal read instead.
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack.fund(&acme, "treasury", "ETH", "1000000").await?;
+    let mut ops = Vec::new();
+    for _ in 0..5 {
+        let w = stack.withdraw(&acme, "1000", ALICE).await?;
+        let op: uuid::Uuid = w.withdrawal_id.parse()?;
+        insert(&stack, "release_proposals", op, &evidence([7; 32], 10, 1)).await?;
+        ops.push(op);
+    }
+    let mut read = Vec::new();
+    let mut after = None;
+    for _ in 0..3 {
+        let page = stack.admin.releases_to_witness(after.as_ref(), 2).await?;
+        read.extend(page.iter().map(|p| p.op_id.as_uuid()));
+        after = page.last().cloned();
+    }
+    assert_eq!(read, ops, "every proposal once, in proposal order");
+    assert!(
+        stack
+            .admin
+            .releases_to_witness(after.as_ref(), 2)
+            .await?
+            .is_empty()
+    );
+    let first = stack.admin.releases_to_witness(None, 2).await?;
+    assert_eq!(
+        first.iter().map(|p| p.op_id.as_uuid()).collect::<Vec<_>>(),
+        ops[..2]
+    );
+    Ok(())
+}

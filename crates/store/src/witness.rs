@@ -101,9 +101,15 @@ impl Store {
         Ok(witnessed)
     }
 
-    /// Up to `limit` proposals, oldest first, that have no attestation, whose hold is still open
-    /// and that the witness has not refused for good: the witness's queue.
-    pub async fn releases_to_witness(&self, limit: u32) -> Result<Vec<PendingRelease>> {
+    /// Up to `limit` proposals that have no attestation, whose hold is still open and that the
+    /// witness has not refused for good, in proposal order after `after` (the last proposal of
+    /// the previous page; from the oldest when `None`): the witness's queue, read a page per pass
+    /// so that proposals it cannot decide yet never starve the ones behind them.
+    pub async fn releases_to_witness(
+        &self,
+        after: Option<&PendingRelease>,
+        limit: u32,
+    ) -> Result<Vec<PendingRelease>> {
         let rows: Vec<PendingRow> = sqlx::query_as(
             "SELECT p.tenant_id, p.op_id, pl.network, p.principal, p.tx_hash, p.block_number, \
                p.block_hash, p.created_at \
@@ -117,9 +123,20 @@ impl Store {
                AND NOT EXISTS (SELECT 1 FROM witness_refusals r \
                  WHERE (r.tenant_id, r.op_id, r.tx_hash, r.block_number, r.block_hash) \
                      = (p.tenant_id, p.op_id, p.tx_hash, p.block_number, p.block_hash)) \
-             ORDER BY p.created_at LIMIT $1",
+               AND ($2::timestamptz IS NULL \
+                    OR (p.created_at, p.tenant_id, p.op_id, p.tx_hash, p.block_number, \
+                        p.block_hash) > ($2, $3, $4, $5, $6, $7)) \
+             ORDER BY p.created_at, p.tenant_id, p.op_id, p.tx_hash, p.block_number, \
+               p.block_hash \
+             LIMIT $1",
         )
         .bind(i64::from(limit))
+        .bind(after.map(|a| a.proposed_at))
+        .bind(after.map(|a| a.tenant_id.as_uuid()))
+        .bind(after.map(|a| a.op_id.as_uuid()))
+        .bind(after.map(|a| hash_text(&a.evidence.tx_hash)))
+        .bind(after.map(|a| block_number(&a.evidence)).transpose()?)
+        .bind(after.map(|a| hash_text(&a.evidence.block.hash)))
         .fetch_all(&self.pool)
         .await?;
         rows.into_iter()

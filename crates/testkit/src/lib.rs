@@ -52,10 +52,31 @@ use std::time::Duration;
 
 use anyhow::bail;
 
-/// A TCP port on 127.0.0.1 that was free when this returned (bound, read, released).
+/// Ports [`free_port`] hands out: below Linux's ephemeral range (32768-60999 by default), so that
+/// no outgoing connection of any process (a proxy's, a client's) is given the port between this
+/// call and the caller's bind, and above the development stack's fixed ports (15051-15057,
+/// 9101-9107).
+const FREE_PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// A TCP port on 127.0.0.1 that was free when this returned (bound, read, released), chosen at
+/// random in [`FREE_PORTS`].
 ///
-/// Another process may take it before the caller binds it; tests live with that small race.
+/// Another test may pick the same port before the caller binds it; with the ports spread over
+/// 12,000 values and no outgoing connection ever taking one, that race is rare. When no port of
+/// the range can be bound, falls back to one the system picks.
 pub fn free_port() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    let span = u64::from(FREE_PORTS.end - FREE_PORTS.start);
+    for attempt in 0..256_u32 {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u32(attempt);
+        hasher.write_u32(std::process::id());
+        let offset = u16::try_from(hasher.finish() % span).unwrap_or(0);
+        let port = FREE_PORTS.start + offset;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     let listener =
         TcpListener::bind("127.0.0.1:0").expect("binding 127.0.0.1:0 to find a free port");
     listener

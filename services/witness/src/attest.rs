@@ -16,7 +16,7 @@ use opledger_store::signing::Attempt;
 use opledger_store::witness::PendingRelease;
 use opledger_store::{Store, StoreError};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use tracing::Instrument as _;
 
 /// What examining one proposal did.
@@ -46,6 +46,8 @@ pub struct Witness {
     networks: HashMap<String, EvidenceReader>,
     witness_id: String,
     counters: Arc<Counters>,
+    /// The last proposal of the previous pass's page, when the page was full.
+    cursor: Arc<Mutex<Option<PendingRelease>>>,
 }
 
 impl Witness {
@@ -61,17 +63,32 @@ impl Witness {
             networks,
             witness_id,
             counters,
+            cursor: Arc::new(Mutex::new(None)),
         }
     }
 
     /// One pass over up to `limit` proposals, oldest first; each network is pinned once.
     pub async fn tick(&self, limit: u32) -> Vec<Outcome> {
-        let pending = match self.store.releases_to_witness(limit).await {
+        // A page per pass, round robin: proposals it cannot decide yet never starve the others.
+        let after = self
+            .cursor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let mut page = self.store.releases_to_witness(after.as_ref(), limit).await;
+        if after.is_some() && page.as_ref().is_ok_and(Vec::is_empty) {
+            page = self.store.releases_to_witness(None, limit).await;
+        }
+        let pending = match page {
             Ok(pending) => pending,
             Err(e) => {
                 tracing::warn!(error = %e.log_safe(), "cannot read proposed releases");
                 return Vec::new();
             }
+        };
+        *self.cursor.lock().unwrap_or_else(PoisonError::into_inner) = match pending.last() {
+            Some(last) if pending.len() == limit as usize => Some(last.clone()),
+            _ => None,
         };
         let mut pins = Pins::default();
         let mut outcomes = Vec::with_capacity(pending.len());
