@@ -431,3 +431,66 @@ async fn credits_the_witness_cannot_decide_never_starve_the_ones_behind_them() -
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_forged_statement_on_another_logins_deposit_is_left_out_and_never_kills_it()
+-> anyhow::Result<()> {
+    // Adversary: the operations login writes a statement row that does not verify onto a deposit
+    // the inbox's login proposed (without chain evidence). Refusing the deposit for good would
+    // let one login kill another's credit: the row is left out (logged as a security signal),
+    // the deposit stays pending, and a verified operator's statement still credits it.
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    let (witness, _node) = witness_for(&stack, &acme).await?;
+    let inbox = stack
+        .db
+        .pool_as(opledger_testkit::ServiceRole::Inbox)
+        .await?;
+    let operations = stack
+        .db
+        .pool_as(opledger_testkit::ServiceRole::Operations)
+        .await?;
+    let credit_id = [43_u8; 32];
+    sqlx::query(
+        "INSERT INTO credit_proposals (tenant_id, credit_id, kind, account, asset, amount) \
+         VALUES ($1, $2, 'DEPOSIT', 'treasury', 'ETH', 700)",
+    )
+    .bind(acme.id.as_uuid())
+    .bind(credit_id.as_slice())
+    .execute(&inbox)
+    .await?;
+    let op0 = operator_key(acme.id, 0);
+    let forged = signed_credit(acme.id, &credit_id, "treasury", "ETH", 1, &op0, 1)?;
+    sqlx::query(
+        "INSERT INTO credit_statements (tenant_id, credit_id, operator_key_id, policy_version, \
+           signature) VALUES ($1, $2, $3, 1, $4)",
+    )
+    .bind(acme.id.as_uuid())
+    .bind(credit_id.as_slice())
+    .bind(key_id(&op0).to_hex())
+    .bind(forged)
+    .execute(&operations)
+    .await?;
+    assert_eq!(witness.tick(16).await, [Outcome::NoVerdict]);
+    assert_eq!(stack.count("credit_refusals", acme.id).await?, 0);
+    stack
+        .client()
+        .await?
+        .sign_credit(authed(
+            &acme.operator,
+            pb::SignCreditRequest {
+                credit_id: hex::encode(credit_id),
+                statement: Some(statement(
+                    &acme,
+                    &credit_id,
+                    700,
+                    &operator_key(acme.id, 1),
+                    1,
+                )?),
+            },
+        ))
+        .await?;
+    assert_eq!(witness.tick(16).await, [Outcome::Attested]);
+    assert_eq!(balance(&stack, &acme).await?, ("700".into(), "0".into()));
+    stack.assert_invariants().await
+}

@@ -11,7 +11,9 @@
 //!
 //! Nothing that cannot be read or verified now is ever refused or attested: it stays pending and
 //! is read again next pass (absence of evidence never credits). A proposal its evidence
-//! contradicts, or a statement that does not verify, is refused for good (a security signal).
+//! contradicts, or an operator credit with a statement that does not verify, is refused for good
+//! (a security signal); on a deposit, whose statements come from another login than its
+//! proposal, a statement that does not verify is left out and logged instead.
 
 use crate::attest::{Outcome, WitnessError};
 use crate::config::{Config, TrustRootConfig, token_address};
@@ -19,12 +21,14 @@ use alloy_primitives::B256;
 use opledger_chain::evidence::{EvidenceReader, NoAgreement, Pinned, Pins};
 use opledger_domain::approval::{
     CreditFacts, CreditSignatureFacts, CreditVerdict, Signature, TrustStatement, VerifyingKey,
-    evaluate_credit, signature, verifying_key,
+    check_credit_signature, evaluate_credit, signature, verifying_key,
 };
 use opledger_domain::evidence::content::Asset;
 use opledger_domain::ids::TenantId;
 use opledger_domain::witness::deposit::{DepositClaim, DepositVerdict, judge_deposit};
-use opledger_store::credits::{CreditCursor, CreditRecord, CreditToWitness, DepositEvidence};
+use opledger_store::credits::{
+    CreditCursor, CreditKind, CreditRecord, CreditToWitness, DepositEvidence,
+};
 use opledger_store::{Store, StoreError};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -334,7 +338,7 @@ impl CreditWitness {
             asset: &record.asset,
             amount: record.amount,
         };
-        let signed: Vec<CreditSignatureFacts<'_>> = record
+        let mut signed: Vec<CreditSignatureFacts<'_>> = record
             .statements
             .iter()
             .map(|s| CreditSignatureFacts {
@@ -343,6 +347,26 @@ impl CreditWitness {
                 signature: &s.signature,
             })
             .collect();
+        if record.kind == CreditKind::Deposit {
+            // Statement rows come from the operations API's login, the proposal from the inbox's:
+            // a row that does not verify must not let one login kill another's deposit. It is
+            // reported (a security signal) and left out; only verified operators count.
+            signed.retain(|s| match check_credit_signature(&trust, &facts, s) {
+                Ok(_) => true,
+                Err(refusal) => {
+                    tracing::error!(
+                        reason = refusal.reason_code(),
+                        "an operator statement of a pending deposit does not verify: left out"
+                    );
+                    false
+                }
+            });
+            if signed.is_empty() {
+                return Ok(Decided::Wait("no verified operator statement"));
+            }
+        }
+        // An operator credit's statements come with its proposal, from the same login: one that
+        // does not verify refuses the credit for good.
         Ok(match evaluate_credit(&trust, &facts, &signed) {
             Ok(CreditVerdict::Met { .. }) => Decided::Attest(None),
             Ok(CreditVerdict::Pending { .. }) => Decided::Wait("more operators must sign"),
