@@ -5,6 +5,7 @@ use opledger_domain::amount::Amount;
 use opledger_domain::approval::{Decision, KeyKind, RegisteredKey, TrustParts};
 use opledger_domain::payload::AssetCode;
 use opledger_domain::policy::ApprovalRule;
+use opledger_domain::risk::RiskFlags;
 use opledger_proto::v1::{
     ApproveWithdrawalRequest, GetWithdrawalRequest, RiskFlag, Withdrawal, WithdrawalState,
 };
@@ -60,6 +61,7 @@ async fn an_approval_of_a_stale_hash_is_refused_recorded_and_changes_nothing() -
         Decision::Approve,
         &approver_key(acme.id, 0),
         1,
+        RiskFlags::EMPTY,
     )?;
     let stale = ApproveWithdrawalRequest {
         withdrawal_id: w.withdrawal_id.clone(),
@@ -288,16 +290,43 @@ async fn a_risk_flagged_withdrawal_needs_the_flag_acknowledged() -> anyhow::Resu
         vec![RiskFlag::SameDestinationAndAmount as i32]
     );
     let mut approvals = stack.approvals().await?;
+    // Signed without the acknowledgement (field 7 of the statement).
+    let (approval_statement, signature) = signed_decision_for(
+        acme.id,
+        &flagged.withdrawal_id,
+        &flagged.payload_hash,
+        Decision::Approve,
+        &approver_key(acme.id, 0),
+        1,
+        RiskFlags::EMPTY,
+    )?;
     let unacknowledged = ApproveWithdrawalRequest {
+        withdrawal_id: flagged.withdrawal_id.clone(),
         acknowledged_risk_flags: vec![],
-        ..approval(acme.id, &flagged, 0)
+        approval_statement,
+        signature,
     };
     let err = approvals
-        .approve_withdrawal(authed(&acme.approver, unacknowledged))
+        .approve_withdrawal(authed(&acme.approver, unacknowledged.clone()))
         .await
         .expect_err("unacknowledged");
     assert_eq!(err.code(), tonic::Code::FailedPrecondition);
     assert_eq!(reason(&err), "RISK_FLAGS_NOT_ACKNOWLEDGED");
+    // Acknowledged only in the request, outside the signed bytes: refused, not half believed.
+    let outside = ApproveWithdrawalRequest {
+        acknowledged_risk_flags: vec![RiskFlag::SameDestinationAndAmount as i32],
+        ..unacknowledged
+    };
+    let err = approvals
+        .approve_withdrawal(authed(&acme.approver, outside))
+        .await
+        .expect_err("acknowledged outside the signature");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(
+        err.message().contains("acknowledged_risk_flags"),
+        "{}",
+        err.message()
+    );
     assert_eq!(stack.count("approvals", acme.id).await?, 0);
     let acknowledged = ApproveWithdrawalRequest {
         acknowledged_risk_flags: vec![RiskFlag::SameDestinationAndAmount as i32],

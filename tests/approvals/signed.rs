@@ -1,11 +1,10 @@
 //! Signed approvals refused through the real gRPC service: each refusal records nothing that
 //! counts and leaves the withdrawal REQUESTED.
 
-use opledger_domain::approval::TrustParts;
 use opledger_domain::payload::AssetCode;
 use opledger_proto::v1::{ApproveWithdrawalRequest, GetApprovalPolicyRequest, WithdrawalState};
 use opledger_testkit::trust::{approver_key, default_parts, key_id, publish};
-use opledger_tests::{ALICE, BOB, Stack, Tenant, approval, approval_under, authed, reason};
+use opledger_tests::{ALICE, BOB, Stack, Tenant, approval, approval_under, authed, kyt, reason};
 
 /// Asserts `request` is refused with `expected`, nothing is recorded and `w` stays REQUESTED.
 async fn refused(
@@ -226,20 +225,15 @@ async fn a_tenant_without_a_trust_statement_cannot_approve() -> anyhow::Result<(
 }
 
 #[tokio::test]
-async fn a_kyt_required_asset_needs_a_recorded_pass() -> anyhow::Result<()> {
+async fn a_kyt_required_asset_needs_a_pass_signed_by_a_kyt_key_of_the_trust_statement()
+-> anyhow::Result<()> {
     let stack = Stack::start().await?;
     let acme = stack.tenant("acme").await?;
     stack.fund(&acme, "treasury", "ETH", "1000").await?;
-    publish(
-        &stack.admin,
-        acme.id,
-        2,
-        TrustParts {
-            kyt_required: vec![AssetCode::parse("ETH")?],
-            ..default_parts(acme.id)
-        },
-    )
-    .await?;
+    let mut parts = default_parts(acme.id);
+    parts.keys.push(kyt::registered(acme.id, 0)?);
+    parts.kyt_required = vec![AssetCode::parse("ETH")?];
+    publish(&stack.admin, acme.id, 2, parts).await?;
     let policy = stack
         .approvals()
         .await?
@@ -255,6 +249,8 @@ async fn a_kyt_required_asset_needs_a_recorded_pass() -> anyhow::Result<()> {
     assert_eq!(policy.policy_version, 2);
     let w = stack.withdraw(&acme, "100", ALICE).await?;
     let key = approver_key(acme.id, 0);
+    let pool = stack.admin.pool();
+    let id = w.withdrawal_id.as_str();
     refused(
         &stack,
         &acme,
@@ -262,8 +258,12 @@ async fn a_kyt_required_asset_needs_a_recorded_pass() -> anyhow::Result<()> {
         "KYT_PASS_REQUIRED",
     )
     .await?;
-    // A FAIL screening is no pass.
-    record_screening(&stack, &acme, &w.withdrawal_id, "FAIL", "ref-1").await?;
+    // A pass without the provider's signature (a `v1` delivery, or a row written by a login),
+    // a pass signed by a key the trust statement does not name, and a signed failure: no pass.
+    kyt::record(pool, pool, acme.id, id, "PASS", "ref-1", None).await?;
+    let stranger = kyt::provider_key(acme.id, 9);
+    let unknown = kyt::signed(&stranger, "evt-2", kyt::body(id, "pass", "ref-2"))?;
+    kyt::record(pool, pool, acme.id, id, "PASS", "ref-2", Some(&unknown)).await?;
     refused(
         &stack,
         &acme,
@@ -271,7 +271,9 @@ async fn a_kyt_required_asset_needs_a_recorded_pass() -> anyhow::Result<()> {
         "KYT_PASS_REQUIRED",
     )
     .await?;
-    record_screening(&stack, &acme, &w.withdrawal_id, "PASS", "ref-2").await?;
+    let provider = kyt::provider_key(acme.id, 0);
+    let pass = kyt::signed(&provider, "evt-3", kyt::body(id, "pass", "ref-3"))?;
+    kyt::record(pool, pool, acme.id, id, "PASS", "ref-3", Some(&pass)).await?;
     let done = stack
         .approvals()
         .await?
@@ -279,50 +281,23 @@ async fn a_kyt_required_asset_needs_a_recorded_pass() -> anyhow::Result<()> {
         .await?
         .into_inner();
     assert_eq!(done.state, WithdrawalState::Approved as i32);
-    Ok(())
-}
 
-/// Records a KYT screening of the withdrawal as the inbox would (an endpoint, the inbox event it
-/// came in, the screening), directly through the owner connection.
-async fn record_screening(
-    stack: &Stack,
-    tenant: &Tenant,
-    withdrawal_id: &str,
-    result: &str,
-    provider_ref: &str,
-) -> anyhow::Result<()> {
-    let endpoint = format!("whe_{}", uuid::Uuid::new_v4().simple());
-    let pool = stack.admin.pool();
-    sqlx::query(
-        "INSERT INTO webhook_endpoints (endpoint_id, tenant_id, source, allowed_types) \
-         VALUES ($1, $2, 'kyt', ARRAY['kyt.screening'])",
-    )
-    .bind(&endpoint)
-    .bind(tenant.id.as_uuid())
-    .execute(pool)
-    .await?;
-    let (inbox_id,): (i64,) = sqlx::query_as(
-        "INSERT INTO inbox_events (tenant_id, source, event_id, endpoint_id, body_hash, \
-           event_type, kind, sent_at, body_purged_at) \
-         VALUES ($1, 'kyt', $2, $3, $4, 'kyt.screening', 'EVENT', now(), now()) \
-         RETURNING inbox_id",
-    )
-    .bind(tenant.id.as_uuid())
-    .bind(provider_ref)
-    .bind(&endpoint)
-    .bind(vec![0_u8; 32])
-    .fetch_one(pool)
-    .await?;
-    sqlx::query(
-        "INSERT INTO kyt_screenings (tenant_id, op_id, source, provider_ref, result, inbox_id) \
-         VALUES ($1, $2, 'kyt', $3, $4, $5)",
-    )
-    .bind(tenant.id.as_uuid())
-    .bind(withdrawal_id.parse::<uuid::Uuid>()?)
-    .bind(provider_ref)
-    .bind(result)
-    .bind(inbox_id)
-    .execute(pool)
-    .await?;
+    // A second withdrawal: a signed failure outweighs a signed pass.
+    let w2 = stack.withdraw(&acme, "101", BOB).await?;
+    let id2 = w2.withdrawal_id.as_str();
+    let fail = kyt::signed(&provider, "evt-4", kyt::body(id2, "fail", "ref-4"))?;
+    kyt::record(pool, pool, acme.id, id2, "FAIL", "ref-4", Some(&fail)).await?;
+    let pass = kyt::signed(&provider, "evt-5", kyt::body(id2, "pass", "ref-5"))?;
+    kyt::record(pool, pool, acme.id, id2, "PASS", "ref-5", Some(&pass)).await?;
+    let err = stack
+        .approvals()
+        .await?
+        .approve_withdrawal(authed(
+            &acme.approver,
+            approval_under(acme.id, &w2, &key, 2),
+        ))
+        .await
+        .expect_err("a signed failure");
+    assert_eq!(reason(&err), "KYT_PASS_REQUIRED");
     Ok(())
 }

@@ -55,6 +55,7 @@ const METRICS: &[(&str, MetricKind)] = &[
     ("opledger_oldest_waiting_seconds", MetricKind::Gauge),
     ("opledger_escalations", MetricKind::Gauge),
     ("opledger_open_escalations", MetricKind::Gauge),
+    ("opledger_reopened_releases", MetricKind::Gauge),
     // the broadcaster
     ("opledger_submissions_total", MetricKind::Counter),
     // every gRPC service

@@ -102,6 +102,7 @@ async fn one_call_classifies_new_repeated_and_conflicting_deliveries_like_single
         sent_at: Utc::now(),
         body: &sealed,
         class,
+        signature: None,
     };
     let event = DeliveryClass::Event {
         event_type: "deposit.confirmed",

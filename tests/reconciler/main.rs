@@ -7,3 +7,4 @@ mod dropped;
 mod escalation;
 mod evidence;
 mod operator;
+mod release_reorg;

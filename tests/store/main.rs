@@ -7,6 +7,7 @@ mod freeze;
 mod immutability;
 mod pass;
 mod rejections;
+mod release_reorg;
 mod roles;
 mod transitions;
 mod witness;

@@ -7,6 +7,7 @@ pub mod audit;
 pub mod chain;
 pub mod conn;
 pub mod inbox;
+pub mod kyt;
 pub mod signer;
 pub mod tls;
 
@@ -106,6 +107,11 @@ fn decision(
 ) -> (Vec<u8>, Vec<u8>) {
     // A malformed id or hash gives an empty statement, which the service refuses: tests that
     // send such requests assert that refusal.
+    // An approval acknowledges, inside its signed bytes, the flags the withdrawal shows.
+    let acknowledged = match decision {
+        opledger_domain::approval::Decision::Approve => shown_flags(w),
+        opledger_domain::approval::Decision::Reject => opledger_domain::RiskFlags::EMPTY,
+    };
     opledger_testkit::trust::signed_decision_for(
         tenant,
         &w.withdrawal_id,
@@ -113,8 +119,18 @@ fn decision(
         decision,
         key,
         policy_version,
+        acknowledged,
     )
     .unwrap_or_default()
+}
+
+/// The risk flags a withdrawal shows, as a signed statement names them.
+pub fn shown_flags(w: &pb::Withdrawal) -> opledger_domain::RiskFlags {
+    w.risk_flags
+        .iter()
+        .filter(|&&f| f == pb::RiskFlag::SameDestinationAndAmount as i32)
+        .map(|_| opledger_domain::RiskFlag::SameDestinationAndAmount)
+        .collect()
 }
 
 /// A tenant with one key per role.

@@ -63,6 +63,11 @@ pub struct PublishArgs {
     /// withdrawal approvers.
     #[arg(long = "operator", value_name = "PUBHEX")]
     operators: Vec<String>,
+    /// A KYT screening provider's Ed25519 public key (64 hex digits, or the provider's Standard
+    /// Webhooks `whpk_...` form); repeatable. A screening result counts (for approvals and for the
+    /// signer) only when its `v1a` signature verifies with one of these keys.
+    #[arg(long = "kyt", value_name = "PUBHEX")]
+    kyt_providers: Vec<String>,
     /// A revoked key id (32 hex digits); repeatable. Revoked keys never count again.
     #[arg(long = "revoke", value_name = "KEYID")]
     revoked: Vec<String>,
@@ -75,7 +80,8 @@ pub struct PublishArgs {
     /// strictly below BELOW; repeatable.
     #[arg(long = "automated", value_name = "ASSET:KEYID:BELOW")]
     automated: Vec<String>,
-    /// An asset whose withdrawals need a recorded KYT pass before approvals count; repeatable.
+    /// An asset whose withdrawals need a KYT pass signed by a `--kyt` key before approvals count
+    /// and before the signer signs; repeatable.
     #[arg(long = "kyt-required", value_name = "ASSET")]
     kyt_required: Vec<String>,
     /// A credit rule: credits of ASSET from MIN_AMOUNT (minimal units) on need REQUIRED distinct
@@ -96,8 +102,15 @@ pub fn read_key(path: &Path) -> anyhow::Result<SigningKey> {
 }
 
 fn public_key(flag: &str, text: &str, kind: KeyKind) -> anyhow::Result<RegisteredKey> {
-    let bytes = hex::decode(text.trim())
-        .map_err(|_| anyhow::anyhow!("{flag} {text}: expected 64 hex digits"))?;
+    let text = text.trim();
+    let bytes = match (kind, text.strip_prefix("whpk_")) {
+        (KeyKind::Kyt, Some(_)) => opledger_webhook::Ed25519PublicKey::parse(text)
+            .map_err(|e| anyhow::anyhow!("{flag} {text}: {e}"))?
+            .to_bytes()
+            .to_vec(),
+        _ => hex::decode(text)
+            .map_err(|_| anyhow::anyhow!("{flag} {text}: expected 64 hex digits"))?,
+    };
     let key = verifying_key(&bytes)
         .map_err(|_| anyhow::anyhow!("{flag} {text}: not a valid Ed25519 public key"))?;
     Ok(RegisteredKey::new(key, kind))
@@ -133,6 +146,7 @@ pub fn parts(args: &PublishArgs) -> anyhow::Result<TrustParts> {
         ("--approver", &args.approvers, KeyKind::Approver),
         ("--service", &args.services, KeyKind::Service),
         ("--operator", &args.operators, KeyKind::Operator),
+        ("--kyt", &args.kyt_providers, KeyKind::Kyt),
     ] {
         for text in texts {
             parts.keys.push(public_key(flag, text, kind)?);
@@ -443,6 +457,54 @@ mod tests {
             ];
             let pk = public_hex(&approver);
             argv.push(&pk);
+            argv.extend(bad);
+            let w = Wrap::try_parse_from(argv).expect("parses");
+            assert!(parts(&w.args).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn kyt_provider_keys_are_published_from_hex_or_their_webhook_form() {
+        let approver = SigningKey::from_bytes(&[1; 32]);
+        let provider = opledger_webhook::Ed25519SigningKey::from_seed(&[5; 32]);
+        let whpk = provider.public_key().to_whpk_string();
+        let second = SigningKey::from_bytes(&[6; 32]);
+        let w = Wrap::try_parse_from([
+            "x",
+            "--tenant",
+            "demo",
+            "--admin-key-file",
+            "k",
+            "--approver",
+            &public_hex(&approver),
+            "--kyt",
+            &whpk,
+            "--kyt",
+            &public_hex(&second),
+            "--kyt-required",
+            "ETH",
+        ])
+        .expect("parses");
+        let statement =
+            TrustStatement::new(TenantId::new(), 1, parts(&w.args).expect("parts")).expect("valid");
+        let decoded = TrustStatement::decode(&statement.canonical_bytes()).expect("canonical");
+        let kyt: Vec<[u8; 32]> = decoded
+            .keys()
+            .filter(|k| k.kind == KeyKind::Kyt)
+            .map(|k| k.public_key.to_bytes())
+            .collect();
+        assert_eq!(kyt.len(), 2);
+        assert!(kyt.contains(&provider.public_key().to_bytes()));
+        assert!(kyt.contains(&second.verifying_key().to_bytes()));
+        let (text, _) = describe(&decoded);
+        assert!(text.contains(" KYT"), "{text}");
+        // The webhook form is for KYT keys only; a broken one is refused.
+        for bad in [["--approver", whpk.as_str()], ["--kyt", "whpk_AAAA"]] {
+            let mut argv = vec!["x", "--tenant", "demo", "--admin-key-file", "k"];
+            let pk = public_hex(&approver);
+            if bad[0] != "--approver" {
+                argv.extend(["--approver", pk.as_str()]);
+            }
             argv.extend(bad);
             let w = Wrap::try_parse_from(argv).expect("parses");
             assert!(parts(&w.args).is_err(), "{bad:?}");

@@ -1050,7 +1050,11 @@ async fn one(
         .map_err(|_| "create: the payload hash is not 32 bytes of hex".to_owned())?;
     let (statement, signature) = sender
         .trust
-        .approval(OperationId::from_uuid(op_id), payload_hash)
+        .approval(
+            OperationId::from_uuid(op_id),
+            payload_hash,
+            crate::trust::flags_from_wire(&created.risk_flags),
+        )
         .map_err(|e| format!("approve: {e}"))?;
     let approved = approvals
         .approve_withdrawal(authed(

@@ -8,6 +8,7 @@ use opledger_domain::approval::{
 };
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::payload::PayloadHash;
+use opledger_domain::risk::{RiskFlag, RiskFlags};
 use opledger_signer::config::TrustRootConfig;
 use opledger_store::Store;
 use std::sync::Arc;
@@ -72,11 +73,12 @@ impl TenantTrust {
         }
     }
 
-    /// The approver's signed approval of `op` at `payload_hash`.
+    /// The approver's signed approval of `op` at `payload_hash`, acknowledging `acknowledged`.
     pub fn approval(
         &self,
         op: OperationId,
         payload_hash: PayloadHash,
+        acknowledged: RiskFlags,
     ) -> anyhow::Result<(ApprovalStatement, Vec<u8>)> {
         let statement = ApprovalStatement {
             tenant_id: self.tenant,
@@ -85,6 +87,7 @@ impl TenantTrust {
             decision: Decision::Approve,
             approver_key_id: KeyId::of(&self.approver.verifying_key()),
             policy_version: VERSION,
+            acknowledged,
         };
         let signature = statement
             .sign(&self.approver)
@@ -93,4 +96,18 @@ impl TenantTrust {
             .to_vec();
         Ok((statement, signature))
     }
+}
+
+/// The risk flags of a withdrawal as the API returns them (unknown values left out: the
+/// approvals service then refuses the approval, which the benchmark reports).
+pub fn flags_from_wire(flags: &[i32]) -> RiskFlags {
+    flags
+        .iter()
+        .filter_map(|&f| match opledger_proto::v1::RiskFlag::try_from(f) {
+            Ok(opledger_proto::v1::RiskFlag::SameDestinationAndAmount) => {
+                Some(RiskFlag::SameDestinationAndAmount)
+            }
+            _ => None,
+        })
+        .collect()
 }

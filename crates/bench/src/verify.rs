@@ -13,6 +13,7 @@ use opledger_domain::approval::{
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::payload::{AccountName, AssetCode, Destination, NetworkId, WithdrawalPayload};
 use opledger_domain::policy::ApprovalRule;
+use opledger_domain::risk::RiskFlags;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -101,6 +102,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 decision: Decision::Approve,
                 approver_key_id: KeyId::of(&k.verifying_key()),
                 policy_version: 1,
+                acknowledged: RiskFlags::EMPTY,
             };
             let sig = statement.sign(k).map_err(|e| anyhow::anyhow!("{e}"))?;
             Ok((statement, sig.to_bytes().to_vec()))
@@ -138,6 +140,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         payload_hash: hash,
         asset: &payload.asset,
         amount: payload.amount,
+        risk_flags: RiskFlags::EMPTY,
     };
     for &n in &args.approvals {
         let n = n.max(1) as usize;

@@ -6,8 +6,9 @@
 //! payload and its canonical hash ([`payload`]), and the single table of legal
 //! operation state transitions ([`state`]), approval policies ([`policy`]), and signed
 //! approvals with the tenant trust statement that the signer checks them against ([`approval`]),
-//! the decisions taken from chain evidence ([`evidence`]), and the two-principal rule for
-//! releases that could pay twice ([`witness`]).
+//! the risk signals an approver acknowledges inside a signed approval ([`risk`]), the decisions
+//! taken from chain evidence ([`evidence`]), and the two-principal rule for releases that could
+//! pay twice ([`witness`]).
 //!
 //! This crate must never do I/O, know about protobuf, a database, a clock-driven
 //! scheduler or async runtimes, use floating point for money, or put a sensitive
@@ -23,6 +24,7 @@ pub mod idempotency;
 pub mod ids;
 pub mod payload;
 pub mod policy;
+pub mod risk;
 pub mod state;
 pub mod witness;
 
@@ -33,6 +35,7 @@ pub use payload::{
     AccountName, AssetCode, Destination, Memo, NetworkId, PayloadError, PayloadField, PayloadHash,
     WithdrawalPayload,
 };
+pub use risk::{RiskFlag, RiskFlags};
 pub use state::{
     Actor, CREATOR, HoldEffect, INITIAL_STATE, OperationState, StateError, TRANSITIONS, Transition,
     TransitionError, check_transition,

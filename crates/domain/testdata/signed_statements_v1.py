@@ -60,7 +60,8 @@ U64_MAX = 2**64 - 1
 U32_MAX = 2**32 - 1
 
 DECISIONS = ("APPROVE", "REJECT")
-KINDS = ("APPROVER", "SERVICE", "OPERATOR")
+KINDS = ("APPROVER", "SERVICE", "OPERATOR", "KYT")
+RISK_FLAGS = ("SAME_DESTINATION_AND_AMOUNT",)
 
 UUID_RE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 KEY_ID_RE = r"[0-9a-f]{32}"
@@ -139,8 +140,10 @@ def strictly_ascending(keys, what):
 
 def check_approval(statement):
     """Refuse any approval statement the spec refuses."""
-    assert set(statement) == {"tenant_id", "operation_id", "payload_hash_hex", "decision",
-                              "approver_key_id", "policy_version"}, "approval fields"
+    required = {"tenant_id", "operation_id", "payload_hash_hex", "decision", "approver_key_id",
+                "policy_version"}
+    assert required <= set(statement) <= required | {"acknowledged"}, "approval fields"
+    check_acknowledged(statement.get("acknowledged", []))
     check_uuid(statement["tenant_id"], "tenant_id")
     check_uuid(statement["operation_id"], "operation_id")
     assert isinstance(statement["payload_hash_hex"], str) and re.fullmatch(
@@ -148,6 +151,14 @@ def check_approval(statement):
     assert statement["decision"] in DECISIONS, "decision"
     check_key_id(statement["approver_key_id"], "approver_key_id")
     check_int(statement["policy_version"], 1, U64_MAX, "policy_version")
+
+
+def check_acknowledged(flags):
+    """Acknowledged risk flags: known names, ascending, each once."""
+    assert isinstance(flags, list), "acknowledged"
+    for flag in flags:
+        assert flag in RISK_FLAGS, "acknowledged flag"
+    strictly_ascending(flags, "acknowledged")
 
 
 def check_credit(statement):
@@ -256,7 +267,7 @@ def canonical_trust(statement):
 # ---------------------------------------------------------------- encoders
 
 def approval_statement(tenant_id, operation_id, payload_hash, decision, approver_key_id,
-                       policy_version):
+                       policy_version, acknowledged=()):
     check_uuid(tenant_id, "tenant_id")
     check_uuid(operation_id, "operation_id")
     assert isinstance(payload_hash, bytes) and len(payload_hash) == 32, "payload_hash"
@@ -270,6 +281,9 @@ def approval_statement(tenant_id, operation_id, payload_hash, decision, approver
     out += field(4, text(decision))
     out += field(5, text(approver_key_id))
     out += field(6, decimal(policy_version))
+    check_acknowledged(list(acknowledged))
+    for flag in acknowledged:
+        out += field(7, text(flag))
     return bytes(out)
 
 
@@ -326,7 +340,7 @@ def approval_from_json(statement):
     return approval_statement(statement["tenant_id"], statement["operation_id"],
                               bytes.fromhex(statement["payload_hash_hex"]),
                               statement["decision"], statement["approver_key_id"],
-                              statement["policy_version"])
+                              statement["policy_version"], statement.get("acknowledged", []))
 
 
 def credit_from_json(statement):
@@ -376,8 +390,9 @@ def decode_decimal(value, low, high, what):
 
 
 def decode_approval(data):
-    values = expect_tags(split_fields(strip_domain(data, APPROVAL_DOMAIN)),
-                         [1, 2, 3, 4, 5, 6], "approval")
+    fields = split_fields(strip_domain(data, APPROVAL_DOMAIN))
+    acknowledged = [v.decode("utf-8") for t, v in fields[6:] if t == 7]
+    values = expect_tags(fields, [1, 2, 3, 4, 5, 6] + [7] * len(acknowledged), "approval")
     statement = {
         "tenant_id": values[0].decode("utf-8"),
         "operation_id": values[1].decode("utf-8"),
@@ -386,6 +401,8 @@ def decode_approval(data):
         "approver_key_id": values[4].decode("utf-8"),
         "policy_version": decode_decimal(values[5], 1, U64_MAX, "policy_version"),
     }
+    if acknowledged:
+        statement["acknowledged"] = acknowledged
     assert len(values[2]) == 32, "payload hash length"
     assert approval_from_json(statement) == data, "approval not canonical"
     return statement
@@ -524,6 +541,7 @@ KEY_NAMES = [
     ("dave", "APPROVER"),  # only ever appears revoked
     ("erin", "OPERATOR"),
     ("frank", "OPERATOR"),
+    ("screener", "KYT"),
 ]
 
 
@@ -558,10 +576,13 @@ def payload_hash(label):
     return hashlib.sha256(b"opledger test payload " + label.encode("ascii")).hexdigest()
 
 
-def approval(tenant, operation, label, decision, signer, policy_version):
-    return {"tenant_id": tenant, "operation_id": operation, "payload_hash_hex": payload_hash(label),
-            "decision": decision, "approver_key_id": KEY_ID[signer],
-            "policy_version": policy_version}
+def approval(tenant, operation, label, decision, signer, policy_version, acknowledged=None):
+    statement = {"tenant_id": tenant, "operation_id": operation,
+                 "payload_hash_hex": payload_hash(label), "decision": decision,
+                 "approver_key_id": KEY_ID[signer], "policy_version": policy_version}
+    if acknowledged is not None:
+        statement["acknowledged"] = acknowledged
+    return statement
 
 
 APPROVALS = [
@@ -575,6 +596,9 @@ APPROVALS = [
     ("policy_version_u64_max", "alice",
      approval(TENANT_A, OPERATION_1, "op1", "APPROVE", "alice", U64_MAX)),
     ("second_tenant", "alice", approval(TENANT_B, OPERATION_2, "op2", "APPROVE", "alice", 1)),
+    ("approve_bob_acknowledging_risk", "bob",
+     approval(TENANT_A, OPERATION_2, "op2", "APPROVE", "bob", 4,
+              acknowledged=["SAME_DESTINATION_AND_AMOUNT"])),
 ]
 
 # Keys listed in reverse key-id order so that the input is certainly unsorted.
@@ -635,6 +659,15 @@ TRUST = [
             {"asset": "ETH", "min_amount": "0", "required_approvals": 1},
         ],
         "automated": [], "kyt_required": [],
+    }),
+    # A KYT provider's key: it signs screening results, and the signer counts a pass only when
+    # it verifies with a KYT key of the statement.
+    ("kyt_provider", {
+        "tenant_id": TENANT_A, "version": 6,
+        "keys": [listed(n) for n in by_key_id(["alice", "bob", "screener"])],
+        "revoked": [],
+        "rules": [{"asset": "ETH", "min_amount": "0", "required_approvals": 2}],
+        "automated": [], "kyt_required": ["ETH"],
     }),
 ]
 
@@ -778,6 +811,10 @@ def self_test():
         {"approver_key_id": KEY_ID["alice"].upper()},
         {"approver_key_id": KEY_ID["alice"][:30]},
         {"payload_hash_hex": "00" * 31},
+        {"acknowledged": ["SAME_DESTINATION_AND_AMOUNT", "SAME_DESTINATION_AND_AMOUNT"]},
+        {"acknowledged": ["same_destination_and_amount"]},
+        {"acknowledged": ["NEW_DESTINATION"]},
+        {"acknowledged": "SAME_DESTINATION_AND_AMOUNT"},
     ]
     for change in bad_approvals:
         assert refused(lambda: approval_from_json({**base_approval, **change})), change

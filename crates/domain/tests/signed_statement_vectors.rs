@@ -10,7 +10,7 @@ use opledger_domain::approval::{
 };
 use opledger_domain::policy::ApprovalRule;
 use opledger_domain::{
-    AccountName, Amount, AssetCode, IdempotencyKey, OperationId, PayloadHash, TenantId,
+    AccountName, Amount, AssetCode, IdempotencyKey, OperationId, PayloadHash, RiskFlag, TenantId,
 };
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -59,6 +59,8 @@ struct JsonApproval {
     decision: String,
     approver_key_id: String,
     policy_version: u64,
+    #[serde(default)]
+    acknowledged: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -237,6 +239,17 @@ fn the_vectors_are_for_these_domains() {
     assert_eq!(f.key_id_domain, KEY_ID_DOMAIN_V1);
     assert_eq!(f.credit_domain, CREDIT_DOMAIN_V1);
     assert!(f.approvals.len() >= 5 && f.trust.len() >= 5 && f.keys.len() >= 5);
+    // Field 7 of approvals and the KYT key kind are exercised.
+    assert!(
+        f.approvals
+            .iter()
+            .any(|a| !a.statement.acknowledged.is_empty())
+    );
+    assert!(
+        f.trust
+            .iter()
+            .any(|t| t.statement.keys.iter().any(|k| k.kind == "KYT"))
+    );
     assert!(f.credits.len() >= 5 && f.credit_evaluations.len() >= 20);
 }
 
@@ -268,6 +281,11 @@ fn approval_statements_encode_decode_and_sign_as_the_python_implementation() {
             decision: Decision::parse(&s.decision).expect("decision"),
             approver_key_id: KeyId::parse(&s.approver_key_id).expect("key id"),
             policy_version: s.policy_version,
+            acknowledged: s
+                .acknowledged
+                .iter()
+                .map(|f| RiskFlag::parse(f).expect("flag"))
+                .collect(),
         };
         let canonical = hex_bytes(&v.canonical_hex);
         assert_eq!(statement.canonical_bytes(), canonical, "{}", v.name);

@@ -396,10 +396,15 @@ pub fn balance_report(b: &pb::Balance) -> Report {
 
 /// A balance for people.
 pub fn balance_text(b: &pb::Balance) -> String {
-    format!(
+    let mut text = format!(
         "account    {}\nasset      {}\navailable  {}\nheld       {}\npending    {}\n",
         b.account, b.asset, b.available, b.held, b.pending
-    )
+    );
+    // Shown only when there is a debt (a release reopened after its funds were spent).
+    if !b.owed.is_empty() && b.owed != "0" {
+        text.push_str(&format!("owed       {}\n", b.owed));
+    }
+    text
 }
 
 /// A balance for scripts.
@@ -410,6 +415,7 @@ pub fn balance_json(b: &pb::Balance) -> Value {
         "available": b.available,
         "held": b.held,
         "pending": b.pending,
+        "owed": if b.owed.is_empty() { "0" } else { b.owed.as_str() },
     })
 }
 
@@ -616,10 +622,20 @@ mod tests {
             available: "10".into(),
             held: "0".into(),
             pending: "5".into(),
+            owed: "0".into(),
         });
         assert_eq!(r.json["available"], "10");
         assert_eq!(r.json["pending"], "5");
+        assert_eq!(r.json["owed"], "0");
         assert!(r.text.contains("held       0"));
         assert!(r.text.contains("pending    5\n"));
+        assert!(!r.text.contains("owed"));
+        let owing = balance_report(&pb::Balance {
+            available: "0".into(),
+            owed: "7".into(),
+            ..pb::Balance::default()
+        });
+        assert_eq!(owing.json["owed"], "7");
+        assert!(owing.text.contains("owed       7\n"), "{}", owing.text);
     }
 }

@@ -6,7 +6,7 @@
 //! that also checks the hash) once the quorum decision of `opledger_domain::approval` is met. The
 //! signer verifies every stored signature again against its own pinned keys before it signs.
 
-use crate::operations::{Operation, RiskFlag};
+use crate::operations::{Operation, parse_risk_flag};
 use crate::transition::{TransitionRequest, transition_in};
 use crate::trust::{StoredDecision, decisions, newest_trust, trust_from_row};
 use crate::{Result, Store, StoreError};
@@ -19,7 +19,9 @@ use opledger_domain::approval::{
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::payload::{AssetCode, PayloadHash};
 use opledger_domain::policy::ApprovalPolicy;
+use opledger_domain::risk::RiskFlags;
 use opledger_domain::state::{Actor, OperationState};
+use opledger_webhook::screening::{self, Screening, StoredScreening};
 use sqlx::PgConnection;
 
 /// A signed decision to record.
@@ -30,10 +32,9 @@ pub struct Approve<'a> {
     /// The decoded approval statement (its tenant and operation are the request's: the caller
     /// checked them).
     pub statement: ApprovalStatement,
-    /// The approver's signature over the statement's canonical bytes.
+    /// The approver's signature over the statement's canonical bytes (which carry the risk flags
+    /// the approver acknowledges).
     pub signature: &'a [u8],
-    /// Risk flags the approver acknowledges (approvals only).
-    pub acknowledged: &'a [RiskFlag],
 }
 
 /// What an approval did.
@@ -67,7 +68,8 @@ pub struct AssetPolicy {
     pub policy: ApprovalPolicy,
     /// The trust statement's version.
     pub version: u64,
-    /// True when approvals count only after a recorded KYT pass.
+    /// True when approvals count only after a KYT pass signed by a KYT key of the trust
+    /// statement.
     pub kyt_pass_required: bool,
 }
 
@@ -139,18 +141,14 @@ impl Store {
                 None => Err(StoreError::NotPending { state }),
             };
         }
-        let missing: Vec<RiskFlag> = locked
-            .flags
-            .iter()
-            .map(|f| RiskFlag::parse(f))
-            .collect::<Result<Vec<_>>>()?
-            .into_iter()
-            .filter(|f| !request.acknowledged.contains(f))
-            .collect();
+        let missing = s.acknowledged.missing_from(locked.flags);
         if !missing.is_empty() {
-            return Err(StoreError::RiskFlagsNotAcknowledged { flags: missing });
+            return Err(StoreError::RiskFlagsNotAcknowledged {
+                flags: missing.iter().collect(),
+            });
         }
-        if trust.kyt_required(op.asset) && !kyt_passed(&mut tx, s.tenant_id, s.operation_id).await?
+        if trust.kyt_required(op.asset)
+            && screened(&mut tx, trust, s.tenant_id, s.operation_id).await? != Screening::Passed
         {
             return Err(StoreError::KytPassRequired);
         }
@@ -265,6 +263,7 @@ impl Store {
                         payload_hash: operation.payload_hash,
                         asset: &operation.payload.asset,
                         amount: operation.payload.amount,
+                        risk_flags: operation.risk_flags.iter().copied().collect(),
                     };
                     count(&mut conn, trust, &op).await?
                 }
@@ -283,7 +282,7 @@ impl Store {
 struct Locked {
     state: OperationState,
     payload_hash: PayloadHash,
-    flags: Vec<String>,
+    flags: RiskFlags,
     asset: AssetCode,
     amount: Amount,
     trust: TrustStatement,
@@ -297,6 +296,7 @@ impl Locked {
             payload_hash: self.payload_hash,
             asset: &self.asset,
             amount: self.amount,
+            risk_flags: self.flags,
         }
     }
 }
@@ -350,7 +350,11 @@ async fn lock(tx: &mut PgConnection, request: &Approve<'_>) -> Result<Locked> {
             .parse()
             .map_err(|_| StoreError::Corrupt { what: "state" })?,
         payload_hash,
-        flags: row.flags,
+        flags: row
+            .flags
+            .iter()
+            .map(|f| parse_risk_flag(f))
+            .collect::<Result<RiskFlags>>()?,
         asset: AssetCode::parse(&row.asset).map_err(|_| StoreError::Corrupt { what: "asset" })?,
         amount: Amount::parse(&row.amount).map_err(|_| StoreError::Corrupt { what: "amount" })?,
         trust,
@@ -402,7 +406,7 @@ async fn verified(
 
 async fn insert_decision(tx: &mut PgConnection, request: &Approve<'_>) -> Result<DateTime<Utc>> {
     let s = &request.statement;
-    let acknowledged: Vec<&str> = request.acknowledged.iter().map(|f| f.as_str()).collect();
+    let acknowledged: Vec<&str> = s.acknowledged.iter().map(|f| f.as_str()).collect();
     let version = i64::try_from(s.policy_version).map_err(|_| StoreError::Corrupt {
         what: "policy version",
     })?;
@@ -446,20 +450,18 @@ async fn count(
     })
 }
 
-async fn kyt_passed(
+/// The verdict on the operation's stored screening results: only results signed by a KYT key of
+/// the trust statement count (`opledger_webhook::screening::judge`, the signer's rule); a
+/// misplaced signed result counts as no pass (the signer refuses it as tampering).
+async fn screened(
     conn: &mut PgConnection,
+    trust: &TrustStatement,
     tenant_id: TenantId,
     op_id: OperationId,
-) -> Result<bool> {
-    let (passed,): (bool,) = sqlx::query_as(
-        "SELECT EXISTS (SELECT 1 FROM kyt_screenings \
-           WHERE tenant_id = $1 AND op_id = $2 AND result = 'PASS')",
-    )
-    .bind(tenant_id.as_uuid())
-    .bind(op_id.as_uuid())
-    .fetch_one(&mut *conn)
-    .await?;
-    Ok(passed)
+) -> Result<Screening> {
+    let rows = crate::signing::signed_screenings(conn, tenant_id, op_id).await?;
+    let stored: Vec<StoredScreening<'_>> = rows.iter().map(|r| r.as_stored()).collect();
+    Ok(screening::judge(trust, op_id, &stored).unwrap_or(Screening::Missing))
 }
 
 /// Appends a security event in the caller's transaction. `detail` must be a fixed description.

@@ -135,6 +135,9 @@ pub struct Delivery<'a> {
     pub body: &'a SealedBody,
     /// What it is.
     pub class: DeliveryClass<'a>,
+    /// The `v1a` signature that verified it, kept so that a third party can verify the delivery
+    /// again (`opledger_webhook::Verified::signature`); `None` for `v1`.
+    pub signature: Option<&'a [u8; 64]>,
 }
 
 /// What recording a delivery did; every variant is committed and may be acknowledged.
@@ -167,11 +170,12 @@ pub enum Recorded {
 /// The recording statement: inbox row and work item in one statement, nothing on a duplicate id.
 /// `$1` tenant, `$2` source, `$3` event id, `$4` endpoint, `$5` body hash, `$6` event type,
 /// `$7` kind, `$8` unhandled reason, `$9` sent at, `$10` key id, `$11` nonce, `$12` ciphertext,
-/// `$13` operation id. Public so the benchmark runs the exact same SQL through pgbench.
+/// `$13` operation id, `$14` the `v1a` signature. Public so the benchmark runs the exact same SQL
+/// through pgbench.
 pub const RECORD_DELIVERY_SQL: &str = "WITH ev AS ( \
        INSERT INTO inbox_events (tenant_id, source, event_id, endpoint_id, body_hash, event_type, \
-         kind, unhandled_reason, sent_at, body_key_id, body_nonce, body_ciphertext) \
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+         kind, unhandled_reason, sent_at, body_key_id, body_nonce, body_ciphertext, signature) \
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $14) \
        ON CONFLICT (tenant_id, source, event_id) DO NOTHING RETURNING inbox_id), \
      work AS ( \
        INSERT INTO inbox_work (inbox_id, tenant_id, op_id) \
@@ -179,21 +183,23 @@ pub const RECORD_DELIVERY_SQL: &str = "WITH ev AS ( \
      SELECT inbox_id FROM ev";
 
 /// [`RECORD_DELIVERY_SQL`] for several deliveries in one statement (so one transaction and one
-/// commit): arrays of the same columns, one element per delivery, plus its position (`$14`).
+/// commit): arrays of the same columns, one element per delivery, plus its position (`$14`) and
+/// signature (`$15`).
 /// Rows are inserted in key order (two concurrent batches lock the same keys in the same order)
 /// and the positions of the new rows are returned; a known event id returns nothing for its
 /// position.
 pub const RECORD_DELIVERIES_SQL: &str = "WITH input AS ( \
        SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bytea[], \
          $6::text[], $7::text[], $8::text[], $9::timestamptz[], $10::int2[], $11::bytea[], \
-         $12::bytea[], $13::uuid[], $14::int4[]) \
+         $12::bytea[], $13::uuid[], $14::int4[], $15::bytea[]) \
        AS i (tenant_id, source, event_id, endpoint_id, body_hash, event_type, kind, \
-         unhandled_reason, sent_at, body_key_id, body_nonce, body_ciphertext, op_id, position)), \
+         unhandled_reason, sent_at, body_key_id, body_nonce, body_ciphertext, op_id, position, \
+         signature)), \
      ev AS ( \
        INSERT INTO inbox_events (tenant_id, source, event_id, endpoint_id, body_hash, event_type, \
-         kind, unhandled_reason, sent_at, body_key_id, body_nonce, body_ciphertext) \
+         kind, unhandled_reason, sent_at, body_key_id, body_nonce, body_ciphertext, signature) \
        SELECT tenant_id, source, event_id, endpoint_id, body_hash, event_type, kind, \
-         unhandled_reason, sent_at, body_key_id, body_nonce, body_ciphertext \
+         unhandled_reason, sent_at, body_key_id, body_nonce, body_ciphertext, signature \
        FROM input ORDER BY tenant_id, source, event_id \
        ON CONFLICT (tenant_id, source, event_id) DO NOTHING \
        RETURNING inbox_id, tenant_id, source, event_id), \
@@ -267,6 +273,10 @@ pub struct WorkItem {
     pub attempts: i32,
     /// The sealed body; `None` if it was purged (an item is never purged while pending).
     pub body: Option<SealedBody>,
+    /// The sender's timestamp (`webhook-timestamp`), unix seconds.
+    pub sent_at: i64,
+    /// The `v1a` signature the delivery was verified with, if any.
+    pub signature: Option<Vec<u8>>,
 }
 
 /// How a claimed item ends this attempt.
@@ -424,17 +434,22 @@ impl WorkTx {
         )
     }
 
-    /// Records a KYT screening result on the operation; false when this provider reference was
-    /// already recorded (with any result: the first one stands).
+    /// Records a KYT screening result on the operation, with the delivery whole (event id,
+    /// timestamp, raw `body`, `v1a` signature) when it was signed with `v1a`: the signer counts
+    /// only such results. False when this provider reference was already recorded (with any
+    /// result: the first one stands).
     pub async fn record_screening(
         &mut self,
         op_id: OperationId,
         provider_ref: &str,
         pass: bool,
+        body: &[u8],
     ) -> Result<bool> {
+        let signed = self.item.signature.as_deref();
         let inserted = sqlx::query(
-            "INSERT INTO kyt_screenings (tenant_id, op_id, source, provider_ref, result, inbox_id) \
-             VALUES ($1, $2, $3, $4, $5, $6) \
+            "INSERT INTO kyt_screenings (tenant_id, op_id, source, provider_ref, result, inbox_id, \
+               event_id, signed_at, body, signature) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
              ON CONFLICT (tenant_id, op_id, source, provider_ref) DO NOTHING",
         )
         .bind(self.item.tenant_id.as_uuid())
@@ -443,6 +458,10 @@ impl WorkTx {
         .bind(provider_ref)
         .bind(if pass { "PASS" } else { "FAIL" })
         .bind(self.item.inbox_id)
+        .bind(signed.map(|_| self.item.event_id.as_str()))
+        .bind(signed.map(|_| self.item.sent_at))
+        .bind(signed.map(|_| body))
+        .bind(signed)
         .execute(&mut *self.tx)
         .await?
         .rows_affected();
@@ -648,6 +667,7 @@ impl Store {
             .bind(delivery.body.nonce.as_slice())
             .bind(delivery.body.ciphertext.as_slice())
             .bind(op_id)
+            .bind(delivery.signature.map(|s| s.as_slice()))
             .fetch_optional(&self.pool)
             .await?;
         let recorded = match inserted {
@@ -693,6 +713,7 @@ impl Store {
             .bind(c.ciphertext)
             .bind(c.op_id)
             .bind(c.position)
+            .bind(c.signature)
             .fetch_all(&self.pool)
             .await?;
         opledger_failpoint::hit("webhook.after_commit");
@@ -826,10 +847,13 @@ impl Store {
             Option<i16>,
             Option<Vec<u8>>,
             Option<Vec<u8>>,
+            i64,
+            Option<Vec<u8>>,
         );
         let row: Option<Row> = sqlx::query_as(
             "SELECT w.inbox_id, w.tenant_id, e.source, e.event_id, w.attempts, \
-               e.body_key_id, e.body_nonce, e.body_ciphertext \
+               e.body_key_id, e.body_nonce, e.body_ciphertext, \
+               extract(epoch FROM e.sent_at)::int8 AS sent_at, e.signature \
              FROM inbox_work w \
              JOIN inbox_events e ON e.tenant_id = w.tenant_id AND e.inbox_id = w.inbox_id \
              WHERE w.tenant_id = $1 AND w.status = 'PENDING' AND w.due_at <= now() \
@@ -838,7 +862,18 @@ impl Store {
         .bind(tenant)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some((inbox_id, tenant, source, event_id, attempts, key_id, nonce, ciphertext)) = row
+        let Some((
+            inbox_id,
+            tenant,
+            source,
+            event_id,
+            attempts,
+            key_id,
+            nonce,
+            ciphertext,
+            sent_at,
+            signature,
+        )) = row
         else {
             tx.rollback().await?;
             return Ok(None);
@@ -860,6 +895,8 @@ impl Store {
                 event_id,
                 attempts,
                 body,
+                sent_at,
+                signature,
             },
         }))
     }
@@ -1160,6 +1197,7 @@ struct DeliveryColumns {
     ciphertext: Vec<Vec<u8>>,
     op_id: Vec<Option<uuid::Uuid>>,
     position: Vec<i32>,
+    signature: Vec<Option<Vec<u8>>>,
 }
 
 impl DeliveryColumns {
@@ -1180,6 +1218,7 @@ impl DeliveryColumns {
         self.nonce.push(d.body.nonce.clone());
         self.ciphertext.push(d.body.ciphertext.clone());
         self.op_id.push(op_id);
+        self.signature.push(d.signature.map(|s| s.to_vec()));
         Ok(())
     }
 }

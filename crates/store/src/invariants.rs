@@ -55,10 +55,8 @@ pub const CHECKS: &[(&str, &str)] = &[
         "each hold was resolved at most once",
         "SELECT op_id::text FROM ledger_entries WHERE op_id IS NOT NULL GROUP BY tenant_id, op_id \
          HAVING count(*) FILTER (WHERE kind = 'HOLD') <> 1 \
-            OR count(*) FILTER (WHERE kind = 'RELEASE') > 1 \
-            OR count(*) FILTER (WHERE kind = 'SETTLE') - count(*) FILTER (WHERE kind = 'REOPEN') > 1 \
-            OR (count(*) FILTER (WHERE kind = 'RELEASE') = 1 \
-                AND count(*) FILTER (WHERE kind = 'SETTLE') - count(*) FILTER (WHERE kind = 'REOPEN') > 0)",
+            OR count(*) FILTER (WHERE kind IN ('RELEASE', 'SETTLE')) \
+               - count(*) FILTER (WHERE kind = 'REOPEN') NOT IN (0, 1)",
     ),
     (
         "the transition log ends in the operation's state and version",

@@ -16,8 +16,12 @@ use sqlx::PgConnection;
 /// An account's balances.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Balance {
-    /// Spendable amount.
+    /// Spendable amount (0 while the account owes).
     pub available: Amount,
+    /// What the account owes: released funds spent before the release was reopened because the
+    /// cancel that proved it was reorganized away (`opledger_reopen_release`). While it is above
+    /// 0 the account can place no hold.
+    pub owed: Amount,
     /// Amount held by open withdrawals.
     pub held: Amount,
     /// Credits proposed and not yet witnessed (neither attested nor refused): not spendable.
@@ -268,8 +272,14 @@ impl Store {
             })
         };
         row.map(|(available, held, pending)| {
+            // A negative available is a debt (see `Balance::owed`), never a corrupt row.
+            let (available, owed) = match available.as_deref().map(|a| a.strip_prefix('-')) {
+                Some(Some(debt)) => (Amount::ZERO, parse(Some(debt.to_owned()))?),
+                _ => (parse(available)?, Amount::ZERO),
+            };
             Ok(Balance {
-                available: parse(available)?,
+                available,
+                owed,
                 held: parse(held)?,
                 pending: parse(pending)?,
             })

@@ -16,28 +16,13 @@ use opledger_domain::payload::{
 use opledger_domain::state::{CREATOR, INITIAL_STATE, OperationState};
 use sqlx::{Connection, PgConnection};
 
-/// A risk signal recorded on an operation. Flags never merge, drop or block operations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RiskFlag {
-    /// The tenant sent the same amount of the same asset to the same destination recently under a
-    /// different idempotency key.
-    SameDestinationAndAmount,
-}
+/// A risk signal recorded on an operation (the domain's). Flags never merge, drop or block
+/// operations.
+pub use opledger_domain::risk::RiskFlag;
 
-impl RiskFlag {
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RiskFlag::SameDestinationAndAmount => "SAME_DESTINATION_AND_AMOUNT",
-        }
-    }
-
-    pub(crate) fn parse(s: &str) -> Result<RiskFlag> {
-        match s {
-            "SAME_DESTINATION_AND_AMOUNT" => Ok(RiskFlag::SameDestinationAndAmount),
-            _ => Err(StoreError::Corrupt { what: "risk flag" }),
-        }
-    }
+/// Decodes a stored flag name.
+pub(crate) fn parse_risk_flag(s: &str) -> Result<RiskFlag> {
+    RiskFlag::parse(s).ok_or(StoreError::Corrupt { what: "risk flag" })
 }
 
 /// A withdrawal operation as stored.
@@ -177,7 +162,7 @@ impl OperationRow {
             risk_flags: self
                 .risk_flags
                 .iter()
-                .map(|f| RiskFlag::parse(f))
+                .map(|f| parse_risk_flag(f))
                 .collect::<Result<_>>()?,
             version: self.version,
             created_at: self.created_at,
@@ -442,7 +427,7 @@ async fn insert_operation(
         payload: p.clone(),
         risk_flags: flags
             .iter()
-            .map(|f| RiskFlag::parse(f))
+            .map(|f| parse_risk_flag(f))
             .collect::<Result<_>>()?,
         version: 0,
         created_at,

@@ -176,6 +176,9 @@ pub struct SigningInput {
     /// Every stored decision (approval or rejection) of this operation, as stored: claims whose
     /// signatures the signer verifies.
     pub decisions: Vec<StoredDecision>,
+    /// The operation's screening results recorded with a provider's signature, as stored: claims
+    /// the signer verifies against the trust statement's KYT keys.
+    pub screenings: Vec<SignedScreening>,
     /// The tenant's newest trust statement, as stored.
     pub trust: Option<StoredTrust>,
     /// The newest trust statement version the signer accepted for the tenant before.
@@ -184,6 +187,47 @@ pub struct SigningInput {
     pub lease_owner: Option<String>,
     /// True when there is no lease or it has expired.
     pub lease_expired: bool,
+}
+
+/// A screening result recorded with the `v1a` delivery it came in.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct SignedScreening {
+    /// The `webhook-id`.
+    pub event_id: String,
+    /// The `webhook-timestamp`, unix seconds.
+    pub signed_at: i64,
+    /// The raw body.
+    pub body: Vec<u8>,
+    /// The provider's Ed25519 signature.
+    pub signature: Vec<u8>,
+}
+
+impl SignedScreening {
+    /// The view `opledger_webhook::screening::judge` reads.
+    pub fn as_stored(&self) -> opledger_webhook::screening::StoredScreening<'_> {
+        opledger_webhook::screening::StoredScreening {
+            event_id: &self.event_id,
+            timestamp: self.signed_at,
+            body: &self.body,
+            signature: Some(&self.signature),
+        }
+    }
+}
+
+/// The operation's screening results that carry a provider's signature.
+pub(crate) async fn signed_screenings(
+    conn: &mut sqlx::PgConnection,
+    tenant_id: TenantId,
+    op_id: OperationId,
+) -> Result<Vec<SignedScreening>> {
+    Ok(sqlx::query_as(
+        "SELECT k.event_id, k.signed_at, k.body, k.signature FROM kyt_screenings k \
+         WHERE k.tenant_id = $1 AND k.op_id = $2 AND k.signature IS NOT NULL",
+    )
+    .bind(tenant_id.as_uuid())
+    .bind(op_id.as_uuid())
+    .fetch_all(&mut *conn)
+    .await?)
 }
 
 #[derive(sqlx::FromRow)]
@@ -261,6 +305,11 @@ struct SigningInputRow {
     a_versions: Vec<Option<i64>>,
     a_hashes: Vec<Vec<u8>>,
     a_signatures: Vec<Option<Vec<u8>>>,
+    a_acks: Vec<String>,
+    k_event_ids: Vec<String>,
+    k_signed_ats: Vec<i64>,
+    k_bodies: Vec<Vec<u8>>,
+    k_signatures: Vec<Vec<u8>>,
     trust_version: Option<i64>,
     trust_statement: Option<Vec<u8>>,
     trust_signature: Option<Vec<u8>>,
@@ -290,13 +339,15 @@ impl Store {
         tenant_id: TenantId,
         op_id: OperationId,
     ) -> Result<Option<SigningInput>> {
-        // One round trip: the operation, its lease, every stored decision, the tenant's newest
-        // trust statement and the newest version this signer accepted before.
+        // One round trip: the operation, its lease, every stored decision, its signed screening
+        // results, the tenant's newest trust statement and the newest version this signer
+        // accepted before.
         let row: Option<SigningInputRow> = sqlx::query_as(concat!(
             "SELECT ",
             operation_columns!(),
             ", o.lease_owner, coalesce(o.lease_expires_at <= now(), true) AS lease_expired, \
-             d.a_key_ids, d.a_decisions, d.a_versions, d.a_hashes, d.a_signatures, \
+             d.a_key_ids, d.a_decisions, d.a_versions, d.a_hashes, d.a_signatures, d.a_acks, \
+             ks.k_event_ids, ks.k_signed_ats, ks.k_bodies, ks.k_signatures, \
              t.version AS trust_version, t.statement AS trust_statement, \
              t.signature AS trust_signature, sv.version AS trust_seen \
              FROM withdrawal_ops o JOIN withdrawal_payloads p USING (tenant_id, op_id) \
@@ -305,8 +356,22 @@ impl Store {
                  coalesce(array_agg(a.decision ORDER BY a.created_at), '{}') AS a_decisions, \
                  coalesce(array_agg(a.policy_version ORDER BY a.created_at), '{}') AS a_versions, \
                  coalesce(array_agg(a.payload_hash ORDER BY a.created_at), '{}') AS a_hashes, \
-                 coalesce(array_agg(a.signature ORDER BY a.created_at), '{}') AS a_signatures \
+                 coalesce(array_agg(a.signature ORDER BY a.created_at), '{}') AS a_signatures, \
+                 coalesce(array_agg(array_to_string(a.acknowledged_flags, ',') \
+                   ORDER BY a.created_at), '{}') AS a_acks \
                FROM approvals a WHERE a.tenant_id = o.tenant_id AND a.op_id = o.op_id) d \
+             CROSS JOIN LATERAL (SELECT \
+                 /* ordered by every column, so that the four arrays line up */ \
+                 coalesce(array_agg(k.event_id ORDER BY k.event_id, k.signed_at, k.signature, \
+                   k.body), '{}') AS k_event_ids, \
+                 coalesce(array_agg(k.signed_at ORDER BY k.event_id, k.signed_at, k.signature, \
+                   k.body), '{}') AS k_signed_ats, \
+                 coalesce(array_agg(k.body ORDER BY k.event_id, k.signed_at, k.signature, \
+                   k.body), '{}') AS k_bodies, \
+                 coalesce(array_agg(k.signature ORDER BY k.event_id, k.signed_at, k.signature, \
+                   k.body), '{}') AS k_signatures \
+               FROM kyt_screenings k WHERE k.tenant_id = o.tenant_id AND k.op_id = o.op_id \
+                 AND k.signature IS NOT NULL) ks \
              LEFT JOIN LATERAL (SELECT version, statement, signature FROM trust_statements ts \
                WHERE ts.tenant_id = o.tenant_id ORDER BY version DESC LIMIT 1) t ON true \
              LEFT JOIN signer_trust_versions sv ON sv.tenant_id = o.tenant_id \
@@ -323,14 +388,23 @@ impl Store {
             what: "approvals of the operation",
         };
         let n = row.a_decisions.len();
+        let k = row.k_event_ids.len();
         if [
             row.a_key_ids.len(),
             row.a_versions.len(),
             row.a_hashes.len(),
             row.a_signatures.len(),
+            row.a_acks.len(),
         ]
         .iter()
         .any(|&len| len != n)
+            || [
+                row.k_signed_ats.len(),
+                row.k_bodies.len(),
+                row.k_signatures.len(),
+            ]
+            .iter()
+            .any(|&len| len != k)
         {
             return Err(corrupt);
         }
@@ -341,15 +415,39 @@ impl Store {
             .zip(row.a_versions)
             .zip(row.a_hashes)
             .zip(row.a_signatures)
+            .zip(row.a_acks)
             .map(
-                |((((approver_key_id, decision), policy_version), payload_hash), signature)| {
+                |(
+                    ((((approver_key_id, decision), policy_version), payload_hash), signature),
+                    acks,
+                )| {
                     StoredDecision {
                         approver_key_id,
                         decision,
                         policy_version,
                         payload_hash,
                         signature,
+                        acknowledged_flags: acks
+                            .split(',')
+                            .filter(|f| !f.is_empty())
+                            .map(str::to_owned)
+                            .collect(),
                     }
+                },
+            )
+            .collect();
+        let screenings = row
+            .k_event_ids
+            .into_iter()
+            .zip(row.k_signed_ats)
+            .zip(row.k_bodies)
+            .zip(row.k_signatures)
+            .map(
+                |(((event_id, signed_at), body), signature)| SignedScreening {
+                    event_id,
+                    signed_at,
+                    body,
+                    signature,
                 },
             )
             .collect();
@@ -369,6 +467,7 @@ impl Store {
         Ok(Some(SigningInput {
             operation: row.operation.into_operation(tenant_id)?,
             decisions,
+            screenings,
             trust,
             trust_seen,
             lease_owner: row.lease_owner,

@@ -8,6 +8,7 @@ use opledger_domain::approval::{
 };
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::payload::PayloadHash;
+use opledger_domain::risk::{RiskFlag, RiskFlags};
 use sqlx::PgConnection;
 
 /// A trust statement as stored: the signed bytes and the signature.
@@ -51,6 +52,8 @@ pub struct StoredDecision {
     pub payload_hash: Vec<u8>,
     /// The Ed25519 signature.
     pub signature: Option<Vec<u8>>,
+    /// The risk flags the statement acknowledges (signed as its field 7).
+    pub acknowledged_flags: Vec<String>,
 }
 
 impl StoredDecision {
@@ -64,6 +67,11 @@ impl StoredDecision {
             decision: Decision::parse(&self.decision).ok()?,
             approver_key_id: KeyId::parse(self.approver_key_id.as_deref()?).ok()?,
             policy_version: u64::try_from(self.policy_version?).ok()?,
+            acknowledged: self
+                .acknowledged_flags
+                .iter()
+                .map(|f| RiskFlag::parse(f))
+                .collect::<Option<RiskFlags>>()?,
         })
     }
 
@@ -150,8 +158,8 @@ pub(crate) async fn decisions(
     op_id: OperationId,
 ) -> Result<Vec<StoredDecision>> {
     Ok(sqlx::query_as(
-        "SELECT approver_key_id, decision, policy_version, payload_hash, signature \
-         FROM approvals WHERE tenant_id = $1 AND op_id = $2 ORDER BY created_at, approver_id",
+        "SELECT approver_key_id, decision, policy_version, payload_hash, signature, \
+           acknowledged_flags FROM approvals WHERE tenant_id = $1 AND op_id = $2 ORDER BY created_at, approver_id",
     )
     .bind(tenant_id.as_uuid())
     .bind(op_id.as_uuid())

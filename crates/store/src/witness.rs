@@ -227,3 +227,34 @@ impl Store {
         Ok(age)
     }
 }
+
+impl Store {
+    /// Operations whose applied release a reorganization reopened (a proof marked in
+    /// `release_reorgs`, migration 31), counted by their current state: those not
+    /// VERIFIED_NOT_SENT or CONFIRMED again are still being decided, their funds held.
+    pub async fn reopened_releases(&self) -> Result<Vec<(String, i64)>> {
+        Ok(sqlx::query_as(
+            "SELECT o.state, count(*) FROM withdrawal_ops o \
+             WHERE EXISTS (SELECT 1 FROM release_reorgs r \
+                           WHERE r.tenant_id = o.tenant_id AND r.op_id = o.op_id) \
+             GROUP BY o.state ORDER BY o.state",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+}
+
+/// The Prometheus text of [`Store::reopened_releases`]: the gauge `opledger_reopened_releases`
+/// by current state (the alert rules of `deploy/prometheus/alerts.yml` read it).
+pub fn reopened_releases_text(by_state: &[(String, i64)]) -> String {
+    let mut out = String::from(
+        "# HELP opledger_reopened_releases Operations whose release a reorganization reopened, \
+         by current state.\n# TYPE opledger_reopened_releases gauge\n",
+    );
+    for (state, count) in by_state {
+        out.push_str(&format!(
+            "opledger_reopened_releases{{state=\"{state}\"}} {count}\n"
+        ));
+    }
+    out
+}

@@ -8,6 +8,7 @@ use opledger_domain::approval::{
 };
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::payload::PayloadHash;
+use opledger_domain::risk::RiskFlags;
 use opledger_store::Store;
 use sha2::{Digest, Sha256};
 
@@ -124,7 +125,8 @@ pub async fn publish_default(store: &Store, tenant: TenantId) -> anyhow::Result<
     publish(store, tenant, 1, default_parts(tenant)).await
 }
 
-/// A signed decision: canonical statement bytes and the signature of `key`.
+/// A signed decision acknowledging no risk flag: canonical statement bytes and the signature of
+/// `key`.
 pub fn signed_decision(
     tenant: TenantId,
     op: OperationId,
@@ -133,6 +135,27 @@ pub fn signed_decision(
     key: &SigningKey,
     policy_version: u64,
 ) -> (Vec<u8>, Vec<u8>) {
+    signed_acknowledging(
+        tenant,
+        op,
+        payload_hash,
+        decision,
+        key,
+        policy_version,
+        RiskFlags::EMPTY,
+    )
+}
+
+/// [`signed_decision`] whose statement acknowledges `acknowledged` (field 7).
+pub fn signed_acknowledging(
+    tenant: TenantId,
+    op: OperationId,
+    payload_hash: PayloadHash,
+    decision: Decision,
+    key: &SigningKey,
+    policy_version: u64,
+    acknowledged: RiskFlags,
+) -> (Vec<u8>, Vec<u8>) {
     let statement = ApprovalStatement {
         tenant_id: tenant,
         operation_id: op,
@@ -140,6 +163,7 @@ pub fn signed_decision(
         decision,
         approver_key_id: key_id(key),
         policy_version,
+        acknowledged,
     };
     let signature = statement
         .sign(key)
@@ -150,7 +174,7 @@ pub fn signed_decision(
     (statement.canonical_bytes(), signature)
 }
 
-/// [`signed_decision`] from the wire forms of a withdrawal's id and payload hash.
+/// [`signed_acknowledging`] from the wire forms of a withdrawal's id and payload hash.
 pub fn signed_decision_for(
     tenant: TenantId,
     withdrawal_id: &str,
@@ -158,18 +182,20 @@ pub fn signed_decision_for(
     decision: Decision,
     key: &SigningKey,
     policy_version: u64,
+    acknowledged: RiskFlags,
 ) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
     let op: OperationId = withdrawal_id
         .parse()
         .map_err(|_| anyhow::anyhow!("withdrawal id"))?;
     let hash =
         PayloadHash::from_hex(payload_hash_hex).map_err(|_| anyhow::anyhow!("payload hash"))?;
-    Ok(signed_decision(
+    Ok(signed_acknowledging(
         tenant,
         op,
         hash,
         decision,
         key,
         policy_version,
+        acknowledged,
     ))
 }

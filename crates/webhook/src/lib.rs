@@ -12,6 +12,10 @@
 //! 3. [`seal`](mod@seal) encrypts the raw body at rest with XChaCha20-Poly1305 under a
 //!    rotating key, bound to its row by associated data.
 //!
+//! [`screening`] judges stored KYT results as signed facts: a result counts only when its `v1a`
+//! signature verifies with a `KYT` key of the tenant's signed trust statement (the signer's and the
+//! approvals service's decision).
+//!
 //! This crate must never do I/O, read a clock, know about HTTP, protobuf, a
 //! database or an async runtime: the ingress passes the header values it got,
 //! the body bytes and the current unix time. Randomness is used only to mint
@@ -20,6 +24,7 @@
 //! of a body.
 
 pub mod event;
+pub mod screening;
 pub mod seal;
 pub mod secret;
 pub mod verify;
@@ -28,9 +33,10 @@ pub use event::{
     DepositChain, DepositConfirmed, Event, ExternalRef, InvalidExternalRef, KytResult, KytVerdict,
     MalformedBody, Parsed, TransferState, TransferStatus, Unhandled, UnhandledReason, parse,
 };
+pub use screening::{Screening, ScreeningRefusal, StoredScreening, judge as judge_screenings};
 pub use seal::{BodyKey, BodyKeyError, OpenError, SealError, Sealed, open, row_aad, seal};
 pub use secret::{Ed25519PublicKey, Ed25519SigningKey, KeyError, SigningSecret, VerificationKey};
 pub use verify::{
     DEFAULT_TOLERANCE_SECS, HeaderName, Headers, Scheme, Verified, VerifyError, sign_v1, sign_v1a,
-    verify,
+    signed_content, verify,
 };

@@ -151,6 +151,7 @@ pub struct Verified {
     timestamp: i64,
     key_index: usize,
     scheme: Scheme,
+    signature: Option<[u8; 64]>,
 }
 
 impl Verified {
@@ -174,6 +175,15 @@ impl Verified {
     /// Scheme of the matching entry.
     pub fn scheme(&self) -> Scheme {
         self.scheme
+    }
+
+    /// The `v1a` Ed25519 signature that verified, when the timestamp was sent in its canonical
+    /// decimal form (no leading zeros): then anyone holding the provider's public key can verify
+    /// it again over [`signed_content`] of the event id, [`Verified::timestamp`] and the body,
+    /// which is how a KYT result reaches the signer as a signed fact. `None` for `v1` (a shared
+    /// secret proves nothing to a third party) and for a non-canonical timestamp.
+    pub fn signature(&self) -> Option<&[u8; 64]> {
+        self.signature.as_ref()
     }
 }
 
@@ -366,7 +376,9 @@ fn hmac_v1(secret: &SigningSecret, id: &str, timestamp: &str, body: &[u8]) -> [u
 }
 
 /// `{id}.{timestamp}.{body}` in one buffer, for Ed25519.
-fn signed_content(id: &str, timestamp: &str, body: &[u8]) -> Vec<u8> {
+/// The bytes a Standard Webhooks signature covers: `{id}.{timestamp}.{body}`, the id and the
+/// timestamp exactly as sent.
+pub fn signed_content(id: &str, timestamp: &str, body: &[u8]) -> Vec<u8> {
     let mut content = Vec::with_capacity(id.len() + timestamp.len() + body.len() + 2);
     content.extend_from_slice(id.as_bytes());
     content.push(b'.');
@@ -411,34 +423,41 @@ pub fn verify(
                 for tag in tags {
                     matched |= expected.as_slice().ct_eq(tag);
                 }
-                bool::from(matched).then_some(Scheme::V1)
+                bool::from(matched).then_some(None)
             }
             VerificationKey::Ed25519(public_key) => {
                 ed25519_match(public_key, &entries, &mut ed25519_content, || {
                     signed_content(id, timestamp_text, body)
                 })
+                .map(Some)
             }
         };
-        if let Some(scheme) = scheme {
+        if let Some(matched) = scheme {
+            let canonical = timestamp_text == timestamp.to_string();
             return Ok(Verified {
                 event_id: id.to_owned(),
                 timestamp,
                 key_index,
-                scheme,
+                scheme: if matched.is_some() {
+                    Scheme::V1a
+                } else {
+                    Scheme::V1
+                },
+                signature: matched.filter(|_| canonical),
             });
         }
     }
     Err(VerifyError::NoValidSignature)
 }
 
-/// `Some(V1a)` when one `v1a` entry verifies under `public_key`.
+/// The first `v1a` entry that verifies under `public_key`.
 /// The signed content is built at most once per call to [`verify`].
 fn ed25519_match(
     public_key: &Ed25519PublicKey,
     entries: &[Entry],
     content: &mut Option<Vec<u8>>,
     build: impl FnOnce() -> Vec<u8>,
-) -> Option<Scheme> {
+) -> Option<[u8; 64]> {
     let mut signatures = entries
         .iter()
         .filter_map(Entry::ed25519_signature)
@@ -446,8 +465,8 @@ fn ed25519_match(
     signatures.peek()?;
     let message = content.get_or_insert_with(build);
     signatures
-        .any(|signature| public_key.verify(message, signature))
-        .then_some(Scheme::V1a)
+        .find(|signature| public_key.verify(message, signature))
+        .copied()
 }
 
 /// Signs a delivery with a shared secret and returns the `webhook-signature`

@@ -4,6 +4,7 @@ use opledger_domain::approval::{ApprovalStatement, Decision, Refusal};
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::payload::AssetCode;
 use opledger_domain::policy::ApprovalPolicy;
+use opledger_domain::risk::RiskFlags;
 use opledger_grpc::status::invalid_field;
 use opledger_grpc::{
     Authenticator, ErrorReason, approval_refusal_status, convert, error_status, store_status,
@@ -184,18 +185,26 @@ impl ApprovalsService for ApprovalsApi {
             &body.approval_statement,
             &body.signature,
         )?;
+        // The acknowledgement that counts is the one inside the signed statement; the request's
+        // list, when sent, must say the same (a client that signs one thing and sends another is
+        // refused rather than half believed).
         let acknowledged = body
             .acknowledged_risk_flags
             .iter()
             .map(|f| convert::risk_flag_from_wire("acknowledged_risk_flags", *f))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<RiskFlags, _>>()?;
+        if !body.acknowledged_risk_flags.is_empty() && acknowledged != statement.acknowledged {
+            return Err(invalid_field(
+                "acknowledged_risk_flags",
+                "differs from the risk flags the signed approval_statement acknowledges (field 7)",
+            ));
+        }
         let approved = self
             .store
             .approve(&Approve {
                 approver_id: &caller.key_id,
                 statement,
                 signature: &body.signature,
-                acknowledged: &acknowledged,
             })
             .await
             .map_err(store_status)?;
@@ -248,7 +257,6 @@ impl ApprovalsService for ApprovalsApi {
                     approver_id: &caller.key_id,
                     statement,
                     signature: &body.signature,
-                    acknowledged: &[],
                 },
                 reason,
             )

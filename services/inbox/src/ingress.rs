@@ -435,6 +435,7 @@ impl Ingress {
             sent_at,
             body: sealed,
             class,
+            signature: verified.signature().copied(),
         };
         // Committed (together with the deliveries that are ready at the same time) before the 2xx.
         match self.recorder.record(pending).await {

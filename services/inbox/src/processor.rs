@@ -345,7 +345,7 @@ impl Processor {
                 *about = Some(op_id);
                 let pass = k.result() == KytVerdict::Pass;
                 let recorded = work
-                    .record_screening(op_id, k.provider_ref().as_str(), pass)
+                    .record_screening(op_id, k.provider_ref().as_str(), pass, &body)
                     .await?;
                 if !recorded {
                     return Ok(Decision::Done("ALREADY_RECORDED"));

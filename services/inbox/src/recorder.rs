@@ -44,6 +44,8 @@ pub(crate) struct Pending {
     pub sent_at: chrono::DateTime<chrono::Utc>,
     pub body: SealedBody,
     pub class: Class,
+    /// The `v1a` signature that verified it (kept for third parties such as the signer).
+    pub signature: Option<[u8; 64]>,
 }
 
 impl Pending {
@@ -64,6 +66,7 @@ impl Pending {
                     reason,
                 },
             },
+            signature: self.signature.as_ref(),
         }
     }
 }

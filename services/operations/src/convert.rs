@@ -75,6 +75,7 @@ pub fn balance(account: &AccountName, asset: &AssetCode, balance: &Balance) -> p
         available: balance.available.to_string(),
         held: balance.held.to_string(),
         pending: balance.pending.to_string(),
+        owed: balance.owed.to_string(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! `GET /metrics`: the pipeline's gauges in Prometheus text format, read from the database at
 //! scrape time (operations by state, age of the oldest UNKNOWN and FAILED_TERMINAL operation, age
-//! of the oldest APPROVED, SIGNING and SIGNED one, escalations). The alert rules in
+//! of the oldest APPROVED, SIGNING and SIGNED one, escalations, releases a reorganization
+//! reopened by their current state). The alert rules in
 //! `deploy/prometheus/alerts.yml` use these names.
 
 use axum::Router;
@@ -18,11 +19,19 @@ pub fn router(store: Store) -> Router {
 }
 
 async fn scrape(State(store): State<Store>) -> impl IntoResponse {
-    match store.metrics_snapshot().await {
-        Ok(snapshot) => (
+    let read = async {
+        Ok((
+            store.metrics_snapshot().await?,
+            store.reopened_releases().await?,
+        ))
+    };
+    let read: Result<_, opledger_store::StoreError> = read.await;
+    match read {
+        Ok((snapshot, reopened)) => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
             snapshot.to_prometheus()
+                + &opledger_store::witness::reopened_releases_text(&reopened)
                 + &opledger_grpc::metrics::global().render()
                 + &opledger_chain::evidence::no_evidence().render("reconciler"),
         ),

@@ -770,7 +770,7 @@ impl Signer {
                         unverified.event_kind(),
                         Actor::Signer,
                         &self.config.instance_id,
-                        "approvals do not verify against the tenant's pinned trust root",
+                        unverified.detail(),
                     )
                     .await?;
                 tracing::error!(%op, reason = %unverified, "refused to sign: approvals not verified");

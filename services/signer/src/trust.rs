@@ -1,7 +1,11 @@
 //! The signer's trust root: per tenant, the administrator keys pinned in its own configuration,
 //! and the newest trust statement it has accepted. A withdrawal is signable only when every
 //! stored decision verifies against a trust statement signed by a pinned key, no older than one
-//! already accepted, and the tenant's policy is met (`opledger_domain::approval::evaluate`).
+//! already accepted, and the tenant's policy is met (`opledger_domain::approval::evaluate`) by
+//! approvals whose signed statements acknowledge every risk flag of the withdrawal; and, for an
+//! asset the statement requires a KYT pass for, when a screening pass signed by a KYT key of the
+//! statement is recorded and no signed failure is (`opledger_webhook::screening::judge`). A
+//! signed failure refuses any asset.
 
 use crate::config::Config;
 use opledger_domain::approval::{
@@ -10,6 +14,7 @@ use opledger_domain::approval::{
 };
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_store::signing::SigningInput;
+use opledger_webhook::screening::{self, Screening, StoredScreening};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -39,6 +44,21 @@ pub enum Unverified {
     /// Fewer distinct verified approvers than the policy requires.
     #[error("verified approvals do not meet the tenant's policy")]
     Insufficient,
+    /// Fewer distinct verified approvers than the policy requires once approvals whose signed
+    /// statements do not acknowledge every risk flag of the withdrawal are left out.
+    #[error(
+        "verified approvals that acknowledge the withdrawal's risk flags do not meet the policy"
+    )]
+    RiskNotAcknowledged,
+    /// The asset needs a KYT pass and none signed by a KYT key of the trust statement is recorded.
+    #[error("no KYT pass signed by a KYT key of the trust statement is recorded")]
+    KytMissing,
+    /// A KYT failure signed by a KYT key of the trust statement is recorded.
+    #[error("a signed KYT screening failed")]
+    KytFailed,
+    /// A provider-signed delivery recorded on the withdrawal is about something else.
+    #[error("{0}")]
+    KytMisplaced(screening::ScreeningRefusal),
     /// A verified rejection exists.
     #[error("the withdrawal was rejected by a verified decision")]
     Rejected,
@@ -53,7 +73,21 @@ impl Unverified {
             Unverified::TrustRolledBack => "SIGNER_TRUST_STATEMENT_ROLLBACK",
             Unverified::UnsignedDecision | Unverified::Refused(_) => "SIGNER_APPROVAL_INVALID",
             Unverified::Insufficient => "SIGNER_APPROVALS_INSUFFICIENT",
+            Unverified::RiskNotAcknowledged => "SIGNER_RISK_NOT_ACKNOWLEDGED",
             Unverified::Rejected => "SIGNER_APPROVAL_REJECTED",
+            Unverified::KytMissing => "SIGNER_KYT_MISSING",
+            Unverified::KytFailed => "SIGNER_KYT_FAILED",
+            Unverified::KytMisplaced(_) => "SIGNER_KYT_INVALID",
+        }
+    }
+
+    /// The fixed description recorded with the security event.
+    pub fn detail(self) -> &'static str {
+        match self {
+            Unverified::KytMissing | Unverified::KytFailed | Unverified::KytMisplaced(_) => {
+                "the withdrawal's screening results do not allow it under the tenant's trust statement"
+            }
+            _ => "approvals do not verify against the tenant's pinned trust root",
         }
     }
 }
@@ -189,6 +223,7 @@ impl TrustRoots {
             payload_hash: payload.hash(),
             asset: &payload.asset,
             amount: payload.amount,
+            risk_flags: input.operation.risk_flags.iter().copied().collect(),
         };
         let decisions = input
             .decisions
@@ -197,12 +232,24 @@ impl TrustRoots {
             .collect::<Option<Vec<ApprovalFacts<'_>>>>()
             .ok_or(Unverified::UnsignedDecision)?;
         match evaluate(&trust, &facts, &decisions).map_err(Unverified::Refused)? {
-            Verdict::Met { .. } => Ok(Approval {
-                newly_accepted: (input.trust_seen < Some(trust.version()))
-                    .then_some(trust.version()),
-            }),
-            Verdict::Short { .. } => Err(Unverified::Insufficient),
-            Verdict::Rejected { .. } => Err(Unverified::Rejected),
+            Verdict::Met { .. } => {}
+            Verdict::Short { unacknowledged, .. } if unacknowledged > 0 => {
+                return Err(Unverified::RiskNotAcknowledged);
+            }
+            Verdict::Short { .. } => return Err(Unverified::Insufficient),
+            Verdict::Rejected { .. } => return Err(Unverified::Rejected),
         }
+        let screenings: Vec<StoredScreening<'_>> =
+            input.screenings.iter().map(|s| s.as_stored()).collect();
+        match screening::judge(&trust, op, &screenings).map_err(Unverified::KytMisplaced)? {
+            Screening::Failed => return Err(Unverified::KytFailed),
+            Screening::Missing if trust.kyt_required(&payload.asset) => {
+                return Err(Unverified::KytMissing);
+            }
+            Screening::Passed | Screening::Missing => {}
+        }
+        Ok(Approval {
+            newly_accepted: (input.trust_seen < Some(trust.version())).then_some(trust.version()),
+        })
     }
 }

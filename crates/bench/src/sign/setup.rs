@@ -177,13 +177,16 @@ pub(super) async fn approved_withdrawal(
         .map_err(store_err)?;
     anyhow::ensure!(!created.replayed, "a fresh key was replayed");
     let op = created.operation;
-    let (statement, signature) = sender.trust.approval(op.op_id, op.payload_hash)?;
+    let (statement, signature) = sender.trust.approval(
+        op.op_id,
+        op.payload_hash,
+        op.risk_flags.iter().copied().collect(),
+    )?;
     let approved = store
         .approve(&Approve {
             approver_id: &sender.approver_key_id,
             statement,
             signature: &signature,
-            acknowledged: &op.risk_flags,
         })
         .await
         .map_err(store_err)?;

@@ -8,6 +8,7 @@ use super::{ApprovalStatement, Decision, KeyId, KeyKind, TrustStatement, signatu
 use crate::amount::Amount;
 use crate::ids::{OperationId, TenantId};
 use crate::payload::{AssetCode, PayloadHash};
+use crate::risk::RiskFlags;
 use std::collections::BTreeSet;
 
 /// What the verdict is about: the withdrawal, its recomputed payload hash and what it moves.
@@ -23,6 +24,8 @@ pub struct OperationFacts<'a> {
     pub asset: &'a AssetCode,
     /// Its amount.
     pub amount: Amount,
+    /// The risk flags raised on it at creation: every counted approval acknowledges all of them.
+    pub risk_flags: RiskFlags,
 }
 
 /// One stored decision: the statement as reconstructed from stored columns, and its signature.
@@ -62,8 +65,9 @@ pub enum Refusal {
         /// The key.
         key_id: KeyId,
     },
-    /// The key is an `OPERATOR` key: it signs credit statements, never withdrawal decisions.
-    #[error("key is an operator key, not a withdrawal approver")]
+    /// The key is an `OPERATOR` key (it signs credit statements) or a `KYT` key (it signs
+    /// screening results): never a withdrawal decision.
+    #[error("key is not a withdrawal approver")]
     NotAnApprover {
         /// The key.
         key_id: KeyId,
@@ -86,6 +90,9 @@ pub enum Counted {
     /// A verified approval by a service key beyond its automated-approver limit: valid, but it
     /// does not count.
     NotCounted(KeyId),
+    /// A verified approval whose statement does not acknowledge every risk flag of the
+    /// withdrawal: the approver did not sign for what was flagged, so it does not count.
+    Unacknowledged(KeyId),
     /// A verified rejection.
     Rejection(KeyId),
 }
@@ -106,6 +113,8 @@ pub enum Verdict {
         approvers: u32,
         /// Required by the policy.
         required: u32,
+        /// Verified approvals left out because they do not acknowledge every risk flag.
+        unacknowledged: u32,
     },
     /// A verified rejection exists.
     Rejected {
@@ -160,7 +169,13 @@ pub fn classify(
     Ok(match (s.decision, key.kind) {
         // An operator's decision, approval or rejection, is a forged or misdirected row.
         (_, KeyKind::Operator) => return Err(Refusal::NotAnApprover { key_id }),
+        // A KYT provider's key signs screening results, never a decision.
+        (_, KeyKind::Kyt) => return Err(Refusal::NotAnApprover { key_id }),
         (Decision::Reject, _) => Counted::Rejection(key_id),
+        // What was flagged and not acknowledged in the signed statement was not approved.
+        (Decision::Approve, _) if !s.acknowledged.covers(op.risk_flags) => {
+            Counted::Unacknowledged(key_id)
+        }
         (Decision::Approve, KeyKind::Approver) => Counted::Approval(key_id),
         (Decision::Approve, KeyKind::Service)
             if trust.automated_allows(&key_id, op.asset, op.amount) =>
@@ -176,6 +191,7 @@ pub fn classify(
 pub fn tally(trust: &TrustStatement, op: &OperationFacts<'_>, counted: &[Counted]) -> Verdict {
     let required = trust.policy(op.asset).required_for(op.amount);
     let mut approvers = BTreeSet::new();
+    let mut unacknowledged = BTreeSet::new();
     let mut rejected = None;
     for c in counted {
         match *c {
@@ -183,6 +199,9 @@ pub fn tally(trust: &TrustStatement, op: &OperationFacts<'_>, counted: &[Counted
                 approvers.insert(key_id);
             }
             Counted::NotCounted(_) => {}
+            Counted::Unacknowledged(key_id) => {
+                unacknowledged.insert(key_id);
+            }
             Counted::Rejection(key_id) => rejected = rejected.or(Some(key_id)),
         }
     }
@@ -199,6 +218,7 @@ pub fn tally(trust: &TrustStatement, op: &OperationFacts<'_>, counted: &[Counted
         Verdict::Short {
             approvers,
             required,
+            unacknowledged: u32::try_from(unacknowledged.len()).unwrap_or(u32::MAX),
         }
     }
 }

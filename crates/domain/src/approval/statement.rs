@@ -4,6 +4,7 @@ use super::codec::{self, Reader, Writer};
 use super::{KeyId, Signature, SigningKey, StatementError};
 use crate::ids::{OperationId, TenantId};
 use crate::payload::PayloadHash;
+use crate::risk::{RiskFlag, RiskFlags};
 use ed25519_dalek::Signer as _;
 
 /// Domain string of approval statements, version 1.
@@ -38,7 +39,8 @@ impl Decision {
 }
 
 /// "Key `approver_key_id` decides `decision` for operation `operation_id` of `tenant_id`, whose
-/// payload hash is `payload_hash`, under the tenant's trust statement `policy_version`."
+/// payload hash is `payload_hash`, under the tenant's trust statement `policy_version`, having
+/// seen and acknowledged the risk flags `acknowledged`."
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ApprovalStatement {
     /// The tenant.
@@ -53,19 +55,25 @@ pub struct ApprovalStatement {
     pub approver_key_id: KeyId,
     /// The trust statement version the approver approved under (at least 1).
     pub policy_version: u64,
+    /// The withdrawal's risk flags the approver saw and acknowledges (field 7, one item per
+    /// flag, absent when empty: a statement without acknowledgements encodes as before).
+    pub acknowledged: RiskFlags,
 }
 
 impl ApprovalStatement {
     /// The canonical bytes that are signed.
     pub fn canonical_bytes(&self) -> Vec<u8> {
-        Writer::new(APPROVAL_DOMAIN_V1)
-            .field(1, self.tenant_id.to_string().as_bytes())
+        let mut w = Writer::new(APPROVAL_DOMAIN_V1);
+        w.field(1, self.tenant_id.to_string().as_bytes())
             .field(2, self.operation_id.to_string().as_bytes())
             .field(3, self.payload_hash.as_bytes())
             .field(4, self.decision.as_str().as_bytes())
             .field(5, self.approver_key_id.to_hex().as_bytes())
-            .field(6, self.policy_version.to_string().as_bytes())
-            .finish()
+            .field(6, self.policy_version.to_string().as_bytes());
+        for flag in self.acknowledged.iter() {
+            w.field(7, flag.as_str().as_bytes());
+        }
+        w.finish()
     }
 
     /// Decodes canonical bytes (anything else is refused).
@@ -83,6 +91,18 @@ impl ApprovalStatement {
         )?)?;
         let policy_version =
             codec::decimal_u64(r.required(6, "policy_version")?, "policy_version")?;
+        let mut acknowledged = RiskFlags::EMPTY;
+        let mut previous: Option<RiskFlag> = None;
+        for value in r.repeated(7)? {
+            let flag = RiskFlag::parse(codec::text(value, "acknowledged")?)
+                .ok_or(StatementError::Field("acknowledged"))?;
+            // Canonical order: ascending names, each once.
+            if previous.is_some_and(|p| p.as_str() >= flag.as_str()) {
+                return Err(StatementError::Order("acknowledged"));
+            }
+            previous = Some(flag);
+            acknowledged = acknowledged.with(flag);
+        }
         r.end()?;
         let statement = ApprovalStatement {
             tenant_id,
@@ -91,6 +111,7 @@ impl ApprovalStatement {
             decision,
             approver_key_id,
             policy_version,
+            acknowledged,
         };
         statement.check()?;
         Ok(statement)

@@ -4,6 +4,7 @@ use crate::amount::Amount;
 use crate::ids::{OperationId, TenantId};
 use crate::payload::{AssetCode, PayloadHash};
 use crate::policy::ApprovalRule;
+use crate::risk::{RiskFlag, RiskFlags};
 
 pub(super) fn key(name: &str) -> SigningKey {
     let seed: [u8; 32] = Sha256::digest(format!("opledger unit test key {name}")).into();
@@ -23,6 +24,7 @@ struct World {
     op: OperationId,
     hash: PayloadHash,
     trust: TrustStatement,
+    flags: RiskFlags,
 }
 
 fn world() -> World {
@@ -53,6 +55,7 @@ fn world() -> World {
         op: OperationId::new(),
         hash: PayloadHash::from_bytes([7; 32]),
         trust,
+        flags: RiskFlags::EMPTY,
     }
 }
 
@@ -72,6 +75,7 @@ impl World {
             decision,
             approver_key_id: id(signer),
             policy_version: 3,
+            acknowledged: RiskFlags::EMPTY,
         }
     }
 
@@ -97,6 +101,7 @@ impl World {
             payload_hash: self.hash,
             asset: &asset,
             amount,
+            risk_flags: self.flags,
         };
         let approvals: Vec<ApprovalFacts<'_>> = decisions
             .iter()
@@ -153,7 +158,8 @@ fn distinct_registered_approvers_meet_the_quorum_and_one_key_counts_once() {
         w.evaluate(1000, &[alice.clone(), alice.clone()]),
         Ok(Verdict::Short {
             approvers: 1,
-            required: 2
+            required: 2,
+            unacknowledged: 0
         })
     );
     assert_eq!(
@@ -231,7 +237,8 @@ fn a_service_key_counts_only_below_its_automated_limit() {
         w.evaluate(100, &[risk]),
         Ok(Verdict::Short {
             approvers: 0,
-            required: 1
+            required: 1,
+            unacknowledged: 0
         })
     );
 }
@@ -333,6 +340,7 @@ fn an_operator_key_never_decides_a_withdrawal() {
         op: OperationId::new(),
         hash: PayloadHash::from_bytes([7; 32]),
         trust,
+        flags: RiskFlags::EMPTY,
     };
     let statement = |signer: &SigningKey, decision| ApprovalStatement {
         policy_version: 1,
@@ -384,5 +392,150 @@ fn an_operator_key_never_decides_a_withdrawal() {
             },
         )
         .is_err()
+    );
+}
+
+#[test]
+fn a_flagged_withdrawal_counts_only_approvals_that_acknowledge_every_flag_in_the_signed_bytes() {
+    let flagged: RiskFlags = [RiskFlag::SameDestinationAndAmount].into_iter().collect();
+    let w = World {
+        flags: flagged,
+        ..world()
+    };
+    let acknowledging = |signer: &SigningKey| {
+        let s = ApprovalStatement {
+            acknowledged: flagged,
+            ..w.statement(signer, Decision::Approve)
+        };
+        let sig = s.sign(signer).expect("sign").to_bytes().to_vec();
+        (s, sig)
+    };
+    // Signed without the acknowledgement: verified, but it does not count.
+    let silent = w.signed(&key("alice"), Decision::Approve);
+    assert_eq!(
+        w.evaluate(5, std::slice::from_ref(&silent)),
+        Ok(Verdict::Short {
+            approvers: 0,
+            required: 1,
+            unacknowledged: 1
+        })
+    );
+    let alice = acknowledging(&key("alice"));
+    assert_eq!(
+        w.evaluate(5, std::slice::from_ref(&alice)),
+        Ok(Verdict::Met {
+            approvers: 1,
+            required: 1
+        })
+    );
+    // Two approvers needed, one acknowledged: short, the other named as unacknowledged.
+    let bob_silent = w.signed(&key("bob"), Decision::Approve);
+    assert_eq!(
+        w.evaluate(1000, &[alice.clone(), bob_silent.clone()]),
+        Ok(Verdict::Short {
+            approvers: 1,
+            required: 2,
+            unacknowledged: 1
+        })
+    );
+    // A server that adds the acknowledgement to a stored row the approver signed without it
+    // breaks the signature: refused, never counted.
+    let (mut forged, sig) = bob_silent;
+    forged.acknowledged = flagged;
+    let bob = key("bob");
+    assert_eq!(
+        w.evaluate(1000, &[alice.clone(), (forged, sig)]),
+        Err(Refusal::BadSignature { key_id: id(&bob) })
+    );
+    assert_eq!(
+        w.evaluate(1000, &[alice, acknowledging(&bob)]),
+        Ok(Verdict::Met {
+            approvers: 2,
+            required: 2
+        })
+    );
+    // A rejection needs no acknowledgement.
+    let bob_reject = w.signed(&key("bob"), Decision::Reject);
+    assert_eq!(
+        w.evaluate(5, &[bob_reject]),
+        Ok(Verdict::Rejected { key_id: id(&bob) })
+    );
+}
+
+#[test]
+fn acknowledgements_are_canonical_field_7_items_and_absent_when_empty() {
+    let w = world();
+    let plain = w.statement(&key("alice"), Decision::Approve);
+    let flagged = ApprovalStatement {
+        acknowledged: [RiskFlag::SameDestinationAndAmount].into_iter().collect(),
+        ..plain
+    };
+    let bytes = flagged.canonical_bytes();
+    assert_eq!(ApprovalStatement::decode(&bytes), Ok(flagged));
+    // Field 7 is appended after field 6; without flags the bytes are the old encoding.
+    let item = {
+        let name = RiskFlag::SameDestinationAndAmount.as_str().as_bytes();
+        let mut item = vec![7u8];
+        item.extend_from_slice(&u32::try_from(name.len()).expect("len").to_be_bytes());
+        item.extend_from_slice(name);
+        item
+    };
+    assert_eq!(bytes, [plain.canonical_bytes(), item.clone()].concat());
+    // The same flag twice, or an unknown name, is refused.
+    let twice = [bytes.clone(), item].concat();
+    assert_eq!(
+        ApprovalStatement::decode(&twice),
+        Err(StatementError::Order("acknowledged"))
+    );
+    let unknown = [
+        plain.canonical_bytes(),
+        vec![7, 0, 0, 0, 3],
+        b"NEW".to_vec(),
+    ]
+    .concat();
+    assert_eq!(
+        ApprovalStatement::decode(&unknown),
+        Err(StatementError::Field("acknowledged"))
+    );
+}
+
+#[test]
+fn a_kyt_providers_key_never_decides_a_withdrawal() {
+    let tenant = TenantId::new();
+    let trust = TrustStatement::new(
+        tenant,
+        1,
+        TrustParts {
+            keys: vec![
+                RegisteredKey::new(key("alice").verifying_key(), KeyKind::Approver),
+                RegisteredKey::new(key("screener").verifying_key(), KeyKind::Kyt),
+            ],
+            ..TrustParts::default()
+        },
+    )
+    .expect("trust statement");
+    // The kind round-trips through the signed bytes.
+    assert_eq!(
+        TrustStatement::decode(&trust.canonical_bytes()),
+        Ok(trust.clone())
+    );
+    let w = World {
+        tenant,
+        op: OperationId::new(),
+        hash: PayloadHash::from_bytes([7; 32]),
+        trust,
+        flags: RiskFlags::EMPTY,
+    };
+    let screener = key("screener");
+    let statement = ApprovalStatement {
+        policy_version: 1,
+        ..w.statement(&screener, Decision::Approve)
+    };
+    let sig = statement.sign(&screener).expect("sign").to_bytes().to_vec();
+    assert_eq!(
+        w.evaluate(5, &[(statement, sig)]),
+        Err(Refusal::NotAnApprover {
+            key_id: id(&screener)
+        })
     );
 }

@@ -1,6 +1,6 @@
-//! The tenant trust statement: key registry (approvers, automated approvers, operators), approval
-//! policy and credit policy, signed by a tenant administrator key that the signer and the witness
-//! pin in their own configuration.
+//! The tenant trust statement: key registry (approvers, automated approvers, operators, KYT
+//! providers), approval policy and credit policy, signed by a tenant administrator key that the
+//! signer and the witness pin in their own configuration.
 
 use super::codec::{self, Reader, Writer};
 use super::{KeyId, Signature, SigningKey, StatementError, VerifyingKey, verify, verifying_key};
@@ -23,6 +23,9 @@ pub enum KeyKind {
     Service,
     /// A person who may sign credit statements; never a withdrawal approver.
     Operator,
+    /// A KYT screening provider's key: it signs screening results (Standard Webhooks `v1a`), never
+    /// a decision or a credit.
+    Kyt,
 }
 
 impl KeyKind {
@@ -32,6 +35,7 @@ impl KeyKind {
             KeyKind::Approver => "APPROVER",
             KeyKind::Service => "SERVICE",
             KeyKind::Operator => "OPERATOR",
+            KeyKind::Kyt => "KYT",
         }
     }
 
@@ -41,6 +45,7 @@ impl KeyKind {
             "APPROVER" => Ok(KeyKind::Approver),
             "SERVICE" => Ok(KeyKind::Service),
             "OPERATOR" => Ok(KeyKind::Operator),
+            "KYT" => Ok(KeyKind::Kyt),
             _ => Err(StatementError::Field("key kind")),
         }
     }
@@ -114,7 +119,7 @@ pub struct TrustParts {
     pub rules: Vec<(AssetCode, ApprovalRule)>,
     /// Automated approvers.
     pub automated: Vec<AutomatedApprover>,
-    /// Assets whose withdrawals need a recorded KYT pass before approvals count.
+    /// Assets whose withdrawals need a signed KYT pass before approvals count.
     pub kyt_required: Vec<AssetCode>,
     /// Operators needed per asset and amount for operator credits (one when an asset has none).
     pub credit_rules: Vec<(AssetCode, CreditRule)>,
@@ -267,7 +272,8 @@ impl TrustStatement {
             .any(|a| a.key_id == *id && a.asset == *asset && amount < a.below)
     }
 
-    /// True when approvals of `asset` count only after a recorded KYT pass.
+    /// True when withdrawals of `asset` need a screening result that passes, signed by a `KYT`
+    /// key of the registry, before approvals count and before the signer signs.
     pub fn kyt_required(&self, asset: &AssetCode) -> bool {
         self.kyt_required.iter().any(|a| a == asset)
     }

@@ -102,7 +102,9 @@ named_enum!(
         Unknown => "UNKNOWN",
         /// Seen on chain; can still be reorged back to BROADCAST.
         Confirmed => "CONFIRMED",
-        /// Proven never to have been sent; funds released. Final.
+        /// Proven never to have been sent; funds released. Final, but for the chain watcher's
+        /// reorganization check: a proof whose block is no longer canonical reopens it (UNKNOWN,
+        /// funds held again).
         VerifiedNotSent => "VERIFIED_NOT_SENT",
         /// Failed in a way automation cannot resolve; an operator decides.
         FailedTerminal => "FAILED_TERMINAL",
@@ -112,8 +114,11 @@ named_enum!(
 );
 
 impl OperationState {
-    /// True when no transition leaves this state (VERIFIED_NOT_SENT, REJECTED).
-    /// CONFIRMED is not final (reorg) and FAILED_TERMINAL is not (operator).
+    /// True when nothing but a reorganization leaves this state (VERIFIED_NOT_SENT, REJECTED):
+    /// no worker or person decides again on an operation in it; only the chain watcher reopens a
+    /// VERIFIED_NOT_SENT one whose proof a reorganization removed. CONFIRMED is not final (its
+    /// settlement is re-checked the same way, and it is the payout's normal end) and
+    /// FAILED_TERMINAL is not (operator).
     pub fn is_final(self) -> bool {
         matches!(
             self,
@@ -163,7 +168,8 @@ pub enum HoldEffect {
     Release,
     /// The hold is consumed: the payment happened.
     Settle,
-    /// A settled payment is reopened (reorg): the hold is re-established.
+    /// A settled payment or an applied release is reopened (reorg): the hold is re-established
+    /// from where it went (external for a settlement, available for a release).
     Reopen,
 }
 
@@ -221,6 +227,9 @@ pub const TRANSITIONS: &[Transition] = &[
     row(S::Unknown, S::FailedTerminal, &[A::Reconciler], H::Keep),
     // Reorg: the confirming block was dropped.
     row(S::Confirmed, S::Broadcast, &[A::ChainWatcher], H::Reopen),
+    // Reorg: the block of the release's proof (our cancel at final depth) was dropped; the
+    // original may be mined again, so the funds are held again while the reconciler decides.
+    row(S::VerifiedNotSent, S::Unknown, &[A::ChainWatcher], H::Reopen),
     row(S::FailedTerminal, S::Broadcast, &[A::Operator], H::Keep),
     row(S::FailedTerminal, S::Confirmed, &[A::Operator], H::Settle),
     row(S::FailedTerminal, S::VerifiedNotSent, &[A::Operator], H::Release),

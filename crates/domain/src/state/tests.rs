@@ -21,6 +21,7 @@ const EXPECTED: &[&str] = &[
     "UNKNOWN->VERIFIED_NOT_SENT [reconciler,operator] Release",
     "UNKNOWN->FAILED_TERMINAL [reconciler] Keep",
     "CONFIRMED->BROADCAST [chain_watcher] Reopen",
+    "VERIFIED_NOT_SENT->UNKNOWN [chain_watcher] Reopen",
     "FAILED_TERMINAL->BROADCAST [operator] Keep",
     "FAILED_TERMINAL->CONFIRMED [operator] Settle",
     "FAILED_TERMINAL->VERIFIED_NOT_SENT [operator] Release",
@@ -105,11 +106,27 @@ fn every_pair_not_in_table_is_illegal() {
 }
 
 #[test]
-fn final_states_have_no_way_out_and_others_do() {
+fn final_states_have_no_way_out_but_a_reorganization_and_others_do() {
     for s in OperationState::ALL {
-        let outgoing = TRANSITIONS.iter().filter(|t| t.from == s).count();
-        assert_eq!(s.is_final(), outgoing == 0, "{s}");
+        let outgoing: Vec<_> = TRANSITIONS.iter().filter(|t| t.from == s).collect();
+        let only_reorg = outgoing
+            .iter()
+            .all(|t| t.hold == H::Reopen && t.actors == [A::ChainWatcher]);
+        assert_eq!(
+            s.is_final(),
+            only_reorg && s != S::Confirmed,
+            "{s}: {} ways out",
+            outgoing.len()
+        );
     }
+    assert_eq!(
+        TRANSITIONS
+            .iter()
+            .filter(|t| t.from == S::VerifiedNotSent)
+            .map(render)
+            .collect::<Vec<_>>(),
+        ["VERIFIED_NOT_SENT->UNKNOWN [chain_watcher] Reopen"]
+    );
     let finals: Vec<_> = OperationState::ALL
         .into_iter()
         .filter(|s| s.is_final())
@@ -142,7 +159,8 @@ fn only_rejected_and_verified_not_sent_release() {
 fn only_confirmed_settles_and_only_reorg_reopens() {
     for t in TRANSITIONS {
         assert_eq!(t.hold == H::Settle, t.to == S::Confirmed, "{}", render(t));
-        let reorg = t.from == S::Confirmed && t.to == S::Broadcast;
+        let reorg = (t.from == S::Confirmed && t.to == S::Broadcast)
+            || (t.from == S::VerifiedNotSent && t.to == S::Unknown);
         assert_eq!(t.hold == H::Reopen, reorg, "{}", render(t));
     }
 }

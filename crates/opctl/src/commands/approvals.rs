@@ -14,6 +14,7 @@ use crate::states::state_name;
 use opledger_domain::approval::{ApprovalStatement, Decision, SigningKey};
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::payload::PayloadHash;
+use opledger_domain::risk::{RiskFlag, RiskFlags};
 use opledger_proto::v1 as pb;
 use serde_json::json;
 
@@ -70,12 +71,14 @@ pub(super) fn tenant_id(tenant: &str) -> Result<TenantId, Failure> {
 }
 
 /// The signed statement: "key K decides D for withdrawal `r.id` of the tenant, whose payload hash
-/// is H, under policy version V", H being the hash opctl computed, and its signature.
+/// is H, under policy version V, acknowledging the risk flags F", H being the hash opctl computed
+/// and F the flags it showed, and its signature.
 fn signed_statement(
     r: &Reviewed,
     decision: Decision,
     key: &SigningKey,
     policy_version: u64,
+    acknowledged: RiskFlags,
 ) -> Result<(ApprovalStatement, Vec<u8>), Failure> {
     if policy_version == 0 {
         return Err(Failure::refused_locally(
@@ -92,6 +95,7 @@ fn signed_statement(
         decision,
         approver_key_id: keyfile::key_id(key),
         policy_version,
+        acknowledged,
     };
     let signature = statement
         .sign(key)
@@ -121,9 +125,30 @@ async fn policy_version(session: &Session, r: &Reviewed) -> Result<u64, Failure>
         .policy_version)
 }
 
-/// Refuses locally when the withdrawal carries risk flags the approver did not acknowledge.
-fn check_risk_flags(w: &pb::Withdrawal, ack_risk: bool) -> Result<(), Failure> {
-    if !w.risk_flags.is_empty() && !ack_risk {
+/// The risk flags shown to the approver, as the signed statement names them; refuses locally
+/// when the withdrawal carries flags the approver did not acknowledge, or one this opctl does not
+/// know (it cannot sign for what it cannot show).
+fn check_risk_flags(w: &pb::Withdrawal, ack_risk: bool) -> Result<RiskFlags, Failure> {
+    let mut shown = RiskFlags::EMPTY;
+    for &raw in &w.risk_flags {
+        let known = match pb::RiskFlag::try_from(raw) {
+            Ok(pb::RiskFlag::SameDestinationAndAmount) => Some(RiskFlag::SameDestinationAndAmount),
+            Ok(pb::RiskFlag::Unspecified) | Err(_) => None,
+        };
+        let Some(flag) = known else {
+            let name = crate::states::risk_flag_name(raw);
+            return Err(Failure::refused_locally(
+                "RISK_FLAG_UNKNOWN",
+                format!(
+                    "the withdrawal carries a risk flag this opctl does not know ({name}): it \
+                     cannot show it, so it will not sign for it; use a newer opctl"
+                ),
+                &[("flags", name.clone())],
+            ));
+        };
+        shown = shown.with(flag);
+    }
+    if !shown.is_empty() && !ack_risk {
         let flags = risk_flags(w).join(",");
         return Err(Failure::refused_locally(
             "RISK_FLAGS_NOT_ACKNOWLEDGED",
@@ -134,7 +159,7 @@ fn check_risk_flags(w: &pb::Withdrawal, ack_risk: bool) -> Result<(), Failure> {
             &[("flags", flags.clone())],
         ));
     }
-    Ok(())
+    Ok(if ack_risk { shown } else { RiskFlags::EMPTY })
 }
 
 /// What to approve: the reviewed withdrawal, opctl's own hash of it and, only when acknowledged,
@@ -146,16 +171,20 @@ fn approval_request(
     key: &SigningKey,
     policy_version: u64,
 ) -> Result<(pb::ApproveWithdrawalRequest, ApprovalStatement), Failure> {
-    check_risk_flags(w, args.ack_risk)?;
-    let (statement, signature) = signed_statement(r, Decision::Approve, key, policy_version)?;
+    let acknowledged = check_risk_flags(w, args.ack_risk)?;
+    let (statement, signature) =
+        signed_statement(r, Decision::Approve, key, policy_version, acknowledged)?;
     Ok((
         pb::ApproveWithdrawalRequest {
             withdrawal_id: r.id.to_string(),
-            acknowledged_risk_flags: if args.ack_risk {
-                w.risk_flags.clone()
-            } else {
-                Vec::new()
-            },
+            acknowledged_risk_flags: acknowledged
+                .iter()
+                .map(|f| match f {
+                    RiskFlag::SameDestinationAndAmount => {
+                        pb::RiskFlag::SameDestinationAndAmount as i32
+                    }
+                })
+                .collect(),
             approval_statement: statement.canonical_bytes(),
             signature,
         },
@@ -251,7 +280,8 @@ pub async fn reject(session: &Session, out: &Output, args: &RejectArgs) -> Resul
         args.payload_hash.as_deref(),
     )?;
     let version = policy_version(session, &r).await?;
-    let (statement, signature) = signed_statement(&r, Decision::Reject, &key, version)?;
+    let (statement, signature) =
+        signed_statement(&r, Decision::Reject, &key, version, RiskFlags::EMPTY)?;
     show(out, "REJECT", &r);
     let mut client = session.approvals().await?;
     let done = client

@@ -562,6 +562,7 @@ mod tests {
                 available: "0".into(),
                 held: "0".into(),
                 pending: "1000".into(),
+                owed: "0".into(),
             }),
             replayed: false,
             credit: Some(c),
