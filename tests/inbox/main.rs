@@ -14,3 +14,4 @@ mod ingress;
 mod listener;
 mod operator;
 mod processor;
+mod screenings;

@@ -294,7 +294,7 @@ async fn stored_approval(stack: &Stack, op: &str) -> anyhow::Result<(String, i64
 /// Asks the signer to sign `op` (twice: a retry changes nothing) and checks what a refusal must
 /// leave behind: the first answer is the refusal, which ends the operation (FAILED_TERMINAL owned
 /// by security, hold kept); the retry finds it no longer signable.
-async fn attempt_signing(
+pub(crate) async fn attempt_signing(
     stack: &Stack,
     signer: &InProcessSigner,
     tenant: TenantId,

@@ -5,6 +5,7 @@
 
 mod bytes;
 mod credits;
+mod facts;
 mod forge;
 mod freeze;
 mod gate;
@@ -17,6 +18,7 @@ async fn redteam_every_forgery_is_refused_and_nothing_is_signed() -> anyhow::Res
     let mut scenarios = forge::scenarios();
     scenarios.extend(bytes::scenarios());
     scenarios.extend(credits::scenarios());
+    scenarios.extend(facts::scenarios());
     scenarios.extend(freeze::scenarios());
     scenarios.extend(witness::scenarios());
     let tried = scenarios.len();
@@ -56,6 +58,13 @@ async fn redteam_every_forgery_is_refused_and_nothing_is_signed() -> anyhow::Res
     assert_eq!((signed, released, credited), (0, 0, 0));
     assert_eq!(refused, tried);
     Ok(())
+}
+
+#[tokio::test]
+async fn redteam_honest_signed_facts_are_still_signed() -> anyhow::Result<()> {
+    // The baseline of the signed-facts scenarios: a provider-signed KYT pass and approvals that
+    // acknowledge the flags they were shown are signed.
+    facts::honest_screened_and_acknowledged_withdrawals_are_signed().await
 }
 
 #[tokio::test]
