@@ -12,4 +12,4 @@ pub use classify::{SubmitClass, Verdict};
 pub use evidence::{
     EvidenceConfig, EvidenceReader, EvidenceSetupError, Finality, NetworkEvidence, PinError, Pinned,
 };
-pub use rpc::{Receipt, Rpc, RpcSetupError, install_crypto_provider};
+pub use rpc::{Rpc, RpcSetupError, install_crypto_provider};

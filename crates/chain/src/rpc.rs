@@ -4,21 +4,6 @@ use crate::classify::SubmitClass;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-/// What a receipt says about inclusion.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Receipt {
-    /// The block that includes the transaction.
-    pub block_number: u64,
-    /// That block's hash.
-    pub block_hash: String,
-    /// True when the transaction executed successfully (status 1).
-    pub succeeded: bool,
-}
-
-fn parse_quantity(hex: &str) -> Option<u64> {
-    u64::from_str_radix(hex.strip_prefix("0x")?, 16).ok()
-}
-
 /// Installs ring as the process's rustls crypto provider. reqwest's TLS needs one before any
 /// client is built (in every process that links this crate, whichever crate builds the client);
 /// installing it again is harmless.
@@ -119,117 +104,6 @@ impl Rpc {
         })
     }
 
-    /// One JSON-RPC call; `None` on any transport or protocol error (never a verdict).
-    async fn call(&self, method: &str, params: Value) -> Option<Value> {
-        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
-        let value: Value = self
-            .http
-            .post(&self.url)
-            .json(&body)
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
-        if value.get("error").is_some() {
-            return None;
-        }
-        value.get("result").cloned()
-    }
-
-    /// The hash of the canonical block at `number`: `Ok(None)` when the chain is shorter,
-    /// `Err(())` when the node did not answer.
-    pub async fn block_hash(&self, number: u64) -> Result<Option<String>, ()> {
-        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "eth_getBlockByNumber", "params": [format!("0x{number:x}"), false] });
-        let response = self
-            .http
-            .post(&self.url)
-            .json(&body)
-            .send()
-            .await
-            .map_err(|_| ())?;
-        let value: Value = response.json().await.map_err(|_| ())?;
-        if value.get("error").is_some() {
-            return Err(());
-        }
-        match value.get("result") {
-            Some(Value::Null) | None => Ok(None),
-            Some(block) => block
-                .get("hash")
-                .and_then(Value::as_str)
-                .map(|h| Some(h.to_owned()))
-                .ok_or(()),
-        }
-    }
-
-    /// The head block's number and hash, or `None` when the node did not answer.
-    pub async fn head(&self) -> Option<(u64, String)> {
-        let block = self
-            .call("eth_getBlockByNumber", json!(["latest", false]))
-            .await?;
-        let number = parse_quantity(block.get("number")?.as_str()?)?;
-        Some((number, block.get("hash")?.as_str()?.to_owned()))
-    }
-
-    /// The head block number, or `None` when the node did not answer.
-    pub async fn block_number(&self) -> Option<u64> {
-        let value = self.call("eth_blockNumber", json!([])).await?;
-        parse_quantity(value.as_str()?)
-    }
-
-    /// The receipt of `hash`: `Ok(None)` when the node has none, `Err(())` when it did not
-    /// answer (so the caller concludes nothing).
-    pub async fn receipt(&self, hash: &str) -> Result<Option<Receipt>, ()> {
-        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "eth_getTransactionReceipt", "params": [hash] });
-        let response = self
-            .http
-            .post(&self.url)
-            .json(&body)
-            .send()
-            .await
-            .map_err(|_| ())?;
-        let value: Value = response.json().await.map_err(|_| ())?;
-        if value.get("error").is_some() {
-            return Err(());
-        }
-        let Some(receipt) = value.get("result").filter(|r| !r.is_null()) else {
-            return Ok(None);
-        };
-        let block_number = receipt
-            .get("blockNumber")
-            .and_then(Value::as_str)
-            .and_then(parse_quantity);
-        let block_hash = receipt
-            .get("blockHash")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let succeeded = receipt
-            .get("status")
-            .and_then(Value::as_str)
-            .map(|s| s == "0x1");
-        match (block_number, block_hash, succeeded) {
-            (Some(block_number), Some(block_hash), Some(succeeded)) => Ok(Some(Receipt {
-                block_number,
-                block_hash,
-                succeeded,
-            })),
-            _ => Err(()),
-        }
-    }
-
-    /// The number of transactions `address` has sent as of block `block` (its next nonce), or
-    /// `None` when the node did not answer.
-    pub async fn transaction_count(&self, address: &str, block: u64) -> Option<u64> {
-        let value = self
-            .call(
-                "eth_getTransactionCount",
-                json!([address, format!("0x{block:x}")]),
-            )
-            .await?;
-        parse_quantity(value.as_str()?)
-    }
-
     /// `eth_sendRawTransaction` of exactly `raw`, classified.
     pub async fn send_raw_transaction(&self, raw: &[u8]) -> SubmitClass {
         let body = json!({
@@ -314,7 +188,11 @@ mod tests {
             None,
             [("x-api-key", "provider-secret-1234")],
         )?;
-        assert_eq!(rpc.block_hash(7).await, Ok(None));
+        // The answer carries no hash: not an acceptance.
+        assert_ne!(
+            rpc.send_raw_transaction(&[1, 2, 3]).await,
+            SubmitClass::Accepted
+        );
         let request = server.await??.to_ascii_lowercase();
         assert!(
             request.contains("x-api-key: provider-secret-1234"),

@@ -5,7 +5,7 @@ use crate::status::invalid_field;
 use opledger_domain::amount::Amount;
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::payload::{
-    AccountName, AssetCode, Destination, Memo, NetworkId, PayloadHash, WithdrawalPayload,
+    AccountName, AssetCode, Destination, Memo, NetworkId, WithdrawalPayload,
 };
 use opledger_domain::state::OperationState;
 use opledger_proto::v1 as pb;
@@ -56,11 +56,6 @@ pub fn operation_id(field: &str, raw: &str) -> Result<OperationId, Status> {
         .map_err(|_| invalid_field(field, "is not a withdrawal id"))
 }
 
-/// Parses a payload hash (64 hex digits).
-pub fn payload_hash(field: &str, raw: &str) -> Result<PayloadHash, Status> {
-    PayloadHash::from_hex(raw).map_err(|_| invalid_field(field, "is not 64 hex digits"))
-}
-
 /// The wire enum of a risk flag.
 pub fn risk_flag_to_wire(flag: RiskFlag) -> pb::RiskFlag {
     match flag {
@@ -96,9 +91,7 @@ pub fn withdrawal(op: &Operation) -> pb::Withdrawal {
         risk_flags: op
             .risk_flags
             .iter()
-            .map(|f| match f {
-                RiskFlag::SameDestinationAndAmount => pb::RiskFlag::SameDestinationAndAmount as i32,
-            })
+            .map(|f| risk_flag_to_wire(*f) as i32)
             .collect(),
         version: op.version,
         create_time: Some(timestamp(op.created_at)),

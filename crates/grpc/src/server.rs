@@ -249,12 +249,6 @@ async fn serve_reporting(
     Ok(())
 }
 
-/// Starts JSON logs filtered by `RUST_LOG` (default `info`), without span export. Safe to call
-/// more than once. Services call [`init_telemetry`] instead.
-pub fn init_logging() {
-    opledger_telemetry::init_logs();
-}
-
 /// Starts JSON logs filtered by `RUST_LOG` (default `info`), each line logged inside a traced span
 /// carrying `trace_id` and `span_id`, and, when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
 /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, span export over OTLP/gRPC with `service_name`

@@ -70,12 +70,18 @@ pub enum Webhooks {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReleaseRule {
     /// `opledger_domain::witness::release_allowed` over the recorded proposals and attestations:
-    /// a proposal by a proposer and the witness's attestation of the same evidence.
+    /// a proposal by a proposer and the witness's attestation of the same evidence, a proof the
+    /// chain watcher marked reorganized away left out (migration 31).
     Witnessed,
     /// A mutant no version shipped ([`crate::legacy::release_on_proposal`]): the hold is released
     /// on a proposal alone, as when one login could release; it shows the two-witness rule is
     /// load-bearing.
     ProposalAlone,
+    /// Migration 28's rule, before migration 31: `release_allowed` over every recorded proposal
+    /// and attestation, a proof marked reorganized away counted like any other. A marked proof
+    /// then still witnesses the release, so `opledger_reopen_release` answers PROOF_MARKED and
+    /// never reopens it: it shows leaving marked proofs out is load-bearing.
+    CountsMarkedProofs,
 }
 
 /// The one principal whose login an adversary holds, if any (one at a time). Whatever the

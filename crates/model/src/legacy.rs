@@ -13,7 +13,9 @@
 //! And two mutants no version had: [`next_step_without_escalation`], to show the liveness check
 //! catches a reconciler that waits forever, and [`release_on_proposal`], a ledger that releases
 //! the hold of a signed withdrawal on a proposal alone (what one login could do before the
-//! two-witness rule), to show the rule is load-bearing.
+//! two-witness rule), to show the rule is load-bearing. A third mutant, a release rule that still
+//! counts proofs marked reorganized away, is migration 28's rule itself
+//! ([`crate::config::ReleaseRule::CountsMarkedProofs`], `Store::release_permitted_over(&[])`).
 
 use opledger_domain::evidence::{
     self, Address, Hash32, Role, Step, Timing, Verdict, next_step as domain_next_step,

@@ -12,9 +12,10 @@
 //! functions, and a ground truth ([`truth`]) read straight from the modelled chain to judge what
 //! the workers did. It must never copy a decision into itself: a fix in the domain is checked here
 //! without a change here. The only decisions written here are the old ones ([`legacy`]), kept to
-//! show the model finds what they got wrong, and two mutants: a reconciler that never escalates
-//! (caught by the liveness check) and a ledger that releases on a proposal alone (caught paying
-//! twice).
+//! show the model finds what they got wrong, and three mutants: a reconciler that never escalates
+//! (caught by the liveness check), a ledger that releases on a proposal alone (caught paying
+//! twice), and a ledger whose release rule still counts proofs marked reorganized away (caught
+//! leaving a paid transfer's hold released).
 //!
 //! # What is modelled
 //!
@@ -45,7 +46,11 @@
 //! - **Workers** ([`workers`]). The watcher evaluates BROADCAST operations (`decide`, then
 //!   `watcher_step`) and checks CONFIRMED ones for reorganizations (the recorded inclusion is no
 //!   longer where an agreed reading, pinned at or above it, puts the attempt: CONFIRMED ->
-//!   BROADCAST, the hold re-established). The reconciler evaluates UNKNOWN and BROADCAST ones
+//!   BROADCAST, the hold re-established), and VERIFIED_NOT_SENT ones for reorganized release
+//!   proofs (an attested, unmarked proof whose attempt an agreed reading, pinned at or above its
+//!   block, no longer shows in that block: `opledger_reopen_release`, which marks the proof and,
+//!   unless another witnessed proof stands, moves VERIFIED_NOT_SENT -> UNKNOWN through
+//!   `check_transition`, the hold held again). The reconciler evaluates UNKNOWN and BROADCAST ones
 //!   (`decide`, then `next_step` with a `Timing` in which each window has elapsed or not, chosen
 //!   at each evaluation). An operator resolves UNKNOWN and FAILED_TERMINAL ones when
 //!   `resolution_allowed` says the evidence read now supports the outcome.
@@ -56,7 +61,10 @@
 //!   `resolution_allowed`) records a proposal of the evidence its verdict names, then asks for one
 //!   move: BROADCAST -> UNKNOWN, or UNKNOWN -> VERIFIED_NOT_SENT, which the store refuses (the
 //!   operation stays UNKNOWN, the hold held) until the release rule allows it; a later evaluation
-//!   asks again. The witness, a separate principal with its own endpoints
+//!   asks again. The store keeps the proofs the watcher marked reorganized away
+//!   (`release_reorgs`) and its release rule leaves them out, as `opledger_release_witnessed`
+//!   does since migration 31: a reopened release is released again only on a new proposal and a
+//!   new attestation. The witness, a separate principal with its own endpoints
 //!   ([`Config::witness_endpoints`], quorum and pinning depth), judges each proposal in its queue
 //!   with `decide` on its own reading and `attest_release`: it attests, refuses for good (the
 //!   proposal leaves its queue), or reads again later. It reads and records in one step.
@@ -96,7 +104,12 @@
 //! - **Reorganizations are shallower than finality** ([`Config::reorg_depth`] below
 //!   [`Config::confirmations`]) for the safety properties about settlement: with deeper ones, a
 //!   settled transfer can be reorganized away, which the reorganization check answers by
-//!   reopening the operation; a test shows exactly that.
+//!   reopening the operation, and so can a release's proof, which the watcher answers by
+//!   reopening the release; tests show exactly that, and what still breaks.
+//! - The watcher's re-check of release proofs has no window: the explored chain is shorter than
+//!   any reorganization window, so every proof is re-checked while the chain is explored. The
+//!   escalation `opledger_reopen_release` records, and the ledger's `available` going negative
+//!   when the released funds were spent, are not modelled (one operation, one hold).
 //! - The chain is bounded ([`Config::max_height`]); the liveness check continues past it.
 //! - Liveness assumes the faults stop ([`liveness`]). With [`Config::persistent_fault`] a faulty
 //!   endpoint stays faulty instead; since `agree` needs every answering endpoint to agree, one
@@ -125,17 +138,28 @@
 //! settled hold's transfer stays so. (3) A hold is released only when our own cancel succeeded,
 //! or an attempt of ours reverted, at final depth at the moment of release; while released, no
 //! transfer of ours is in the canonical chain (no double payment) nor can get there (every
-//! transfer attempt's nonce is consumed at final depth). (4) UNKNOWN is left
+//! transfer attempt's nonce is consumed at final depth). (3''') A proof marked reorganized away
+//! never releases again: every release rests on evidence both proposed and attested that is not
+//! marked. (3'''') No double payment once the watcher has had its turn: in every state where the
+//! hold is released and a transfer of ours is in the canonical chain, the watcher's re-check of
+//! the release's proofs (honest quorum at the head, repeated until it decides nothing) holds the
+//! hold again; this holds with reorganizations deeper than finality, where (3) does not (the
+//! watcher lags a miner by design). (4) UNKNOWN is left
 //! only on a step the honest chain supported when it was decided. (5) Every approved operation
 //! ends terminal or escalated: from every reachable state, every fair continuation
 //! ([`liveness`]) reaches CONFIRMED, VERIFIED_NOT_SENT or FAILED_TERMINAL with an escalation;
 //! with honest principals, from every state where our cancel is at final depth (not escalated),
-//! every fair continuation releases the hold (proposal, attestation, release). And:
+//! every fair continuation releases the hold (proposal, attestation, release); (5'') with
+//! reorganizations deeper than finality, from every state after a release was reopened, every
+//! fair continuation decides it again (settled, released on unmarked evidence, or escalated).
+//! And:
 //! the hold matches the state, every step is its worker's own and in the transition table, an
 //! escalation's cause holds. `sometimes` properties show settlement, release by a cancel,
 //! escalations, a settlement by the fee bump, a bump of a cancel stored as a cancel, a
 //! reorganized transfer, a replacement after a rotation and a proposal awaiting the witness are all
-//! reached, and with a compromised proposer, a proposal the witness refused for good.
+//! reached, with a compromised proposer, a proposal the witness refused for good, and with
+//! reorganizations deeper than finality, a reopened confirmation, a reopened release, and a
+//! reopened release settled and released again.
 
 pub mod chain;
 pub mod config;

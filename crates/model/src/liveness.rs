@@ -49,6 +49,9 @@ pub enum Goal {
     Ends,
     /// The hold is released.
     Released,
+    /// A reopened release is decided again: CONFIRMED, VERIFIED_NOT_SENT resting on evidence
+    /// not marked reorganized away, or FAILED_TERMINAL with an escalation.
+    Redecided,
 }
 
 impl Goal {
@@ -61,6 +64,10 @@ impl Goal {
             Goal::Released => {
                 (state.store.has_ended() || state.store.hold != Hold::Held).then_some(false)
             }
+            Goal::Redecided if state.store.state == OperationState::VerifiedNotSent => {
+                Some(state.store.witnessed_unmarked())
+            }
+            Goal::Redecided => state.store.has_ended().then_some(true),
         }
     }
 }
@@ -131,6 +138,13 @@ pub fn released_after_final_cancel(model: &PayoutModel, state: &State) -> bool {
     !applies || explore(model, Goal::Released, state, &mut OnPath::default()).0
 }
 
+/// True unless a release of `state`'s operation was reopened, the operation has not ended
+/// since, and some fair continuation never decides it again ([`Goal::Redecided`]).
+pub fn reopened_release_decided(model: &PayoutModel, state: &State) -> bool {
+    let applies = state.ghost.release_reopened && !state.store.has_ended();
+    !applies || explore(model, Goal::Redecided, state, &mut OnPath::default()).0
+}
+
 /// Whether every fair continuation of `state` reaches `goal` and, when that answer assumed a
 /// loop back to a state still being explored does too, the lowest such state's place on the path
 /// (such an answer is not remembered: it holds only if that state's does).
@@ -152,10 +166,10 @@ fn explore(
     if let Some(&at) = path.index.get(&key) {
         // A loop. Time passes along it; if the operation stays UNKNOWN all the way round, and
         // somewhere on it the reconciler escalates once the window has elapsed (a step explored
-        // beside this one), the loop is not a fair run, and it ends escalated. Any other loop
-        // never ends; no loop releases.
+        // beside this one), the loop is not a fair run, and it ends escalated (which decides a
+        // reopened release too). Any other loop never ends; no loop releases.
         let on_loop = &path.states[at..];
-        let excused = goal == Goal::Ends
+        let excused = matches!(goal, Goal::Ends | Goal::Redecided)
             && on_loop.iter().all(|(unknown, _)| *unknown)
             && on_loop.iter().any(|(_, escalates)| *escalates);
         return if excused {

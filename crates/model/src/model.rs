@@ -41,6 +41,9 @@ pub mod violation {
     pub const HOLD_EFFECT_ON_WRONG_HOLD: u16 = 1 << 5;
     /// An escalation named a cause the chain and the store do not show.
     pub const ESCALATED_WITHOUT_CAUSE: u16 = 1 << 6;
+    /// A hold was released with no evidence both proposed and attested but proofs marked
+    /// reorganized away.
+    pub const RELEASED_ON_MARKED_PROOF: u16 = 1 << 7;
 }
 
 /// Facts about the run's history that no real component stores, kept for the properties.
@@ -52,6 +55,9 @@ pub struct Ghost {
     pub final_moves: u8,
     /// True once a confirmation was reopened by the reorganization check.
     pub reopened: bool,
+    /// True once an applied release was reopened by the reorganization check (VERIFIED_NOT_SENT
+    /// -> UNKNOWN, the hold held again).
+    pub release_reopened: bool,
     /// Steps a compromised principal took so far (bounded by [`Config::rogue_steps`]).
     pub rogue_steps: u8,
 }
@@ -80,6 +86,10 @@ pub enum Planned {
     Resubmit,
     /// CONFIRMED back to BROADCAST: the recorded inclusion is gone (the reorganization check).
     Reopen,
+    /// `opledger_reopen_release` on this proof of an applied release, whose block is gone (the
+    /// reorganization check of a VERIFIED_NOT_SENT operation): mark the proof, then, unless
+    /// another witnessed proof stands, VERIFIED_NOT_SENT -> UNKNOWN with the hold held again.
+    ReopenRelease(ReleaseEvidence),
 }
 
 /// A decided step with what it was decided on.
@@ -146,7 +156,7 @@ impl State {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Worker {
     /// The broadcaster's chain watcher (BROADCAST operations, and the reorganization check of
-    /// CONFIRMED ones).
+    /// CONFIRMED ones and of the proofs of VERIFIED_NOT_SENT ones).
     Watcher,
     /// The reconciler (UNKNOWN operations, and BROADCAST ones gone stale).
     Reconciler,
@@ -407,7 +417,7 @@ impl PayoutModel {
         let watching = matches!(
             state.store.state,
             OperationState::Broadcast | OperationState::Confirmed
-        );
+        ) || state.store.applied_proofs().next().is_some();
         let reconciling = matches!(
             state.store.state,
             OperationState::Broadcast | OperationState::Unknown
@@ -425,8 +435,9 @@ impl PayoutModel {
         {
             let mut seen = Vec::new();
             let evidence = self.evidence(&view, Side::Workers);
-            // The reorganization check of a CONFIRMED operation reads the reading itself.
-            let distinct = if view.store.state == OperationState::Confirmed {
+            // The reorganization checks of a CONFIRMED or VERIFIED_NOT_SENT operation read the
+            // reading itself.
+            let distinct = if view.store.state != OperationState::Broadcast {
                 evidence.iter().collect()
             } else {
                 by_verdict(&view, &evidence)

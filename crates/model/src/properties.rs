@@ -7,10 +7,11 @@ use opledger_domain::state::OperationState;
 use stateright::Property;
 
 use crate::chain::Wallet;
-use crate::config::{Compromised, Config, ReplacementRule, Rotation};
-use crate::model::{State, violation};
-use crate::store::Hold;
-use crate::{PayoutModel, liveness, truth};
+use crate::config::{Compromised, Config, ReplacementRule, Rotation, Side};
+use crate::model::{State, Task, Worker, violation};
+use crate::store::{Hold, MAX_RECORDS};
+use crate::workers::Decision;
+use crate::{PayoutModel, endpoints, liveness, truth};
 
 /// (1a) The canonical chain never holds two value-moving transactions of the operation.
 pub const ONE_VALUE_MOVE_IN_CHAIN: &str =
@@ -41,6 +42,29 @@ pub const NEVER_RELEASED_WHILE_PAYABLE: &str =
 /// successful receipt: the double payment itself.
 pub const NEVER_PAID_WHILE_RELEASED: &str =
     "a released hold's transfer is never in the canonical chain";
+/// (3''') A proof the chain watcher marked reorganized away never releases the hold again:
+/// whenever a hold is released (by any principal, through any move), some evidence that is not
+/// marked is named by both a proposal and an attestation. Written over the store's records
+/// directly, not through the ledger's rule, so that a rule that counts marked proofs is caught.
+pub const MARKED_PROOF_NEVER_RELEASES: &str =
+    "a release proof reorganized away never releases the hold again";
+/// (3'''') No double payment once the watcher has had its turn: in every reachable state where
+/// the hold is RELEASED and a transfer of ours is in the canonical chain with a successful
+/// receipt, the chain watcher's reorganization check of the applied release's proofs (its
+/// quorum reading the honest chain at the head, each decision committed, repeated until it
+/// decides nothing) leaves the hold held again.
+///
+/// Why not "never paid while released" ([`NEVER_PAID_WHILE_RELEASED`]) in every state: with
+/// reorganizations deeper than the confirmations, a release's proof (our cancel at final depth)
+/// can be dropped and the original transfer mined before the watcher's next pass; between the
+/// two, the hold is released and the transfer paid, by design (the watcher lags, and nothing can
+/// stop a miner). What the design promises is that this state is never left standing: the next
+/// turn of the watcher reopens the release, so the funds are held again (a debt of the account
+/// if they were spent) while the reconciler settles the hold on the transfer. The check is a
+/// state predicate over a short continuation (the watcher's turns alone), so it is checked in
+/// every reachable state, interleavings with a lagging watcher included.
+pub const NEVER_PAID_AND_RELEASED_ONCE_WATCHED: &str =
+    "once the watcher has re-checked the release, a paid transfer's hold is never left released";
 /// (4) UNKNOWN is left only on a step the honest chain supported when it was decided.
 pub const UNKNOWN_LEFT_ON_EVIDENCE: &str =
     "UNKNOWN is left only on a verdict the honest chain supports";
@@ -51,6 +75,13 @@ pub const ENDS_TERMINAL_OR_ESCALATED: &str = "every approved operation ends term
 /// the reconciler proposes, the witness attests, the ledger releases.
 pub const RELEASED_AFTER_FINAL_CANCEL: &str =
     "a cancel at final depth eventually gets the hold released";
+/// (5'') From every reachable state after a release was reopened (its proof reorganized away)
+/// and before the operation ended again, every fair continuation decides it again: CONFIRMED
+/// (the original transfer mined and settled), VERIFIED_NOT_SENT with the release resting on
+/// evidence that is not marked (a new proposal and a new attestation), or FAILED_TERMINAL with an
+/// escalation.
+pub const REOPENED_RELEASE_DECIDED: &str =
+    "a reopened release is decided again: settled, released on new evidence, or escalated";
 /// The hold is settled exactly when CONFIRMED, released exactly when VERIFIED_NOT_SENT, and no
 /// hold effect ever applied to a hold in the wrong state.
 pub const HOLD_MATCHES_STATE: &str = "the hold matches the operation's state";
@@ -89,9 +120,49 @@ pub const REACH_WITNESS_REFUSED: &str = "sometimes: the witness refused a propos
 pub const REACH_NONCE_MOVED: &str = "sometimes: escalated for a nonce moved without us";
 /// A confirmation reorganized away is reopened.
 pub const REACH_REOPENED: &str = "sometimes: a confirmation reopened by the reorganization check";
+/// An applied release whose proof was reorganized away is reopened: UNKNOWN, the hold held.
+pub const REACH_RELEASE_REOPENED: &str =
+    "sometimes: a release reopened by the reorganization check";
+/// A reopened release is released again on a new proposal and attestation.
+pub const REACH_REOPENED_RELEASED_AGAIN: &str =
+    "sometimes: a reopened release released again on new evidence";
+/// A reopened release is settled: the original transfer was mined after all.
+pub const REACH_REOPENED_SETTLED: &str = "sometimes: a reopened release settled by the transfer";
 
 fn no(state: &State, bits: u16) -> bool {
     state.ghost.violations & bits == 0
+}
+
+/// `state` after the chain watcher's reorganization check of an applied release has had its
+/// turn: with its quorum reading the honest chain at the head, it evaluates and commits, again
+/// until it decides nothing (one proof per evaluation, at most one per attestation).
+pub fn after_release_checks(model: &PayoutModel, state: &State) -> State {
+    let mut next = state.clone();
+    next.watcher = Task::Idle;
+    for _ in 0..=MAX_RECORDS {
+        if next.store.applied_proofs().next().is_none() {
+            break;
+        }
+        let evidence = endpoints::honest(
+            &model.config,
+            Side::Workers,
+            &next.chain,
+            next.store.attempts.len(),
+        );
+        match model.watcher_decision(&next, &evidence) {
+            Decision::Plan(plan) => {
+                next.watcher = Task::Planned(plan);
+                model.commit(&mut next, Worker::Watcher);
+            }
+            Decision::Nothing | Decision::Unexpected => break,
+        }
+    }
+    next
+}
+
+fn paid_and_released(state: &State) -> bool {
+    state.store.hold == Hold::Released
+        && truth::value_moves(&state.chain, &state.store.attempts) > 0
 }
 
 fn escalated(state: &State, escalation: Escalation) -> bool {
@@ -140,6 +211,15 @@ pub fn for_config(config: &Config) -> Vec<Property<PayoutModel>> {
                     )
             },
         ),
+        Property::always(MARKED_PROOF_NEVER_RELEASES, |_, s: &State| {
+            no(s, violation::RELEASED_ON_MARKED_PROOF)
+        }),
+        Property::always(
+            NEVER_PAID_AND_RELEASED_ONCE_WATCHED,
+            |m: &PayoutModel, s: &State| {
+                !paid_and_released(s) || !paid_and_released(&after_release_checks(m, s))
+            },
+        ),
         Property::always(UNKNOWN_LEFT_ON_EVIDENCE, |_, s: &State| {
             no(s, violation::LEFT_UNKNOWN_WITHOUT_EVIDENCE)
         }),
@@ -165,6 +245,12 @@ pub fn for_config(config: &Config) -> Vec<Property<PayoutModel>> {
             ENDS_TERMINAL_OR_ESCALATED,
             liveness::ends_well,
         ));
+        if config.reorgs_beyond_finality() {
+            properties.push(Property::always(
+                REOPENED_RELEASE_DECIDED,
+                liveness::reopened_release_decided,
+            ));
+        }
         if config.compromised == Compromised::Nobody && !config.persistent_fault {
             properties.push(Property::always(
                 RELEASED_AFTER_FINAL_CANCEL,
@@ -263,6 +349,30 @@ pub fn for_config(config: &Config) -> Vec<Property<PayoutModel>> {
         properties.push(Property::sometimes(REACH_REOPENED, |_, s: &State| {
             s.ghost.reopened
         }));
+        properties.push(Property::sometimes(
+            REACH_RELEASE_REOPENED,
+            |_, s: &State| {
+                s.ghost.release_reopened
+                    && s.store.state == OperationState::Unknown
+                    && s.store.hold == Hold::Held
+            },
+        ));
+        properties.push(Property::sometimes(
+            REACH_REOPENED_RELEASED_AGAIN,
+            |_, s: &State| {
+                s.ghost.release_reopened
+                    && s.store.state == OperationState::VerifiedNotSent
+                    && s.store.hold == Hold::Released
+            },
+        ));
+        properties.push(Property::sometimes(
+            REACH_REOPENED_SETTLED,
+            |_, s: &State| {
+                s.ghost.release_reopened
+                    && s.store.state == OperationState::Confirmed
+                    && s.store.hold == Hold::Settled
+            },
+        ));
     }
     properties
 }

@@ -98,6 +98,7 @@ impl Discovery {
         let goal = match property.name {
             crate::properties::ENDS_TERMINAL_OR_ESCALATED => Some(Goal::Ends),
             crate::properties::RELEASED_AFTER_FINAL_CANCEL => Some(Goal::Released),
+            crate::properties::REOPENED_RELEASE_DECIDED => Some(Goal::Redecided),
             _ => None,
         };
         if let Some(goal) = goal {
@@ -326,6 +327,9 @@ fn task(task: Task) -> String {
             ),
             Planned::Escalate(e) => format!("Escalate({}) from {}", e.reason_code, plan.from),
             Planned::Release(e) => format!("Release({}) from {}", release(&e), plan.from),
+            Planned::ReopenRelease(e) => {
+                format!("ReopenRelease({}) from {}", release(&e), plan.from)
+            }
             step => format!("{step:?} from {}", plan.from),
         },
     }
@@ -398,6 +402,10 @@ pub fn brief(state: &State) -> String {
             records(&store.attestations),
             refused.join(", ")
         );
+    }
+    if !store.reorged.is_empty() {
+        let marked: Vec<String> = store.reorged.iter().map(release).collect();
+        let _ = write!(line, " reorged=[{}]", marked.join(", "));
     }
     line
 }

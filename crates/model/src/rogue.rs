@@ -171,6 +171,9 @@ impl PayoutModel {
                 if !truth::release_backed(&state.chain, &state.store.attempts, confirmations) {
                     state.ghost.violations |= violation::RELEASED_WITHOUT_EVIDENCE;
                 }
+                if !state.store.witnessed_unmarked() {
+                    state.ghost.violations |= violation::RELEASED_ON_MARKED_PROOF;
+                }
             }
         }
         if step != Rogue::Release {

@@ -1,8 +1,10 @@
 //! The modelled store: the operation's state, its hold, its attempts as the signer persisted
 //! them, the recorded inclusion of a confirmation, the release proposals, attestations and the
-//! witness's refusals (migration 28's tables), and the tenant's wallets as the signer holds
-//! them. Every state move goes through `opledger_domain::state::check_transition`; a release of
-//! the hold goes through the ledger's release rule ([`Store::release_permitted`]).
+//! witness's refusals (migration 28's tables), the release proofs a reorganization removed
+//! (migration 31's `release_reorgs`), and the tenant's wallets as the signer holds them. Every
+//! state move goes through `opledger_domain::state::check_transition`; a release of the hold goes
+//! through the ledger's release rule ([`Store::release_permitted`]), which leaves marked proofs
+//! out.
 
 use opledger_domain::evidence::{
     Address, Asset, AttemptDefect, Call, Escalation, ExpectedTransfer, Hash32, Inclusion,
@@ -120,6 +122,10 @@ pub struct Store {
     pub attestations: Vec<Record>,
     /// Proposals the witness refused for good (`witness_refusals`): out of its queue.
     pub refusals: Vec<ReleaseEvidence>,
+    /// Release proofs the chain watcher found reorganized away (`release_reorgs`, written only by
+    /// `opledger_reopen_release`), each naming an attestation, in a canonical order: a marked
+    /// proof never releases again.
+    pub reorged: Vec<ReleaseEvidence>,
 }
 
 /// The index of the attempt whose [`Attempt::tx_hash`] is `hash`, if it is one.
@@ -172,6 +178,7 @@ impl Store {
             proposals: Vec::new(),
             attestations: Vec::new(),
             refusals: Vec::new(),
+            reorged: Vec::new(),
         }
     }
 
@@ -227,6 +234,46 @@ impl Store {
         true
     }
 
+    /// Marks an attested proof reorganized away (`release_reorgs`, whose key names an
+    /// attestation); false when no attestation names it or it is marked already.
+    pub fn mark_reorged(&mut self, evidence: ReleaseEvidence) -> bool {
+        if !self.attestations.iter().any(|a| a.evidence == evidence)
+            || self.reorged.contains(&evidence)
+        {
+            return false;
+        }
+        self.reorged.push(evidence);
+        self.reorged
+            .sort_by_key(|e| (e.block.number, e.block.hash, e.tx_hash));
+        true
+    }
+
+    /// True when `evidence` is a proof marked reorganized away.
+    pub fn is_marked(&self, evidence: &ReleaseEvidence) -> bool {
+        self.reorged.contains(evidence)
+    }
+
+    /// The proofs of an applied release the chain watcher re-checks (`applied_releases`): while
+    /// the operation is VERIFIED_NOT_SENT with its hold released, every attestation not marked.
+    pub fn applied_proofs(&self) -> impl Iterator<Item = &ReleaseEvidence> + '_ {
+        let applied = self.state == OperationState::VerifiedNotSent && self.hold == Hold::Released;
+        self.attestations
+            .iter()
+            .map(|a| &a.evidence)
+            .filter(move |e| applied && !self.is_marked(e))
+    }
+
+    /// True when some evidence not marked reorganized away is named by both a proposal and an
+    /// attestation: what any release must rest on, written without the domain's rule (the
+    /// property [`crate::properties::MARKED_PROOF_NEVER_RELEASES`] checks every release against
+    /// it).
+    pub fn witnessed_unmarked(&self) -> bool {
+        self.proposals.iter().any(|p| {
+            !self.is_marked(&p.evidence)
+                && self.attestations.iter().any(|a| a.evidence == p.evidence)
+        })
+    }
+
     /// The proposals in the witness's queue: not attested, not refused, the hold still held.
     pub fn unwitnessed(&self) -> impl Iterator<Item = (usize, &Record)> + '_ {
         self.proposals.iter().enumerate().filter(|(_, p)| {
@@ -236,18 +283,30 @@ impl Store {
         })
     }
 
-    /// The ledger's release rule as the database applies it (`opledger_release_witnessed`): the
-    /// hold of an operation without a signed attempt may always be released; otherwise some
-    /// recorded proposal and attestation must satisfy
-    /// `opledger_domain::witness::release_allowed`.
+    /// The ledger's release rule as the database applies it (`opledger_release_witnessed`,
+    /// migration 31): the hold of an operation without a signed attempt may always be released;
+    /// otherwise some recorded proposal and attestation, neither naming a proof marked
+    /// reorganized away, must satisfy `opledger_domain::witness::release_allowed`.
     pub fn release_permitted(&self) -> bool {
+        self.release_permitted_over(&self.reorged)
+    }
+
+    /// The release rule with `marked` left out (migration 28's rule when `marked` is empty).
+    pub fn release_permitted_over(&self, marked: &[ReleaseEvidence]) -> bool {
         let hashes = self.attempt_hashes();
-        if self.proposals.is_empty() || self.attestations.is_empty() {
-            return release_allowed(&hashes, self.proposals.first(), self.attestations.first())
-                .is_ok();
+        let standing = |r: &&Record| !marked.contains(&r.evidence);
+        let proposals: Vec<&Record> = self.proposals.iter().filter(standing).collect();
+        let attestations: Vec<&Record> = self.attestations.iter().filter(standing).collect();
+        if proposals.is_empty() || attestations.is_empty() {
+            return release_allowed(
+                &hashes,
+                proposals.first().copied(),
+                attestations.first().copied(),
+            )
+            .is_ok();
         }
-        self.proposals.iter().any(|p| {
-            self.attestations
+        proposals.iter().any(|p| {
+            attestations
                 .iter()
                 .any(|a| release_allowed(&hashes, Some(p), Some(a)).is_ok())
         })

@@ -3,6 +3,7 @@
 //! against these facts.
 
 use opledger_domain::evidence::{Escalation, Role};
+use opledger_domain::witness::ReleaseEvidence;
 
 use crate::chain::{Chain, Mined, Tx, Wallet};
 use crate::store::{Attempt, Confirmation};
@@ -60,6 +61,14 @@ pub fn confirmation_present(chain: &Chain, confirmation: &Confirmation) -> bool 
     chain
         .inclusion_of(confirmation.attempt)
         .is_some_and(|m| chain.block(m.block) == confirmation.inclusion.block)
+}
+
+/// True when the attempt a release proof names is in the canonical chain in the proof's block
+/// (by number and hash).
+pub fn proof_present(chain: &Chain, proof: &ReleaseEvidence) -> bool {
+    crate::store::attempt_of(&proof.tx_hash)
+        .and_then(|i| chain.inclusion_of(i))
+        .is_some_and(|m| chain.block(m.block) == proof.block)
 }
 
 /// True when our own cancel succeeded, or an attempt of ours reverted, at final depth: nothing

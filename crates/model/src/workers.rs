@@ -89,7 +89,11 @@ impl PayoutModel {
 
     /// The watcher's decision on `evidence`: `decide` then `watcher_step` for a BROADCAST
     /// operation; for a CONFIRMED one, the reorganization check (the recorded inclusion is no
-    /// longer where the agreed reading, pinned at or above it, says the attempt is).
+    /// longer where the agreed reading, pinned at or above it, says the attempt is); for a
+    /// VERIFIED_NOT_SENT one, the same check of each proof of its applied release (the first, in
+    /// the store's order, whose attempt the agreed reading, pinned at or above its block, no
+    /// longer shows in that block, by number and hash: with the model's block hashes, that block
+    /// is no longer canonical).
     pub fn watcher_decision(&self, state: &State, evidence: &Evidence) -> Decision {
         match state.store.state {
             OperationState::Broadcast => {
@@ -125,6 +129,25 @@ impl PayoutModel {
                     self.plan(state, Planned::Reopen)
                 } else {
                     Decision::Nothing
+                }
+            }
+            OperationState::VerifiedNotSent => {
+                let Ok(reading) = evidence else {
+                    return Decision::Nothing;
+                };
+                let hashes = state.store.attempt_hashes();
+                let gone = state.store.applied_proofs().find(|proof| {
+                    let Some(attempt) = hashes.iter().position(|h| *h == proof.tx_hash) else {
+                        // Not one of the operation's attempts: the store refuses the reopening.
+                        return false;
+                    };
+                    let covered = proof.block.number <= reading.pinned.number;
+                    let now = reading.inclusions.get(attempt).copied().flatten();
+                    covered && now.is_none_or(|i| i.block != proof.block)
+                });
+                match gone {
+                    Some(proof) => self.plan(state, Planned::ReopenRelease(*proof)),
+                    None => Decision::Nothing,
                 }
             }
             _ => Decision::Nothing,
@@ -209,6 +232,7 @@ impl PayoutModel {
                 .store
                 .confirmed
                 .is_none_or(|c| !truth::confirmation_present(chain, &c)),
+            Planned::ReopenRelease(proof) => !truth::proof_present(chain, proof),
         }
     }
 
@@ -303,7 +327,36 @@ impl PayoutModel {
                 let to = OperationState::Broadcast;
                 self.transition(state, Move { to, ..base });
             }
+            Planned::ReopenRelease(proof) => self.reopen_release(state, proof, base),
         }
+    }
+
+    /// `opledger_reopen_release` (migration 31), in one transaction: nothing when the proof is
+    /// marked already (ALREADY), or the operation is not VERIFIED_NOT_SENT with its hold
+    /// released, or no attestation names the proof (the function raises); otherwise the proof is
+    /// marked, and unless the release rule still allows the release on another proof
+    /// (PROOF_MARKED), the chain watcher's move VERIFIED_NOT_SENT -> UNKNOWN goes through
+    /// `check_transition` and its hold effect (Reopen: the hold held again).
+    fn reopen_release(&self, state: &mut State, proof: ReleaseEvidence, base: Move) {
+        let store = &mut state.store;
+        if store.is_marked(&proof)
+            || store.state != OperationState::VerifiedNotSent
+            || store.hold != Hold::Released
+            || !store.mark_reorged(proof)
+        {
+            return;
+        }
+        if self.release_permitted(&state.store) {
+            return;
+        }
+        self.transition(
+            state,
+            Move {
+                from: OperationState::VerifiedNotSent,
+                to: OperationState::Unknown,
+                ..base
+            },
+        );
     }
 
     /// The ledger's release rule over the store's records: the domain's
@@ -312,6 +365,7 @@ impl PayoutModel {
     pub fn release_permitted(&self, store: &crate::store::Store) -> bool {
         match self.config.release_rule {
             ReleaseRule::Witnessed => store.release_permitted(),
+            ReleaseRule::CountsMarkedProofs => store.release_permitted_over(&[]),
             ReleaseRule::ProposalAlone => {
                 legacy::release_on_proposal(&store.attempt_hashes(), &store.proposals)
             }
@@ -362,14 +416,20 @@ impl PayoutModel {
                 if !truth::release_backed(&state.chain, &state.store.attempts, confirmations) {
                     ghost.violations |= violation::RELEASED_WITHOUT_EVIDENCE;
                 }
+                if !state.store.witnessed_unmarked() {
+                    ghost.violations |= violation::RELEASED_ON_MARKED_PROOF;
+                }
             }
             HoldEffect::Reopen => {
-                if state.store.hold != Hold::Settled {
-                    ghost.violations |= violation::HOLD_EFFECT_ON_WRONG_HOLD;
+                // The hold is re-established from where it went (`opledger_guard_hold`: SETTLED
+                // or RELEASED -> OPEN).
+                match state.store.hold {
+                    Hold::Settled => ghost.reopened = true,
+                    Hold::Released => ghost.release_reopened = true,
+                    Hold::Held => ghost.violations |= violation::HOLD_EFFECT_ON_WRONG_HOLD,
                 }
                 state.store.hold = Hold::Held;
                 state.store.confirmed = None;
-                ghost.reopened = true;
             }
         }
         if m.from == OperationState::Unknown && m.to != OperationState::Unknown && !m.supported {

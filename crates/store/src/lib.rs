@@ -145,11 +145,6 @@ impl Store {
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
-
-    /// True when the database answers a trivial query.
-    pub async fn ping(&self) -> bool {
-        sqlx::query("SELECT 1").execute(&self.pool).await.is_ok()
-    }
 }
 
 #[cfg(test)]

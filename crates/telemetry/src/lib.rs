@@ -195,11 +195,6 @@ where
     })
 }
 
-/// Starts the JSON logs on stdout only (no span export). Safe to call more than once.
-pub fn init_logs() {
-    init_logs_only(std::io::stdout);
-}
-
 fn init_logs_only<W>(writer: W) -> bool
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,

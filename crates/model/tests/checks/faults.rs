@@ -70,8 +70,9 @@ fn reorganizations_as_deep_as_finality_unsettle_a_settled_transfer_which_is_reop
     // What "final" promised breaks, and nothing else: a settled transfer leaves the chain (and a
     // second one may reach final depth), a settlement or release decided on a final inclusion may
     // be committed after it left, and a released hold's cancel may leave the chain and its
-    // transfer be mined (releases are not re-checked after VERIFIED_NOT_SENT); evidence checks,
-    // transitions and liveness-free invariants hold.
+    // transfer be mined before the watcher's next turn reopens the release (which
+    // `reopen::a_release_whose_proof_is_reorganized_away_is_reopened_and_never_left_paid_twice`
+    // checks); evidence checks, transitions and liveness-free invariants hold.
     let expected: BTreeSet<&str> = [
         SETTLED_STAYS_FINAL,
         ONE_VALUE_MOVE_EVER_FINAL,

@@ -5,6 +5,7 @@
 mod domain;
 mod faults;
 mod legacy;
+mod reopen;
 mod witness;
 
 use opledger_model::Report;
