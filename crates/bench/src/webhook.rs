@@ -659,6 +659,8 @@ fn record_delivery_script(endpoint_id: &str, body_len: usize) -> anyhow::Result<
             &nonce,
             &ciphertext,
             "NULL::uuid",
+            // A `v1` (shared-secret) delivery keeps no signature.
+            "NULL::bytea",
         ],
     )?;
     Ok(format!(
