@@ -181,6 +181,13 @@ impl ListenerConfig {
     }
 }
 
+/// The limits of the default `[listener]` settings.
+impl Default for crate::listener::Limits {
+    fn default() -> crate::listener::Limits {
+        ListenerConfig::default().limits()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,12 +13,13 @@ pub mod edge;
 pub mod listener;
 pub mod metrics;
 pub mod readiness;
+mod serve_error;
 pub mod server;
 pub mod status;
 mod store_error;
 
 pub use auth::{Authenticator, Principal};
-pub use server::ServeError;
+pub use serve_error::ServeError;
 pub use status::{ErrorReason, error_status};
 pub use store_error::{approval_refusal_status, store_status};
 

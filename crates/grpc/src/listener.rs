@@ -12,8 +12,7 @@
 //!   bytes is closed too);
 //! - a gRPC call is cancelled after `request_timeout`; a webhook body must arrive whole within it.
 
-use crate::ServeError;
-use crate::config::ListenerConfig;
+use crate::serve_error::ServeError;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -42,12 +41,6 @@ pub struct Limits {
     pub http2_keepalive_interval: Duration,
     /// A ping unanswered this long closes the connection.
     pub http2_keepalive_timeout: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        ListenerConfig::default().limits()
-    }
 }
 
 /// A connection whose reads fail with `TimedOut` once nothing has been read for the idle

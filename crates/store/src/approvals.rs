@@ -7,6 +7,7 @@
 //! signer verifies every stored signature again against its own pinned keys before it signs.
 
 use crate::operations::{Operation, parse_risk_flag};
+use crate::shared::record_security_event;
 use crate::transition::{TransitionRequest, transition_in};
 use crate::trust::{StoredDecision, decisions, newest_trust, trust_from_row};
 use crate::{Result, Store, StoreError};
@@ -459,33 +460,7 @@ async fn screened(
     tenant_id: TenantId,
     op_id: OperationId,
 ) -> Result<Screening> {
-    let rows = crate::signing::signed_screenings(conn, tenant_id, op_id).await?;
+    let rows = crate::trust::signed_screenings(conn, tenant_id, op_id).await?;
     let stored: Vec<StoredScreening<'_>> = rows.iter().map(|r| r.as_stored()).collect();
     Ok(screening::judge(trust, op_id, &stored).unwrap_or(Screening::Missing))
-}
-
-/// Appends a security event in the caller's transaction. `detail` must be a fixed description.
-pub(crate) async fn record_security_event(
-    conn: &mut PgConnection,
-    tenant_id: TenantId,
-    op_id: Option<OperationId>,
-    kind: &str,
-    actor: Actor,
-    actor_id: &str,
-    detail: &str,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO security_events (tenant_id, op_id, kind, actor, actor_id, detail) \
-         VALUES ($1, $2, $3, $4, $5, $6)",
-    )
-    .bind(tenant_id.as_uuid())
-    .bind(op_id.map(|o| o.as_uuid()))
-    .bind(kind)
-    .bind(actor.as_str())
-    .bind(actor_id)
-    .bind(detail)
-    .execute(&mut *conn)
-    .await?;
-    tracing::warn!(kind, actor = actor.as_str(), "security event recorded");
-    Ok(())
 }

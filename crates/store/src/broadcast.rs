@@ -81,7 +81,7 @@ impl Store {
         &self,
         ops: &[(TenantId, OperationId)],
     ) -> Result<std::collections::HashMap<(TenantId, OperationId), usize>> {
-        let (tenants, op_ids) = unzip_keys(ops);
+        let (tenants, op_ids) = crate::shared::unzip_keys(ops);
         let rows: Vec<(uuid::Uuid, uuid::Uuid, i64)> = sqlx::query_as(
             "SELECT a.tenant_id, a.op_id, count(*) FROM tx_attempts a \
              WHERE (a.tenant_id, a.op_id) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[])) \
@@ -107,7 +107,7 @@ impl Store {
         if ops.is_empty() {
             return Ok(());
         }
-        let (tenants, op_ids) = unzip_keys(ops);
+        let (tenants, op_ids) = crate::shared::unzip_keys(ops);
         sqlx::query(
             "DELETE FROM watch_hints \
              WHERE (tenant_id, op_id) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[]))",
@@ -118,10 +118,6 @@ impl Store {
         .await?;
         Ok(())
     }
-}
-
-pub(crate) fn unzip_keys(ops: &[(TenantId, OperationId)]) -> (Vec<uuid::Uuid>, Vec<uuid::Uuid>) {
-    ops.iter().map(|(t, o)| (t.as_uuid(), o.as_uuid())).unzip()
 }
 
 /// An operation whose outcome the reconciler must establish: UNKNOWN, or BROADCAST without news
@@ -167,20 +163,7 @@ impl Store {
     }
 }
 
-/// Where a confirmed operation's transfer was included.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Inclusion {
-    /// The operation's tenant.
-    pub tenant_id: TenantId,
-    /// The operation.
-    pub op_id: OperationId,
-    /// The included transaction.
-    pub tx_hash: String,
-    /// Its block.
-    pub block_number: u64,
-    /// That block's hash when it was confirmed.
-    pub block_hash: String,
-}
+pub use crate::transition::Inclusion;
 
 impl Store {
     /// Moves an operation from `from` (BROADCAST or UNKNOWN) to CONFIRMED, settling its hold, and

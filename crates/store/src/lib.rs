@@ -18,6 +18,7 @@ pub mod operations;
 pub mod pass;
 pub mod probe;
 pub mod queue;
+mod shared;
 pub mod signing;
 pub mod transition;
 pub mod trust;

@@ -6,10 +6,10 @@
 //! advanced nonce; the expired lease is reclaimed (SIGNING -> APPROVED) only while no attempt
 //! exists, and signing the same transaction with the same nonce again yields the same bytes.
 
-use crate::approvals::record_security_event;
 use crate::operations::{Operation, OperationRow, operation_columns};
+use crate::shared::record_security_event;
 use crate::transition::{LeaseGuard, TransitionRequest, transition_in};
-use crate::trust::{StoredDecision, StoredTrust, trust_from_row};
+use crate::trust::{SignedScreening, StoredDecision, StoredTrust, trust_from_row};
 use crate::{Result, Store, StoreError};
 use chrono::{DateTime, Utc};
 use opledger_domain::ids::{OperationId, TenantId};
@@ -187,47 +187,6 @@ pub struct SigningInput {
     pub lease_owner: Option<String>,
     /// True when there is no lease or it has expired.
     pub lease_expired: bool,
-}
-
-/// A screening result recorded with the `v1a` delivery it came in.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct SignedScreening {
-    /// The `webhook-id`.
-    pub event_id: String,
-    /// The `webhook-timestamp`, unix seconds.
-    pub signed_at: i64,
-    /// The raw body.
-    pub body: Vec<u8>,
-    /// The provider's Ed25519 signature.
-    pub signature: Vec<u8>,
-}
-
-impl SignedScreening {
-    /// The view `opledger_webhook::screening::judge` reads.
-    pub fn as_stored(&self) -> opledger_webhook::screening::StoredScreening<'_> {
-        opledger_webhook::screening::StoredScreening {
-            event_id: &self.event_id,
-            timestamp: self.signed_at,
-            body: &self.body,
-            signature: Some(&self.signature),
-        }
-    }
-}
-
-/// The operation's screening results that carry a provider's signature.
-pub(crate) async fn signed_screenings(
-    conn: &mut sqlx::PgConnection,
-    tenant_id: TenantId,
-    op_id: OperationId,
-) -> Result<Vec<SignedScreening>> {
-    Ok(sqlx::query_as(
-        "SELECT k.event_id, k.signed_at, k.body, k.signature FROM kyt_screenings k \
-         WHERE k.tenant_id = $1 AND k.op_id = $2 AND k.signature IS NOT NULL",
-    )
-    .bind(tenant_id.as_uuid())
-    .bind(op_id.as_uuid())
-    .fetch_all(&mut *conn)
-    .await?)
 }
 
 #[derive(sqlx::FromRow)]
@@ -506,7 +465,7 @@ impl Store {
         if ops.is_empty() {
             return Ok(out);
         }
-        let (tenants, op_ids) = crate::broadcast::unzip_keys(ops);
+        let (tenants, op_ids) = crate::shared::unzip_keys(ops);
         let rows: Vec<KeyedAttemptRow> = sqlx::query_as(
             "SELECT tenant_id, op_id, attempt, kind, network, chain_id, sender, nonce, tx_hash, \
              raw_tx, gas_limit, max_fee_per_gas::text AS max_fee_per_gas, \

@@ -193,7 +193,7 @@ pub(crate) async fn move_in(
 /// operation are refused as [`StoreError::Corrupt`] (the caller sends each once).
 pub(crate) async fn move_many_in(
     conn: &mut PgConnection,
-    requests: &[(&TransitionRequest<'_>, &crate::broadcast::Inclusion)],
+    requests: &[(&TransitionRequest<'_>, &Inclusion)],
 ) -> Result<Vec<(bool, HoldEffect)>> {
     let mut effects = Vec::with_capacity(requests.len());
     for (request, _) in requests {
@@ -296,4 +296,19 @@ pub(crate) async fn move_many_in(
             )
         })
         .collect())
+}
+
+/// Where a confirmed operation's transfer was included.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inclusion {
+    /// The operation's tenant.
+    pub tenant_id: TenantId,
+    /// The operation.
+    pub op_id: OperationId,
+    /// The included transaction.
+    pub tx_hash: String,
+    /// Its block.
+    pub block_number: u64,
+    /// That block's hash when it was confirmed.
+    pub block_hash: String,
 }

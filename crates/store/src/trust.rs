@@ -166,3 +166,44 @@ pub(crate) async fn decisions(
     .fetch_all(&mut *conn)
     .await?)
 }
+
+/// A screening result recorded with the `v1a` delivery it came in.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct SignedScreening {
+    /// The `webhook-id`.
+    pub event_id: String,
+    /// The `webhook-timestamp`, unix seconds.
+    pub signed_at: i64,
+    /// The raw body.
+    pub body: Vec<u8>,
+    /// The provider's Ed25519 signature.
+    pub signature: Vec<u8>,
+}
+
+impl SignedScreening {
+    /// The view `opledger_webhook::screening::judge` reads.
+    pub fn as_stored(&self) -> opledger_webhook::screening::StoredScreening<'_> {
+        opledger_webhook::screening::StoredScreening {
+            event_id: &self.event_id,
+            timestamp: self.signed_at,
+            body: &self.body,
+            signature: Some(&self.signature),
+        }
+    }
+}
+
+/// The operation's screening results that carry a provider's signature.
+pub(crate) async fn signed_screenings(
+    conn: &mut PgConnection,
+    tenant_id: TenantId,
+    op_id: OperationId,
+) -> Result<Vec<SignedScreening>> {
+    Ok(sqlx::query_as(
+        "SELECT k.event_id, k.signed_at, k.body, k.signature FROM kyt_screenings k \
+         WHERE k.tenant_id = $1 AND k.op_id = $2 AND k.signature IS NOT NULL",
+    )
+    .bind(tenant_id.as_uuid())
+    .bind(op_id.as_uuid())
+    .fetch_all(&mut *conn)
+    .await?)
+}

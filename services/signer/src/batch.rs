@@ -196,9 +196,28 @@ fn sign_with_nonce(job: &Job, nonce: u64) -> Result<NewAttempt, SignError> {
     };
     let signed = evm::sign(&request, job.key.as_ref())?;
     opledger_failpoint::hit("sign.after_sign");
-    Ok(crate::signing::new_attempt(
+    Ok(new_attempt(
         AttemptKind::Original,
         request.chain_id,
         &signed,
     ))
+}
+
+/// The attempt row of a transaction the signer just signed.
+pub(crate) fn new_attempt(
+    kind: AttemptKind,
+    chain_id: u64,
+    signed: &evm::SignedTransaction,
+) -> NewAttempt {
+    NewAttempt {
+        kind,
+        chain_id,
+        sender: format!("{:#x}", signed.from),
+        nonce: signed.nonce,
+        tx_hash: format!("{:#x}", signed.hash),
+        raw_tx: signed.raw.clone(),
+        gas_limit: signed.gas_limit,
+        max_fee_per_gas: signed.max_fee_per_gas,
+        max_priority_fee_per_gas: signed.max_priority_fee_per_gas,
+    }
 }

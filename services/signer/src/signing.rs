@@ -1,7 +1,7 @@
 //! The signing procedure: verify, claim, sign, persist, answer. No step trusts a value it did not
 //! recompute from the stored fields.
 
-use crate::batch::{Job, Lanes};
+use crate::batch::{Job, Lanes, new_attempt};
 use crate::config::{Capability, Config, NetworkConfig};
 use crate::trust::TrustRoots;
 use crate::wallets::{Wallet, Wallets};
@@ -927,22 +927,4 @@ fn cancel_request(
         max_fee,
         raise(previous.max_priority_fee_per_gas).min(max_fee),
     ))
-}
-
-pub(crate) fn new_attempt(
-    kind: AttemptKind,
-    chain_id: u64,
-    signed: &evm::SignedTransaction,
-) -> NewAttempt {
-    NewAttempt {
-        kind,
-        chain_id,
-        sender: format!("{:#x}", signed.from),
-        nonce: signed.nonce,
-        tx_hash: format!("{:#x}", signed.hash),
-        raw_tx: signed.raw.clone(),
-        gas_limit: signed.gas_limit,
-        max_fee_per_gas: signed.max_fee_per_gas,
-        max_priority_fee_per_gas: signed.max_priority_fee_per_gas,
-    }
 }

@@ -6,6 +6,7 @@
 //! contradicts is refused for good (a security signal: an honest proposer does not make it).
 
 use crate::metrics::Counters;
+use crate::outcome::Outcome;
 use opledger_chain::evidence::{
     EvidenceReader, NoAgreement, Pinned, Pins, no_evidence, reason_label,
 };
@@ -18,18 +19,6 @@ use opledger_store::{Store, StoreError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use tracing::Instrument as _;
-
-/// What examining one proposal did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Its evidence is the witness's own verdict: attested.
-    Attested,
-    /// No verdict now (no agreement, lag, not yet final, no endpoints for its network): read
-    /// again next pass.
-    NoVerdict,
-    /// Refused for good, with this reason code; the hold stays held for an owner.
-    Refused(&'static str),
-}
 
 /// Why a proposal could not be examined (it is examined again next pass).
 #[derive(Debug, thiserror::Error)]

@@ -15,8 +15,9 @@
 //! (a security signal); on a deposit, whose statements come from another login than its
 //! proposal, a statement that does not verify is left out and logged instead.
 
-use crate::attest::{Outcome, WitnessError};
+use crate::attest::WitnessError;
 use crate::config::{Config, TrustRootConfig, token_address};
+use crate::outcome::Outcome;
 use alloy_primitives::B256;
 use opledger_chain::evidence::{EvidenceReader, NoAgreement, Pinned, Pins};
 use opledger_domain::approval::{

@@ -11,10 +11,12 @@ pub mod attest;
 pub mod config;
 pub mod credits;
 pub mod metrics;
+pub mod outcome;
 
-pub use attest::{Outcome, Witness};
+pub use attest::Witness;
 pub use config::Config;
 pub use credits::CreditWitness;
+pub use outcome::Outcome;
 
 use opledger_grpc::server::{self, ServeError};
 use opledger_store::Store;

@@ -3,7 +3,7 @@
 //! since start. The alert rules in
 //! `deploy/prometheus/alerts.yml` use these names.
 
-use crate::attest::Outcome;
+use crate::outcome::Outcome;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};

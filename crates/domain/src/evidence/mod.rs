@@ -27,8 +27,8 @@ pub use content::{
 };
 pub use quorum::{EndpointReading, NoAgreement, Reading, agree};
 pub use verdict::{
-    AttemptDefect, Escalation, EscalationOwner, Inclusion, NoVerdict, Resolution, Step, Timing,
-    Verdict, decide, next_step, resolution_allowed, watcher_step,
+    AttemptDefect, Escalation, EscalationOwner, NoVerdict, Resolution, Step, Timing, Verdict,
+    decide, next_step, resolution_allowed, watcher_step,
 };
 
 /// A 20-byte account address.
@@ -44,4 +44,13 @@ pub struct BlockRef {
     pub number: u64,
     /// Its hash.
     pub hash: Hash32,
+}
+
+/// An attempt's inclusion in a canonical block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Inclusion {
+    /// The including block.
+    pub block: BlockRef,
+    /// True when the transaction executed successfully (receipt status 1).
+    pub succeeded: bool,
 }

@@ -4,8 +4,7 @@
 //! answered, their heads are within `max_lag` blocks of each other, and every endpoint that
 //! answered gave exactly the same reading at the same pinned block (by hash).
 
-use super::BlockRef;
-use super::verdict::Inclusion;
+use super::{BlockRef, Inclusion};
 
 /// What one endpoint says about an operation, every answer read at one pinned block.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,19 +8,10 @@
 //! [`watcher_step`] (the broadcaster's watcher) and [`resolution_allowed`] (an operator's
 //! resolution) turn the verdict into a step.
 
-use super::BlockRef;
+use super::Inclusion;
 use super::content::{ContentMismatch, KindMismatch, Role};
 use super::quorum::{NoAgreement, Reading};
 use crate::state::OperationState;
-
-/// An attempt's inclusion in a canonical block.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Inclusion {
-    /// The including block.
-    pub block: BlockRef,
-    /// True when the transaction executed successfully (receipt status 1).
-    pub succeeded: bool,
-}
 
 /// Why an attempt cannot be trusted to be what it is stored as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
