@@ -21,8 +21,6 @@ export OPLEDGER_LOG_PREFIX="anvil.sh"
 
 ANVIL_DIR="$OPLEDGER_REPO_ROOT/tools/anvil"
 PACKAGE_JSON="$ANVIL_DIR/package.json"
-LOCK_FILE="$ANVIL_DIR/package-lock.json"
-NPM_FLAGS=(--no-audit --no-fund --ignore-scripts --update-notifier=false)
 
 usage() {
     sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
@@ -65,53 +63,10 @@ binary_version() {
     "$1" --version 2>/dev/null | sed -n 's/^anvil Version: \([^[:space:]]*\).*/\1/p' | head -n1
 }
 
-# True when BIN is executable and reports VERSION.
-is_installed() {
-    local bin="$1" version="$2"
-    [[ -x "$bin" ]] && [[ "$(binary_version "$bin")" == "$version" ]]
-}
 
 cmd_install() {
-    local version bin
-    version="$(pinned_version)"
-    bin="$(binary_path)"
-    if is_installed "$bin" "$version"; then
-        log "anvil $version already installed (no npm call)"
-        printf '%s\n' "$bin"
-        return 0
-    fi
-
-    # One install at a time (the lock is held on package.json until this script exits).
-    exec 9<"$PACKAGE_JSON"
-    flock 9
-    if is_installed "$bin" "$version"; then
-        printf '%s\n' "$bin"
-        return 0
-    fi
-
-    command -v npm >/dev/null 2>&1 ||
-        die "npm is not installed: install Node.js and npm (e.g. apt-get install -y nodejs npm), then rerun"
-
-    local started=$SECONDS
-    if [[ -f "$LOCK_FILE" ]]; then
-        log "installing @foundry-rs/anvil $version (npm ci in $ANVIL_DIR)"
-        (cd "$ANVIL_DIR" && npm ci "${NPM_FLAGS[@]}") >&2 9<&- ||
-            die "npm ci failed in $ANVIL_DIR (does package-lock.json still match package.json?)"
-    else
-        log "installing @foundry-rs/anvil $version (npm install in $ANVIL_DIR: writes package-lock.json)"
-        (cd "$ANVIL_DIR" && npm install "${NPM_FLAGS[@]}") >&2 9<&- ||
-            die "npm install failed in $ANVIL_DIR"
-    fi
-
-    [[ -e "$bin" ]] ||
-        die "npm finished but $bin does not exist: did npm skip the optional dependency @foundry-rs/$(platform_package)?"
-    [[ -x "$bin" ]] || die "npm finished but $bin is not executable"
-    local got
-    got="$(binary_version "$bin")"
-    [[ "$got" == "$version" ]] ||
-        die "$bin reports version '${got:-(none: it does not run)}', expected $version"
-    log "anvil $version installed in $((SECONDS - started))s"
-    printf '%s\n' "$bin"
+    npm_pinned_install anvil "@foundry-rs/anvil" "$ANVIL_DIR" "$(pinned_version)" "$(binary_path)" \
+        "@foundry-rs/$(platform_package)"
 }
 
 cmd_path() {

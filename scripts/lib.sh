@@ -81,3 +81,50 @@ as_owner() {
         (cd "$DIR" && "$@") 9>&-
     fi
 }
+
+# Installs a tool pinned in an npm package folder, once. The caller defines `binary_version BIN`
+# (what BIN reports as its version). Arguments: a label (`anvil`), the npm package
+# (`@foundry-rs/anvil`), the folder holding package.json and package-lock.json, the pinned
+# version, the binary's path and the platform package that carries it. Prints the binary's path.
+# Holds a lock on package.json while it installs, so concurrent callers install once.
+npm_pinned_install() {
+    local label="$1" package="$2" dir="$3" version="$4" bin="$5" platform="$6"
+    local flags=(--no-audit --no-fund --ignore-scripts --update-notifier=false)
+    if npm_pinned_ok "$bin" "$version"; then
+        log "$label $version already installed (no npm call)"
+        printf '%s\n' "$bin"
+        return 0
+    fi
+    exec 9<"$dir/package.json"
+    flock 9
+    if npm_pinned_ok "$bin" "$version"; then
+        printf '%s\n' "$bin"
+        return 0
+    fi
+    command -v npm >/dev/null 2>&1 ||
+        die "npm is not installed: install Node.js and npm (e.g. apt-get install -y nodejs npm), then rerun"
+    local started=$SECONDS
+    if [[ -f "$dir/package-lock.json" ]]; then
+        log "installing $package $version (npm ci in $dir)"
+        (cd "$dir" && npm ci "${flags[@]}") >&2 9<&- ||
+            die "npm ci failed in $dir (does package-lock.json still match package.json?)"
+    else
+        log "installing $package $version (npm install in $dir: writes package-lock.json)"
+        (cd "$dir" && npm install "${flags[@]}") >&2 9<&- ||
+            die "npm install failed in $dir"
+    fi
+    [[ -e "$bin" ]] ||
+        die "npm finished but $bin does not exist: did npm skip the optional dependency $platform?"
+    [[ -x "$bin" ]] || die "npm finished but $bin is not executable"
+    local got
+    got="$(binary_version "$bin")"
+    [[ "$got" == "$version" ]] ||
+        die "$bin reports version '${got:-(none: it does not run)}', expected $version"
+    log "$label $version installed in $((SECONDS - started))s"
+    printf '%s\n' "$bin"
+}
+
+# True when BIN is executable and reports VERSION (through the caller's `binary_version`).
+npm_pinned_ok() {
+    [[ -x "$1" ]] && [[ "$(binary_version "$1")" == "$2" ]]
+}

@@ -5,7 +5,9 @@
 #
 #   1. makes sure PostgreSQL is installed (scripts/pg.sh ensure-installed), and etcd, Patroni and
 #      HAProxy for the failover suite (scripts/ha.sh ensure-installed, apt-get when missing);
-#   2. checks formatting (cargo fmt) and lints (cargo clippy -D warnings), and prints the structure
+#   2. lints the protobuf API and checks it for breaking changes against HEAD~1 with the pinned buf
+#      (scripts/buf.sh lint, scripts/buf.sh breaking; installed from npm if needed), checks
+#      formatting (cargo fmt) and lints (cargo clippy -D warnings), and prints the structure
 #      numbers of scripts/house.sh (a report, never a failure);
 #   3. builds the workspace binaries (tests run them as child processes, see opledger-testkit);
 #   4. starts a throwaway PostgreSQL cluster in .data/test-pg (destroyed on exit, whatever happens)
@@ -28,11 +30,20 @@ cd "$OPLEDGER_REPO_ROOT"
 PG_SH="$OPLEDGER_REPO_ROOT/scripts/pg.sh"
 TEST_PG_DIR="$OPLEDGER_REPO_ROOT/.data/test-pg"
 ANVIL_SH="$OPLEDGER_REPO_ROOT/scripts/anvil.sh"
+BUF_SH="$OPLEDGER_REPO_ROOT/scripts/buf.sh"
 
 log "PostgreSQL: $(bash "$PG_SH" ensure-installed)"
 # The failover suite's topology (tests/failover starts its own per test): etcd, Patroni, HAProxy.
 bash "$OPLEDGER_REPO_ROOT/scripts/ha.sh" ensure-installed >/dev/null
 log "HA topology tools: $(patroni --version 2>&1 | head -n1), etcd $(etcd --version 2>/dev/null | sed -n 's/^etcd Version: //p'), $("$(command -v haproxy || echo /usr/sbin/haproxy)" -v 2>/dev/null | head -n1 | cut -d" " -f1-3)"
+
+# The protobuf API first (seconds): buf lint with buf.yaml's rules, buf breaking (FILE rules)
+# against the previous commit. A finding fails the run; buf.sh prints it on stderr.
+buf_lint="$(bash "$BUF_SH" lint)" ||
+    die "buf lint failed (above): fix proto/, or add a justified exception to buf.yaml"
+buf_breaking="$(bash "$BUF_SH" breaking)" ||
+    die "buf breaking failed (above): the proto change breaks generated clients; keep the old names and numbers"
+log "buf: $buf_lint, breaking: $buf_breaking"
 
 log "cargo fmt --all -- --check"
 cargo fmt --all -- --check ||

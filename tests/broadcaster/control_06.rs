@@ -65,7 +65,7 @@ async fn crash_and_resume(failpoint: &str) -> anyhow::Result<()> {
 
     let port = free_port();
     let mut cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
-    cfg.listen = SocketAddr::from(([127, 0, 0, 1], port));
+    cfg.base.listen = SocketAddr::from(([127, 0, 0, 1], port));
     cfg.poll_interval_ms = 50;
     let dir = std::env::temp_dir().join(format!("opledger-bc-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir)?;

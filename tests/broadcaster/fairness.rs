@@ -353,11 +353,20 @@ async fn scenario(unsignable: Unsignable) -> anyhow::Result<()> {
         .collect::<anyhow::Result<_>>()?;
 
     let config = opledger_broadcaster::Config {
-        database_url: DatabaseUrl(stack.url(ServiceRole::Broadcaster)),
-        signer_url: format!("http://{front}"),
-        signer_token: Secret(CALLER_TOKEN.to_owned()),
-        rpc: BTreeMap::from([(NETWORK.to_owned(), node.rpc_url())]),
-        evidence: BTreeMap::from([(NETWORK.to_owned(), evidence(&[&node.rpc_url()], 1))]),
+        base: opledger_config::ServiceBase {
+            database_url: DatabaseUrl(stack.url(ServiceRole::Broadcaster)),
+            ..opledger_broadcaster::Config::default().base
+        },
+        signer: opledger_grpc::client::SignerLink {
+            signer_url: format!("http://{front}"),
+            signer_token: Secret(CALLER_TOKEN.to_owned()),
+            signer_tls: None,
+        },
+        chain: opledger_chain::ChainLinks {
+            rpc: BTreeMap::from([(NETWORK.to_owned(), node.rpc_url())]),
+            evidence: BTreeMap::from([(NETWORK.to_owned(), evidence(&[&node.rpc_url()], 1))]),
+            ..Default::default()
+        },
         submit_timeout_ms: 10_000,
         worker_id: "broadcaster-fairness".into(),
         backoff_base_ms: u64::try_from(BACKOFF_BASE.as_millis())?,

@@ -39,8 +39,8 @@ async fn the_broadcaster_signs_through_a_mutual_tls_signer_only_with_its_caller_
     let signer_ca = write(&dir, "signer-ca.pem", &server_ca.pem())?;
     let broadcaster_with = |name: &str, cert: &str, key: &str| -> anyhow::Result<_> {
         let mut config = broadcaster_config(&stack, &signer, &node.rpc_url());
-        config.signer_url = format!("https://localhost:{}", signer.addr.port());
-        config.signer_tls = Some(ClientTls {
+        config.signer.signer_url = format!("https://localhost:{}", signer.addr.port());
+        config.signer.signer_tls = Some(ClientTls {
             ca: signer_ca.clone(),
             cert: Some(write(&dir, &format!("{name}.pem"), cert)?),
             key: Some(write(&dir, &format!("{name}.key"), key)?),
@@ -83,12 +83,12 @@ async fn signer_urls_and_tls_settings_that_disagree_are_refused_at_start() -> an
     let acme = stack.tenant("acme").await?;
     let signer = InProcessSigner::start(&stack.db, acme.id).await?;
     let mut config = broadcaster_config(&stack, &signer, "http://127.0.0.1:1");
-    config.signer_url = format!("https://{}", signer.addr);
+    config.signer.signer_url = format!("https://{}", signer.addr);
     let refused = opledger_broadcaster::broadcaster(&config, stack.admin.clone())
         .expect_err("https without tls settings");
     assert!(refused.to_string().contains("no tls settings"), "{refused}");
-    config.signer_url = format!("http://{}", signer.addr);
-    config.signer_tls = Some(ClientTls {
+    config.signer.signer_url = format!("http://{}", signer.addr);
+    config.signer.signer_tls = Some(ClientTls {
         ca: std::path::PathBuf::from("/nonexistent/ca.pem"),
         cert: None,
         key: None,
@@ -96,8 +96,7 @@ async fn signer_urls_and_tls_settings_that_disagree_are_refused_at_start() -> an
     });
     let refused = opledger_reconciler::reconciler(
         &opledger_reconciler::Config {
-            signer_url: config.signer_url.clone(),
-            signer_tls: config.signer_tls.clone(),
+            signer: config.signer.clone(),
             ..opledger_tests::chain::reconciler_config(&stack, &signer, "http://127.0.0.1:1")
         },
         stack.admin.clone(),
@@ -135,7 +134,7 @@ async fn the_broadcaster_and_watcher_use_an_https_node_verified_against_the_conf
     let https = format!("https://localhost:{}", proxy.addr.port());
     let config_trusting = |name: &str, pem: String| -> anyhow::Result<_> {
         let mut config = broadcaster_config(&stack, &signer, &https);
-        config.rpc_ca = Some(write(&dir, name, &pem)?);
+        config.chain.rpc_ca = Some(write(&dir, name, &pem)?);
         Ok(config)
     };
 
@@ -190,7 +189,7 @@ fn rpc_headers_are_secrets_and_must_name_a_configured_network() -> anyhow::Resul
     )?;
     let config = opledger_broadcaster::Config::load(Some(&good))?;
     assert_eq!(
-        config.rpc_headers["mainnet"]["x-api-key"].0,
+        config.chain.rpc_headers["mainnet"]["x-api-key"].0,
         "provider-key-5678"
     );
     assert!(

@@ -252,7 +252,7 @@ async fn the_watcher_settles_nothing_while_one_of_its_two_endpoints_lies_or_lags
         RpcProxy::start(&node.rpc_url()).await?,
     );
     let mut cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
-    cfg.evidence.insert(
+    cfg.chain.evidence.insert(
         opledger_tests::signer::NETWORK.to_owned(),
         opledger_tests::chain::evidence(&[&honest.url(), &liar.url()], 2),
     );

@@ -1,9 +1,10 @@
 //! The configuration reference, `docs/configuration.md`, is generated from the typed
 //! configurations themselves: every key of every service's `Config`, its default (from
-//! `Config::default()`), its environment variable and its meaning (the field's doc comment in
-//! `services/<service>/src/config.rs`). This test regenerates it and fails when the document
+//! `Config::default()`), its environment variable and its meaning (the field's doc comment, read
+//! from the type's JSON schema, `schemars`). This test regenerates it and fails when the document
 //! differs, so the reference cannot drift from the code. `OPLEDGER_BLESS=1` rewrites the file.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -13,34 +14,52 @@ fn repo(path: &str) -> PathBuf {
         .join(path)
 }
 
-/// `(field, doc)` of each field of `pub struct Config` in a config.rs source, in order.
-fn fields(source: &str) -> Vec<(String, String)> {
-    fields_of(source, "pub struct Config {")
+/// `(key, doc)` of each top-level key of `T`, in the order its default serializes (the fields'
+/// order, flattened sections such as `base`, `signer` and `chain` in place, each key as the loader
+/// reads it), the doc being the field's doc comment as `T`'s JSON schema carries it.
+fn fields<T: JsonSchema + Serialize>(value: &T) -> Vec<(String, String)> {
+    let schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();
+    let properties = schema.get("properties").and_then(|p| p.as_object());
+    let doc = |name: &str| {
+        let text = properties
+            .and_then(|p| p.get(name))
+            .and_then(|p| p.get("description"))
+            .and_then(|d| d.as_str())
+            .unwrap_or_default();
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    keys_in_order(value)
+        .into_iter()
+        .map(|name| {
+            let doc = doc(&name);
+            (name, doc)
+        })
+        .collect()
 }
 
-/// `(field, doc)` of each field of the struct that `header` opens, in order.
-fn fields_of(source: &str, header: &str) -> Vec<(String, String)> {
-    let Some(start) = source.find(header) else {
-        return Vec::new();
-    };
-    let body = &source[start..];
-    let body = &body[..body.find("\n}").unwrap_or(body.len())];
-    let mut out = Vec::new();
-    let mut doc: Vec<String> = Vec::new();
-    for line in body.lines().skip(1) {
-        let line = line.trim();
-        if let Some(text) = line.strip_prefix("///") {
-            doc.push(text.trim().to_owned());
-        } else if let Some(rest) = line.strip_prefix("pub ") {
-            if let Some((name, _)) = rest.split_once(':') {
-                out.push((name.trim().to_owned(), doc.join(" ")));
+/// The top-level keys of `value` serialized, in the order they are written.
+fn keys_in_order<T: Serialize>(value: &T) -> Vec<String> {
+    struct Keys;
+    impl<'de> serde::de::Visitor<'de> for Keys {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a map")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut keys = Vec::new();
+            while let Some(key) = map.next_key::<String>()? {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                keys.push(key);
             }
-            doc.clear();
-        } else if !line.starts_with("#[") {
-            doc.clear();
+            Ok(keys)
         }
     }
-    out
+    let text = serde_json::to_string(value).unwrap_or_default();
+    let mut deserializer = serde_json::Deserializer::from_str(&text);
+    serde::Deserializer::deserialize_map(&mut deserializer, Keys).unwrap_or_default()
 }
 
 fn render_default(value: Option<&toml::Value>, secret: bool) -> String {
@@ -61,16 +80,18 @@ fn render_default(value: Option<&toml::Value>, secret: bool) -> String {
     }
 }
 
-fn section<T: Serialize + Default>(service: &str, note: &str) -> anyhow::Result<String> {
+fn section<T: Serialize + Default + JsonSchema>(
+    service: &str,
+    note: &str,
+) -> anyhow::Result<String> {
     let upper = service.to_ascii_uppercase();
-    let source = std::fs::read_to_string(repo(&format!("services/{service}/src/config.rs")))?;
     let defaults = toml::Value::try_from(T::default())?;
     let defaults = defaults.as_table().cloned().unwrap_or_default();
     let mut out = format!(
         "## {service}\n\nFile: the TOML named by `OPLEDGER_{upper}_CONFIG`; environment: \
          `OPLEDGER_{upper}_<KEY>`.{note}\n\n| key | default | meaning |\n|---|---|---|\n"
     );
-    let fields = fields(&source);
+    let fields = fields(&T::default());
     anyhow::ensure!(!fields.is_empty(), "no Config fields found for {service}");
     for (name, doc) in &fields {
         let secret = matches!(name.as_str(), "database_url" | "signer_token" | "body_keys");
@@ -93,10 +114,9 @@ fn section<T: Serialize + Default>(service: &str, note: &str) -> anyhow::Result<
 
 /// The `[listener]` table every service shares.
 fn listener_section() -> anyhow::Result<String> {
-    let source = std::fs::read_to_string(repo("crates/grpc/src/config.rs"))?;
-    let defaults = toml::Value::try_from(opledger_grpc::config::ListenerConfig::default())?;
+    let defaults = toml::Value::try_from(opledger_config::ListenerConfig::default())?;
     let defaults = defaults.as_table().cloned().unwrap_or_default();
-    let fields = fields_of(&source, "pub struct ListenerConfig {");
+    let fields = fields(&opledger_config::ListenerConfig::default());
     anyhow::ensure!(!fields.is_empty(), "no ListenerConfig fields found");
     let mut out = String::from(
         "## listener (every service)\n\nThe `[listener]` table of every service's file, or \
@@ -125,11 +145,10 @@ fn listener_section() -> anyhow::Result<String> {
 /// The `[evidence.<network>]` table of every chain-facing service (`opledger_chain`'s
 /// `NetworkEvidence`).
 fn evidence_section() -> anyhow::Result<String> {
-    let source = std::fs::read_to_string(repo("crates/chain/src/evidence/settings.rs"))?;
-    let fields = fields_of(&source, "pub struct NetworkEvidence {");
-    anyhow::ensure!(!fields.is_empty(), "no NetworkEvidence fields found");
     // The keys with a default: what a table naming only the required ones reads as.
     let minimal: opledger_chain::NetworkEvidence = toml::from_str("urls = []\nquorum = 0\n")?;
+    let fields = fields(&minimal);
+    anyhow::ensure!(!fields.is_empty(), "no NetworkEvidence fields found");
     let defaults = toml::Value::try_from(minimal)?;
     let defaults = defaults.as_table().cloned().unwrap_or_default();
     let mut out = String::from(
@@ -161,7 +180,8 @@ fn evidence_section() -> anyhow::Result<String> {
 fn reference() -> anyhow::Result<String> {
     let mut doc = String::from(
         "# Configuration reference\n\n\
-         Generated from the typed configurations (`services/<service>/src/config.rs`) by \
+         Generated from the typed configurations (their JSON schemas: each key and its doc \
+         comment, flattened sections such as the base every service shares included) by \
          `tests/config`, which fails when this file differs from the code: regenerate it with \
          `OPLEDGER_BLESS=1 cargo test -p opledger-tests --test config`.\n\n\
          Each service reads its defaults, then the TOML file named by `OPLEDGER_<SERVICE>_CONFIG` \
@@ -202,14 +222,24 @@ fn the_configuration_reference_is_generated_from_the_typed_configuration() -> an
 }
 
 #[test]
-fn the_field_parser_reads_docs_and_names() {
-    let source = "pub struct Config {\n    /// Address.\n    /// More.\n    pub listen: SocketAddr,\n    #[serde(default)]\n    /// Map.\n    pub rpc: BTreeMap<String, String>,\n}\n";
+fn the_schema_lists_flattened_keys_with_their_docs() {
+    let keys = fields(&opledger_approvals::Config::default());
+    let names: Vec<&str> = keys.iter().map(|(name, _)| name.as_str()).collect();
     assert_eq!(
-        fields(source),
-        vec![
-            ("listen".to_owned(), "Address. More.".to_owned()),
-            ("rpc".to_owned(), "Map.".to_owned())
+        names,
+        [
+            "listen",
+            "metrics_listen",
+            "listener",
+            "database_url",
+            "db_max_connections",
+            "db_acquire_timeout_secs",
+            "auth_cache_ttl_secs"
         ]
+    );
+    assert!(
+        keys.iter().all(|(_, doc)| !doc.is_empty()),
+        "every key is documented: {keys:?}"
     );
 }
 

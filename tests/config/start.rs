@@ -23,54 +23,63 @@ fn every_default_listen_port_lies_outside_the_ephemeral_range() {
     let defaults: Vec<(&str, SocketAddr)> = vec![
         (
             "operations listen",
-            opledger_operations::Config::default().listen,
+            opledger_operations::Config::default().base.listen,
         ),
         (
             "operations metrics",
-            opledger_operations::Config::default().metrics_listen,
+            opledger_operations::Config::default().base.metrics_listen,
         ),
         (
             "approvals listen",
-            opledger_approvals::Config::default().listen,
+            opledger_approvals::Config::default().base.listen,
         ),
         (
             "approvals metrics",
-            opledger_approvals::Config::default().metrics_listen,
+            opledger_approvals::Config::default().base.metrics_listen,
         ),
-        ("signer listen", opledger_signer::Config::default().listen),
+        (
+            "signer listen",
+            opledger_signer::Config::default().base.listen,
+        ),
         (
             "signer metrics",
-            opledger_signer::Config::default().metrics_listen,
+            opledger_signer::Config::default().base.metrics_listen,
         ),
         (
             "broadcaster listen",
-            opledger_broadcaster::Config::default().listen,
+            opledger_broadcaster::Config::default().base.listen,
         ),
         (
             "broadcaster metrics",
-            opledger_broadcaster::Config::default().metrics_listen,
+            opledger_broadcaster::Config::default().base.metrics_listen,
         ),
         (
             "reconciler listen",
-            opledger_reconciler::Config::default().listen,
+            opledger_reconciler::Config::default().base.listen,
         ),
         (
             "reconciler metrics",
-            opledger_reconciler::Config::default().metrics_listen,
+            opledger_reconciler::Config::default().base.metrics_listen,
         ),
-        ("witness listen", opledger_witness::Config::default().listen),
+        (
+            "witness listen",
+            opledger_witness::Config::default().base.listen,
+        ),
         (
             "witness metrics",
-            opledger_witness::Config::default().metrics_listen,
+            opledger_witness::Config::default().base.metrics_listen,
         ),
-        ("inbox listen", opledger_inbox::Config::default().listen),
+        (
+            "inbox listen",
+            opledger_inbox::Config::default().base.listen,
+        ),
         (
             "inbox webhooks",
             opledger_inbox::Config::default().http_listen,
         ),
         (
             "inbox metrics",
-            opledger_inbox::Config::default().metrics_listen,
+            opledger_inbox::Config::default().base.metrics_listen,
         ),
     ];
     for (name, addr) in &defaults {

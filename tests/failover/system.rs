@@ -106,8 +106,8 @@ impl System {
             &passphrase,
             5,
         );
-        signer.listen = loopback(ports["signer"]);
-        signer.metrics_listen = loopback(0);
+        signer.base.listen = loopback(ports["signer"]);
+        signer.base.metrics_listen = loopback(0);
         let signer_path = dir.join("signer.toml");
         std::fs::write(&signer_path, toml::to_string(&signer)?)?;
         let rpc = BTreeMap::from([(NETWORK.to_owned(), node.rpc_url())]);
@@ -116,14 +116,23 @@ impl System {
             opledger_tests::chain::evidence(&[&node.rpc_url()], 1),
         )]);
         let broadcaster = opledger_broadcaster::Config {
-            listen: loopback(ports["broadcaster"]),
-            metrics_listen: loopback(0),
-            database_url: opledger_grpc::config::DatabaseUrl(stack.url(ServiceRole::Broadcaster)),
+            base: opledger_config::ServiceBase {
+                listen: loopback(ports["broadcaster"]),
+                metrics_listen: loopback(0),
+                database_url: opledger_config::DatabaseUrl(stack.url(ServiceRole::Broadcaster)),
+                ..opledger_broadcaster::Config::default().base
+            },
             worker_id: "failover-broadcaster".into(),
-            signer_url: format!("http://{}", loopback(ports["signer"])),
-            signer_token: opledger_grpc::config::Secret(CALLER_TOKEN.to_owned()),
-            rpc: rpc.clone(),
-            evidence: evidence.clone(),
+            signer: opledger_grpc::client::SignerLink {
+                signer_url: format!("http://{}", loopback(ports["signer"])),
+                signer_token: opledger_config::Secret(CALLER_TOKEN.to_owned()),
+                signer_tls: None,
+            },
+            chain: opledger_chain::ChainLinks {
+                rpc: rpc.clone(),
+                evidence: evidence.clone(),
+                ..Default::default()
+            },
             submit_timeout_ms: 2_000,
             poll_interval_ms: 100,
             // A signing refused or cut by the failover is tried again within seconds.
@@ -134,14 +143,23 @@ impl System {
         let broadcaster_path = dir.join("broadcaster.toml");
         std::fs::write(&broadcaster_path, toml::to_string(&broadcaster)?)?;
         let reconciler = opledger_reconciler::Config {
-            listen: loopback(ports["reconciler"]),
-            metrics_listen: loopback(0),
-            database_url: opledger_grpc::config::DatabaseUrl(stack.url(ServiceRole::Reconciler)),
+            base: opledger_config::ServiceBase {
+                listen: loopback(ports["reconciler"]),
+                metrics_listen: loopback(0),
+                database_url: opledger_config::DatabaseUrl(stack.url(ServiceRole::Reconciler)),
+                ..opledger_reconciler::Config::default().base
+            },
             worker_id: "failover-reconciler".into(),
-            signer_url: format!("http://{}", loopback(ports["signer"])),
-            signer_token: opledger_grpc::config::Secret(CALLER_TOKEN.to_owned()),
-            evidence,
-            rpc,
+            signer: opledger_grpc::client::SignerLink {
+                signer_url: format!("http://{}", loopback(ports["signer"])),
+                signer_token: opledger_config::Secret(CALLER_TOKEN.to_owned()),
+                signer_tls: None,
+            },
+            chain: opledger_chain::ChainLinks {
+                evidence,
+                rpc,
+                ..Default::default()
+            },
             stale_broadcast_secs: 5,
             cancel_after_secs: 10,
             poll_interval_ms: 200,

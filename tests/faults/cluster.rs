@@ -228,8 +228,8 @@ impl Cluster {
 
             let name = instance("signer", i);
             let mut signer = signer_config(&signer_db, acme.id, &keystore, &passphrase, 1);
-            signer.listen = loopback(ports[name.as_str()]);
-            signer.metrics_listen = loopback(0);
+            signer.base.listen = loopback(ports[name.as_str()]);
+            signer.base.metrics_listen = loopback(0);
             signer.instance_id = format!("faults-{name}");
             let path = config_file(&name, toml::to_string(&signer)?)?;
             services.insert(
@@ -248,14 +248,19 @@ impl Cluster {
             let name = instance("broadcaster", i);
             let signer_port = ports[instance("signer", i).as_str()];
             let broadcaster = opledger_broadcaster::Config {
-                listen: loopback(ports[name.as_str()]),
-                metrics_listen: loopback(0),
-                database_url: opledger_grpc::config::DatabaseUrl(url_of(ServiceRole::Broadcaster)?),
+                base: opledger_config::ServiceBase {
+                    listen: loopback(ports[name.as_str()]),
+                    metrics_listen: loopback(0),
+                    database_url: opledger_config::DatabaseUrl(url_of(ServiceRole::Broadcaster)?),
+                    ..opledger_broadcaster::Config::default().base
+                },
                 worker_id: format!("faults-{name}"),
-                signer_url: format!("http://{}", loopback(signer_port)),
-                signer_token: opledger_grpc::config::Secret(CALLER_TOKEN.to_owned()),
-                rpc: rpc.clone(),
-                evidence: evidence.clone(),
+                signer: signer_link(signer_port),
+                chain: opledger_chain::ChainLinks {
+                    rpc: rpc.clone(),
+                    evidence: evidence.clone(),
+                    ..Default::default()
+                },
                 submit_timeout_ms: 2_000,
                 bump_after_secs: 4,
                 poll_interval_ms: 100,
@@ -281,14 +286,19 @@ impl Cluster {
             let name = instance("reconciler", i);
             let signer_port = ports[instance("signer", (i + 1) % instances()).as_str()];
             let reconciler = opledger_reconciler::Config {
-                listen: loopback(ports[name.as_str()]),
-                metrics_listen: loopback(0),
-                database_url: opledger_grpc::config::DatabaseUrl(url_of(ServiceRole::Reconciler)?),
+                base: opledger_config::ServiceBase {
+                    listen: loopback(ports[name.as_str()]),
+                    metrics_listen: loopback(0),
+                    database_url: opledger_config::DatabaseUrl(url_of(ServiceRole::Reconciler)?),
+                    ..opledger_reconciler::Config::default().base
+                },
                 worker_id: format!("faults-{name}"),
-                signer_url: format!("http://{}", loopback(signer_port)),
-                signer_token: opledger_grpc::config::Secret(CALLER_TOKEN.to_owned()),
-                evidence: evidence.clone(),
-                rpc: rpc.clone(),
+                signer: signer_link(signer_port),
+                chain: opledger_chain::ChainLinks {
+                    rpc: rpc.clone(),
+                    evidence: evidence.clone(),
+                    ..Default::default()
+                },
                 // Longer than a loaded watcher takes to confirm at 3 confirmations (1 s blocks,
                 // passes of up to a few seconds), so that the broadcaster's settlement step meets
                 // its failpoint before a reconciler settles the same withdrawal as stale.
@@ -314,9 +324,12 @@ impl Cluster {
             // evidence reader (here the same node, at the same depth).
             let name = instance("witness", i);
             let witness = opledger_witness::Config {
-                listen: loopback(ports[name.as_str()]),
-                metrics_listen: loopback(0),
-                database_url: opledger_grpc::config::DatabaseUrl(url_of(ServiceRole::Witness)?),
+                base: opledger_config::ServiceBase {
+                    listen: loopback(ports[name.as_str()]),
+                    metrics_listen: loopback(0),
+                    database_url: opledger_config::DatabaseUrl(url_of(ServiceRole::Witness)?),
+                    ..opledger_witness::Config::default().base
+                },
                 witness_id: format!("faults-{name}"),
                 evidence: evidence.clone(),
                 poll_interval_ms: 200,
@@ -574,5 +587,14 @@ impl Cluster {
             ))
             .await?
             .into_inner())
+    }
+}
+
+/// The signer instance on `port`, reached in clear with the test caller token.
+fn signer_link(port: u16) -> opledger_grpc::client::SignerLink {
+    opledger_grpc::client::SignerLink {
+        signer_url: format!("http://{}", loopback(port)),
+        signer_token: opledger_config::Secret(CALLER_TOKEN.to_owned()),
+        signer_tls: None,
     }
 }

@@ -12,20 +12,18 @@ use tokio::io::AsyncWriteExt as _;
 async fn world() -> anyhow::Result<World> {
     let stack = Stack::start().await?;
     let acme = stack.tenant("acme").await?;
-    let inbox = Inbox::start_with(
-        &stack,
-        opledger_inbox::Config {
-            listener: ListenerConfig {
-                idle_timeout_ms: 3_000,
-                header_read_timeout_ms: 1_000,
-                request_timeout_ms: 1_000,
-                http2_keepalive_interval_ms: 500,
-                http2_keepalive_timeout_ms: 500,
-                ..ListenerConfig::default()
-            },
-            ..config(&stack)
-        },
-    )
+    let inbox = Inbox::start_with(&stack, {
+        let mut config = config(&stack);
+        config.base.listener = ListenerConfig {
+            idle_timeout_ms: 3_000,
+            header_read_timeout_ms: 1_000,
+            request_timeout_ms: 1_000,
+            http2_keepalive_interval_ms: 500,
+            http2_keepalive_timeout_ms: 500,
+            ..ListenerConfig::default()
+        };
+        config
+    })
     .await?;
     let ep = endpoint(&stack, &acme, "chainwatch", &ALL_TYPES).await?;
     let sender = Sender::new(inbox.http);

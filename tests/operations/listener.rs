@@ -19,11 +19,9 @@ fn limits(max_connections: usize) -> ListenerConfig {
 }
 
 async fn stack(max_connections: usize) -> anyhow::Result<Stack> {
-    Stack::start_with(opledger_operations::Config {
-        listener: limits(max_connections),
-        ..operations_config()
-    })
-    .await
+    let mut config = operations_config();
+    config.base.listener = limits(max_connections);
+    Stack::start_with(config).await
 }
 
 /// A normal call, and how long it took.

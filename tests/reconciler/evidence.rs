@@ -49,7 +49,7 @@ async fn endpoints_that_disagree_or_lag_give_no_verdict_until_they_agree() -> an
         RpcProxy::start(&chain.node.rpc_url()).await?,
     );
     let mut cfg = reconciler_config(&chain.stack, &chain.signer, &chain.node.rpc_url());
-    cfg.evidence.insert(
+    cfg.chain.evidence.insert(
         NETWORK.to_owned(),
         evidence(&[&honest.url(), &other.url()], 2),
     );
@@ -112,7 +112,7 @@ async fn a_final_cancel_is_not_released_while_an_endpoint_hides_it() -> anyhow::
         RpcProxy::start(&chain.node.rpc_url()).await?,
     );
     let mut cfg = reconciler_config(&chain.stack, &chain.signer, &chain.node.rpc_url());
-    cfg.evidence.insert(
+    cfg.chain.evidence.insert(
         NETWORK.to_owned(),
         evidence(&[&honest.url(), &other.url()], 2),
     );

@@ -927,9 +927,12 @@ async fn forgery_on_a_real_node() -> anyhow::Result<Outcome> {
     let cfg = opledger_tests::chain::broadcaster_config(&stack, &signer, &node.rpc_url());
     let broadcaster = opledger_broadcaster::broadcaster(
         &cfg,
-        opledger_store::Store::connect(&cfg.database_url.0, opledger_store::StoreConfig::default())
-            .await
-            .map_err(|e| anyhow::anyhow!(e.log_safe()))?,
+        opledger_store::Store::connect(
+            &cfg.base.database_url.0,
+            opledger_store::StoreConfig::default(),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!(e.log_safe()))?,
     )?;
     // At least five passes, and on until the signer's refusal is recorded: under load a pass can
     // end before its signing call does.

@@ -50,7 +50,7 @@ async fn harness_with_lease(lease_secs: u64) -> anyhow::Result<Harness> {
         &passphrase,
         lease_secs,
     );
-    config.listen = SocketAddr::from(([127, 0, 0, 1], port));
+    config.base.listen = SocketAddr::from(([127, 0, 0, 1], port));
     let config_path = dir.join("signer.toml");
     std::fs::write(&config_path, toml::to_string(&config)?)?;
     Ok(Harness {

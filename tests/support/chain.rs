@@ -2,7 +2,7 @@
 
 use crate::Stack;
 use crate::signer::{CALLER_TOKEN, InProcessSigner, NETWORK};
-use opledger_grpc::config::{DatabaseUrl, Secret};
+use opledger_config::{DatabaseUrl, Secret, ServiceBase};
 use opledger_testkit::ServiceRole;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -13,16 +13,41 @@ pub fn broadcaster_config(
     signer: &InProcessSigner,
     rpc_url: &str,
 ) -> opledger_broadcaster::Config {
+    let defaults = opledger_broadcaster::Config::default();
     opledger_broadcaster::Config {
-        database_url: DatabaseUrl(stack.url(ServiceRole::Broadcaster)),
-        signer_url: format!("http://{}", signer.addr),
-        signer_token: Secret(CALLER_TOKEN.to_owned()),
-        rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
-        evidence: BTreeMap::from([(NETWORK.to_owned(), evidence(&[rpc_url], 1))]),
+        base: test_base(stack.url(ServiceRole::Broadcaster), defaults.base.clone()),
+        signer: signer_link(signer),
+        chain: chain_links(rpc_url),
         submit_timeout_ms: 2_000,
         worker_id: "broadcaster-test".into(),
+        ..defaults
+    }
+}
+
+/// `defaults` on the database at `url`, with metrics on a free loopback port.
+pub fn test_base(url: String, defaults: ServiceBase) -> ServiceBase {
+    ServiceBase {
+        database_url: DatabaseUrl(url),
         metrics_listen: SocketAddr::from(([127, 0, 0, 1], opledger_testkit::free_port())),
-        ..opledger_broadcaster::Config::default()
+        ..defaults
+    }
+}
+
+/// The in-process `signer`, reached in clear with the test caller token.
+fn signer_link(signer: &InProcessSigner) -> opledger_grpc::client::SignerLink {
+    opledger_grpc::client::SignerLink {
+        signer_url: format!("http://{}", signer.addr),
+        signer_token: Secret(CALLER_TOKEN.to_owned()),
+        signer_tls: None,
+    }
+}
+
+/// The test network at `rpc_url`, its evidence from that node alone (quorum 1).
+fn chain_links(rpc_url: &str) -> opledger_chain::ChainLinks {
+    opledger_chain::ChainLinks {
+        rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
+        evidence: BTreeMap::from([(NETWORK.to_owned(), evidence(&[rpc_url], 1))]),
+        ..Default::default()
     }
 }
 
@@ -52,31 +77,29 @@ pub fn reconciler_config(
     signer: &InProcessSigner,
     rpc_url: &str,
 ) -> opledger_reconciler::Config {
+    let defaults = opledger_reconciler::Config::default();
     opledger_reconciler::Config {
-        database_url: DatabaseUrl(stack.url(ServiceRole::Reconciler)),
-        signer_url: format!("http://{}", signer.addr),
-        signer_token: Secret(CALLER_TOKEN.to_owned()),
-        rpc: BTreeMap::from([(NETWORK.to_owned(), rpc_url.to_owned())]),
-        evidence: BTreeMap::from([(NETWORK.to_owned(), evidence(&[rpc_url], 1))]),
+        base: test_base(stack.url(ServiceRole::Reconciler), defaults.base.clone()),
+        signer: signer_link(signer),
+        chain: chain_links(rpc_url),
         stale_broadcast_secs: 0,
         cancel_after_secs: 0,
         rpc_timeout_ms: 2_000,
         worker_id: "reconciler-test".into(),
-        metrics_listen: SocketAddr::from(([127, 0, 0, 1], opledger_testkit::free_port())),
-        ..opledger_reconciler::Config::default()
+        ..defaults
     }
 }
 
 /// A witness on the test database under its own login (`opledger_witness`), reading evidence
 /// from `urls` with `quorum` ([`CONFIRMATIONS`] deep).
 pub fn witness_config(stack: &Stack, urls: &[&str], quorum: usize) -> opledger_witness::Config {
+    let defaults = opledger_witness::Config::default();
     opledger_witness::Config {
-        database_url: DatabaseUrl(stack.url(ServiceRole::Witness)),
+        base: test_base(stack.url(ServiceRole::Witness), defaults.base.clone()),
         evidence: BTreeMap::from([(NETWORK.to_owned(), evidence(urls, quorum))]),
         rpc_timeout_ms: 2_000,
         witness_id: "witness-test".into(),
-        metrics_listen: SocketAddr::from(([127, 0, 0, 1], opledger_testkit::free_port())),
-        ..opledger_witness::Config::default()
+        ..defaults
     }
 }
 
@@ -87,9 +110,12 @@ pub async fn witness(
     quorum: usize,
 ) -> anyhow::Result<opledger_witness::Witness> {
     let config = witness_config(stack, urls, quorum);
-    let store = opledger_store::Store::connect(&config.database_url.0, config.store_config())
-        .await
-        .map_err(|e| anyhow::anyhow!("the witness login cannot connect: {}", e.log_safe()))?;
+    let store = opledger_store::Store::connect(
+        &config.base.database_url.0,
+        opledger_server::store_config(&config.base),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("the witness login cannot connect: {}", e.log_safe()))?;
     Ok(opledger_witness::witness(
         &config,
         store,
@@ -133,9 +159,12 @@ pub async fn credit_witness(
     tenants: &[opledger_domain::ids::TenantId],
 ) -> anyhow::Result<opledger_witness::CreditWitness> {
     let config = credit_witness_config(stack, urls, quorum, tenants);
-    let store = opledger_store::Store::connect(&config.database_url.0, config.store_config())
-        .await
-        .map_err(|e| anyhow::anyhow!("the witness login cannot connect: {}", e.log_safe()))?;
+    let store = opledger_store::Store::connect(
+        &config.base.database_url.0,
+        opledger_server::store_config(&config.base),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("the witness login cannot connect: {}", e.log_safe()))?;
     Ok(opledger_witness::credit_witness(&config, store)?)
 }
 

@@ -30,16 +30,20 @@ pub fn ring() -> anyhow::Result<KeyRing> {
 
 /// A test configuration: fast polling and retries, the test key.
 pub fn config(stack: &Stack) -> Config {
+    let defaults = Config::default();
     Config {
-        database_url: opledger_grpc::config::DatabaseUrl(
-            stack.url(opledger_testkit::ServiceRole::Inbox),
-        ),
+        base: opledger_config::ServiceBase {
+            database_url: opledger_config::DatabaseUrl(
+                stack.url(opledger_testkit::ServiceRole::Inbox),
+            ),
+            ..defaults.base.clone()
+        },
         body_keys: opledger_grpc::config::Secret(body_keys()),
         poll_interval_ms: 20,
         retry_base_ms: 50,
         max_attempts: 3,
         endpoint_cache_ttl_secs: 1,
-        ..Config::default()
+        ..defaults
     }
 }
 
@@ -73,7 +77,7 @@ impl Inbox {
         config.validate()?;
         let store = opledger_store::Store::connect(
             &stack.url(opledger_testkit::ServiceRole::Inbox),
-            config.store_config(),
+            opledger_server::store_config(&config.base),
         )
         .await
         .map_err(|e| anyhow::anyhow!("app role cannot connect: {}", e.log_safe()))?;

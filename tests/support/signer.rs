@@ -97,8 +97,12 @@ pub fn config(
     passphrase: &Path,
     lease_secs: u64,
 ) -> Config {
+    let defaults = Config::default();
     Config {
-        database_url: opledger_grpc::config::DatabaseUrl(database_url.to_owned()),
+        base: opledger_config::ServiceBase {
+            database_url: opledger_config::DatabaseUrl(database_url.to_owned()),
+            ..defaults.base.clone()
+        },
         lease_secs,
         instance_id: "signer-test".into(),
         callers: callers(),
@@ -120,7 +124,7 @@ pub fn config(
         // checks the grace itself.
         wallet_retire_grace_secs: 0,
         wallet_retire_min_age_secs: 0,
-        ..Config::default()
+        ..defaults
     }
 }
 

@@ -80,7 +80,7 @@ async fn one_withdrawal_is_one_trace_across_the_five_services() -> anyhow::Resul
     )?;
     let mut reconciler_cfg = reconciler_config(&stack, &signer, &node.rpc_url());
     // Never final for the reconciler, so it examines and leaves the confirmation to the watcher.
-    if let Some(evidence) = reconciler_cfg.evidence.get_mut(NETWORK) {
+    if let Some(evidence) = reconciler_cfg.chain.evidence.get_mut(NETWORK) {
         evidence.confirmations = Some(1_000);
     }
     reconciler_cfg.cancel_after_secs = 3_600;

@@ -208,6 +208,12 @@ async fn tenant_id(store: &Store, tenant: &str) -> anyhow::Result<TenantId> {
 
 /// The statement as JSON and as text.
 fn describe(statement: &TrustStatement) -> (String, serde_json::Value) {
+    (describe_text(statement), describe_json(statement))
+}
+
+/// The statement as JSON: keys, revoked key ids, approval rules, automated approvers, the assets
+/// that need a KYT pass and the credit rules.
+fn describe_json(statement: &TrustStatement) -> serde_json::Value {
     let keys: Vec<_> = statement
         .keys()
         .map(|k| {
@@ -255,6 +261,21 @@ fn describe(statement: &TrustStatement) -> (String, serde_json::Value) {
             })
         })
         .collect();
+    serde_json::json!({
+        "tenant_id": statement.tenant_id().to_string(),
+        "version": statement.version(),
+        "keys": keys,
+        "revoked": revoked,
+        "rules": rules,
+        "automated": automated,
+        "kyt_required": kyt,
+        "credit_rules": credit_rules,
+    })
+}
+
+/// The statement as text, one line per key, revoked key id, rule, automated approver, KYT asset
+/// and credit rule; says what applies when there are no (credit) rules.
+fn describe_text(statement: &TrustStatement) -> String {
     let mut text = format!(
         "tenant     {}\nversion    {}\n",
         statement.tenant_id(),
@@ -268,20 +289,22 @@ fn describe(statement: &TrustStatement) -> (String, serde_json::Value) {
             hex::encode(k.public_key.as_bytes())
         ));
     }
-    for id in &revoked {
-        text.push_str(&format!("revoked    {id}\n"));
+    for id in statement.revoked() {
+        text.push_str(&format!("revoked    {}\n", id.to_hex()));
     }
-    if rules.is_empty() {
-        text.push_str("rules      none (1 approver for every asset and amount)\n");
-    }
+    let mut rules = String::new();
     for (asset, policy) in statement.policies() {
         for r in policy.rules() {
-            text.push_str(&format!(
+            rules.push_str(&format!(
                 "rule       {asset} from {} needs {}\n",
                 r.min_amount, r.required_approvals
             ));
         }
     }
+    if rules.is_empty() {
+        text.push_str("rules      none (1 approver for every asset and amount)\n");
+    }
+    text.push_str(&rules);
     for a in statement.automated() {
         text.push_str(&format!(
             "automated  {} key {} below {}\n",
@@ -290,29 +313,21 @@ fn describe(statement: &TrustStatement) -> (String, serde_json::Value) {
             a.below
         ));
     }
-    for asset in &kyt {
-        text.push_str(&format!("kyt pass   {asset}\n"));
+    for asset in statement.kyt_required_assets() {
+        text.push_str(&format!("kyt pass   {}\n", asset.as_str()));
     }
-    if credit_rules.is_empty() {
-        text.push_str("credits    no rules (1 operator for every asset and amount)\n");
-    }
+    let mut credits = String::new();
     for (asset, r) in statement.credit_rules() {
-        text.push_str(&format!(
+        credits.push_str(&format!(
             "credit     {asset} from {} needs {} operators\n",
             r.min_amount, r.required_operators
         ));
     }
-    let value = serde_json::json!({
-        "tenant_id": statement.tenant_id().to_string(),
-        "version": statement.version(),
-        "keys": keys,
-        "revoked": revoked,
-        "rules": rules,
-        "automated": automated,
-        "kyt_required": kyt,
-        "credit_rules": credit_rules,
-    });
-    (text.trim_end().to_owned(), value)
+    if credits.is_empty() {
+        text.push_str("credits    no rules (1 operator for every asset and amount)\n");
+    }
+    text.push_str(&credits);
+    text.trim_end().to_owned()
 }
 
 /// `trust keygen`, which needs no database.
@@ -320,7 +335,7 @@ pub fn keygen(out: &Path, json: bool) -> anyhow::Result<()> {
     let key = generate_key(out)?;
     let public = public_hex(&key);
     let key_id = KeyId::of(&key.verifying_key());
-    crate::print(
+    crate::output::print(
         json,
         &format!(
             "key file    {} (mode 0600; keep it offline when not publishing)\npublic key  {public}\n\
@@ -371,7 +386,7 @@ pub async fn run(store: &Store, command: TrustCommand, json: bool) -> anyhow::Re
             let admin_public = public_hex(&admin);
             let (text, mut value) = describe(&statement);
             value["admin_public_key"] = serde_json::Value::String(admin_public.clone());
-            crate::print(
+            crate::output::print(
                 json,
                 &format!(
                     "published version {published}\nadmin key  {admin_public} (the signer must \
@@ -391,258 +406,11 @@ pub async fn run(store: &Store, command: TrustCommand, json: bool) -> anyhow::Re
                 .decode()
                 .map_err(|e| anyhow::anyhow!("{}", e.log_safe()))?;
             let (text, value) = describe(&statement);
-            crate::print(json, &text, value);
+            crate::output::print(json, &text, value);
         }
     }
     Ok(())
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Parser, Debug)]
-    struct Wrap {
-        #[command(flatten)]
-        args: PublishArgs,
-    }
-
-    #[test]
-    fn flags_build_a_canonical_statement() {
-        let approver = SigningKey::from_bytes(&[1; 32]);
-        let service = SigningKey::from_bytes(&[2; 32]);
-        let service_id = KeyId::of(&service.verifying_key());
-        let w = Wrap::try_parse_from([
-            "x",
-            "--tenant",
-            "demo",
-            "--admin-key-file",
-            "k",
-            "--approver",
-            &public_hex(&approver),
-            "--service",
-            &public_hex(&service),
-            "--rule",
-            "ETH:0:1",
-            "--rule",
-            "ETH:1000:2",
-            "--automated",
-            &format!("ETH:{service_id}:500"),
-            "--kyt-required",
-            "ETH",
-        ])
-        .expect("parses");
-        let statement =
-            TrustStatement::new(TenantId::new(), 1, parts(&w.args).expect("parts")).expect("valid");
-        let decoded = TrustStatement::decode(&statement.canonical_bytes()).expect("canonical");
-        assert_eq!(decoded.keys().count(), 2);
-        assert_eq!(decoded.automated().len(), 1);
-        let (text, value) = describe(&decoded);
-        assert!(text.contains("rule       ETH from 1000 needs 2"), "{text}");
-        assert_eq!(value["kyt_required"][0], "ETH");
-        for bad in [
-            ["--rule", "ETH:0"],
-            ["--rule", "eth:0:1"],
-            ["--approver", "00"],
-            ["--revoke", "xyz"],
-        ] {
-            let mut argv = vec![
-                "x",
-                "--tenant",
-                "demo",
-                "--admin-key-file",
-                "k",
-                "--approver",
-            ];
-            let pk = public_hex(&approver);
-            argv.push(&pk);
-            argv.extend(bad);
-            let w = Wrap::try_parse_from(argv).expect("parses");
-            assert!(parts(&w.args).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn kyt_provider_keys_are_published_from_hex_or_their_webhook_form() {
-        let approver = SigningKey::from_bytes(&[1; 32]);
-        let provider = opledger_webhook::Ed25519SigningKey::from_seed(&[5; 32]);
-        let whpk = provider.public_key().to_whpk_string();
-        let second = SigningKey::from_bytes(&[6; 32]);
-        let w = Wrap::try_parse_from([
-            "x",
-            "--tenant",
-            "demo",
-            "--admin-key-file",
-            "k",
-            "--approver",
-            &public_hex(&approver),
-            "--kyt",
-            &whpk,
-            "--kyt",
-            &public_hex(&second),
-            "--kyt-required",
-            "ETH",
-        ])
-        .expect("parses");
-        let statement =
-            TrustStatement::new(TenantId::new(), 1, parts(&w.args).expect("parts")).expect("valid");
-        let decoded = TrustStatement::decode(&statement.canonical_bytes()).expect("canonical");
-        let kyt: Vec<[u8; 32]> = decoded
-            .keys()
-            .filter(|k| k.kind == KeyKind::Kyt)
-            .map(|k| k.public_key.to_bytes())
-            .collect();
-        assert_eq!(kyt.len(), 2);
-        assert!(kyt.contains(&provider.public_key().to_bytes()));
-        assert!(kyt.contains(&second.verifying_key().to_bytes()));
-        let (text, _) = describe(&decoded);
-        assert!(text.contains(" KYT"), "{text}");
-        // The webhook form is for KYT keys only; a broken one is refused.
-        for bad in [["--approver", whpk.as_str()], ["--kyt", "whpk_AAAA"]] {
-            let mut argv = vec!["x", "--tenant", "demo", "--admin-key-file", "k"];
-            let pk = public_hex(&approver);
-            if bad[0] != "--approver" {
-                argv.extend(["--approver", pk.as_str()]);
-            }
-            argv.extend(bad);
-            let w = Wrap::try_parse_from(argv).expect("parses");
-            assert!(parts(&w.args).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn operator_keys_and_credit_rules_are_published() {
-        let approver = SigningKey::from_bytes(&[1; 32]);
-        let operator = SigningKey::from_bytes(&[3; 32]);
-        let second = SigningKey::from_bytes(&[4; 32]);
-        let w = Wrap::try_parse_from([
-            "x",
-            "--tenant",
-            "demo",
-            "--admin-key-file",
-            "k",
-            "--approver",
-            &public_hex(&approver),
-            "--operator",
-            &public_hex(&operator),
-            "--operator",
-            &public_hex(&second),
-            "--credit-rule",
-            "ETH:1000:2",
-            "--credit-rule",
-            "ETH:0:1",
-        ])
-        .expect("parses");
-        let statement =
-            TrustStatement::new(TenantId::new(), 1, parts(&w.args).expect("parts")).expect("valid");
-        let decoded = TrustStatement::decode(&statement.canonical_bytes()).expect("canonical");
-        let operator_id = KeyId::of(&operator.verifying_key());
-        assert_eq!(
-            decoded.key(&operator_id).map(|k| k.kind),
-            Some(KeyKind::Operator)
-        );
-        assert_eq!(
-            decoded
-                .keys()
-                .filter(|k| k.kind == KeyKind::Operator)
-                .count(),
-            2
-        );
-        let eth = AssetCode::parse("ETH").expect("asset");
-        assert_eq!(decoded.required_operators(&eth, Amount::new(999)), 1);
-        assert_eq!(decoded.required_operators(&eth, Amount::new(1000)), 2);
-        let (text, value) = describe(&decoded);
-        assert!(
-            text.contains("credit     ETH from 1000 needs 2 operators"),
-            "{text}"
-        );
-        assert!(
-            text.contains(&format!("key        {operator_id} OPERATOR")),
-            "{text}"
-        );
-        assert_eq!(value["credit_rules"][1]["min_amount"], "1000");
-        assert_eq!(value["credit_rules"][1]["required_operators"], 2);
-
-        // Without credit rules: the text says what applies, and the bytes have no credit rule.
-        let plain = Wrap::try_parse_from([
-            "x",
-            "--tenant",
-            "demo",
-            "--admin-key-file",
-            "k",
-            "--approver",
-            &public_hex(&approver),
-        ])
-        .expect("parses");
-        let plain = TrustStatement::new(TenantId::new(), 1, parts(&plain.args).expect("parts"))
-            .expect("valid");
-        let (text, value) = describe(&plain);
-        assert!(text.contains("credits    no rules (1 operator"), "{text}");
-        assert_eq!(value["credit_rules"], serde_json::json!([]));
-
-        for bad in [
-            ["--credit-rule", "ETH:0"],
-            ["--credit-rule", "eth:0:1"],
-            ["--credit-rule", "ETH:0:x"],
-            ["--credit-rule", "ETH:-1:1"],
-            ["--operator", "00"],
-        ] {
-            let pk = public_hex(&approver);
-            let mut argv = vec![
-                "x",
-                "--tenant",
-                "demo",
-                "--admin-key-file",
-                "k",
-                "--approver",
-                &pk,
-            ];
-            argv.extend(bad);
-            let w = Wrap::try_parse_from(argv).expect("parses");
-            assert!(parts(&w.args).is_err(), "{bad:?}");
-        }
-        // Parsed, but refused by the statement's rules.
-        for bad in [
-            vec!["--credit-rule", "ETH:5:1"],
-            vec!["--credit-rule", "ETH:0:11"],
-            vec!["--credit-rule", "ETH:0:1", "--credit-rule", "ETH:0:2"],
-        ] {
-            let pk = public_hex(&approver);
-            let mut argv = vec![
-                "x",
-                "--tenant",
-                "demo",
-                "--admin-key-file",
-                "k",
-                "--approver",
-                &pk,
-            ];
-            argv.extend(bad.iter().copied());
-            let w = Wrap::try_parse_from(argv).expect("parses");
-            let parts = parts(&w.args).expect("parts");
-            assert!(
-                TrustStatement::new(TenantId::new(), 1, parts).is_err(),
-                "{bad:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn key_files_are_private_and_never_overwritten() {
-        let dir = std::env::temp_dir().join(format!("admin-trust-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let path = dir.join("admin.key");
-        let _ = std::fs::remove_file(&path);
-        let key = generate_key(&path).expect("new");
-        assert_eq!(read_key(&path).expect("reads").to_bytes(), key.to_bytes());
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(&path).expect("meta").permissions().mode();
-            assert_eq!(mode & 0o777, 0o600);
-        }
-        assert!(generate_key(&path).is_err());
-        std::fs::remove_dir_all(&dir).expect("cleanup");
-    }
-}
+mod tests;

@@ -3,8 +3,10 @@
 use crate::database::{self, BenchDatabase, LoginRole};
 use crate::pgbench;
 use crate::report::{Summary, machine, ms, summarize};
+use opledger_domain::ids::TenantId;
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::operations_service_client::OperationsServiceClient;
+use opledger_store::Store;
 use opledger_store::keys::Role;
 use rand::RngCore;
 use sqlx::postgres::PgConnectOptions;
@@ -68,22 +70,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     anyhow::ensure!(args.accounts >= 1, "--accounts must be at least 1");
     let accounts = args.accounts;
-    // Opening balances, as the database owner credits them (`opledger-admin credit`): a service's
-    // credit needs the witness, which this benchmark of creates does not run.
-    for i in 0..accounts {
-        let key =
-            opledger_domain::idempotency::IdempotencyKey::parse(&uuid::Uuid::new_v4().to_string())?;
-        store
-            .credit_account(opledger_store::ledger::NewCredit {
-                tenant_id: tenant,
-                key: &key,
-                account: &opledger_domain::payload::AccountName::parse(&account_name(i))?,
-                asset: &opledger_domain::payload::AssetCode::parse("ETH")?,
-                amount: opledger_domain::amount::Amount::parse("1000000000000000000000000000000")?,
-            })
-            .await
-            .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
-    }
+    credit_accounts(&store, tenant, accounts).await?;
 
     let token: Arc<str> = Arc::from(client_key.token.as_str());
     let duration = Duration::from_secs(args.seconds);
@@ -110,6 +97,33 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let _ = service.wait();
     std::fs::remove_dir_all(&dir).ok();
 
+    print(&args, &rows, replay_c, &replays);
+    Ok(())
+}
+
+/// Opening balances of the bench accounts, as the database owner credits them
+/// (`opledger-admin credit`): a service's credit needs the witness, which this benchmark of
+/// creates does not run.
+async fn credit_accounts(store: &Store, tenant: TenantId, accounts: usize) -> anyhow::Result<()> {
+    for i in 0..accounts {
+        let key =
+            opledger_domain::idempotency::IdempotencyKey::parse(&uuid::Uuid::new_v4().to_string())?;
+        store
+            .credit_account(opledger_store::ledger::NewCredit {
+                tenant_id: tenant,
+                key: &key,
+                account: &opledger_domain::payload::AccountName::parse(&account_name(i))?,
+                asset: &opledger_domain::payload::AssetCode::parse("ETH")?,
+                amount: opledger_domain::amount::Amount::parse("1000000000000000000000000000000")?,
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
+    }
+    Ok(())
+}
+
+/// Prints the report: the setup, one table row per concurrency and the replays.
+fn print(args: &Args, rows: &[(usize, Summary, Summary)], replay_c: usize, replays: &Summary) {
     println!("opledger-bench create: CreateWithdrawal over gRPC vs the same SQL through pgbench");
     println!("machine: {}", machine());
     println!(
@@ -121,7 +135,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "| concurrency | creates | creates/s | p50 ms | p99 ms | errors | pgbench tx | pgbench tx/s | pgbench p50 ms | pgbench p99 ms | ratio |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
-    for (c, s, p) in &rows {
+    for (c, s, p) in rows {
         println!(
             "| {c} | {} | {:.0} | {} | {} | {} | {} | {:.0} | {} | {} | {:.2} |",
             s.count,
@@ -147,7 +161,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         replays.errors,
         replays.per_sec / last_create
     );
-    Ok(())
 }
 
 fn spawn_service(app_url: &str, port: u16) -> anyhow::Result<std::process::Child> {

@@ -8,10 +8,12 @@ use clap::Parser;
 use opledger_domain::Amount;
 use opledger_domain::approval::{
     ApprovalFacts, ApprovalStatement, Decision, KeyId, KeyKind, OperationFacts, RegisteredKey,
-    SigningKey, TrustParts, TrustStatement, evaluate, signature,
+    Signature, SigningKey, TrustParts, TrustStatement, VerifyingKey, evaluate, signature,
 };
 use opledger_domain::ids::{OperationId, TenantId};
-use opledger_domain::payload::{AccountName, AssetCode, Destination, NetworkId, WithdrawalPayload};
+use opledger_domain::payload::{
+    AccountName, AssetCode, Destination, NetworkId, PayloadHash, WithdrawalPayload,
+};
 use opledger_domain::policy::ApprovalRule;
 use opledger_domain::risk::RiskFlags;
 use std::hint::black_box;
@@ -50,71 +52,112 @@ fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+/// What the measurements run on: one withdrawal, its tenant's trust statement (with the
+/// approver keys) signed by the tenant's admin key, and one signed approval per approver.
+struct Fixture {
+    tenant: TenantId,
+    op: OperationId,
+    payload: WithdrawalPayload,
+    hash: PayloadHash,
+    trust: TrustStatement,
+    trust_bytes: Vec<u8>,
+    trust_signature: Signature,
+    pinned: [VerifyingKey; 1],
+    signed: Vec<(ApprovalStatement, Vec<u8>)>,
+}
+
+impl Fixture {
+    /// A withdrawal of a new tenant whose trust statement requires `most` (at most 10) of `most`
+    /// registered approvers, each of whom signed an approval of it.
+    fn new(most: u32) -> anyhow::Result<Fixture> {
+        let tenant = TenantId::new();
+        let op = OperationId::new();
+        let payload = WithdrawalPayload {
+            tenant_id: tenant,
+            source_account: AccountName::parse("treasury")?,
+            asset: AssetCode::parse("ETH")?,
+            network: NetworkId::parse("anvil")?,
+            destination: Destination::parse("0x70997970c51812dc3a010c7d01b50e0d17dc79c8")?,
+            memo: None,
+            amount: Amount::new(1_000_000),
+            fee_cap: Amount::new(1_000_000_000_000_000),
+            policy_version: 1,
+        };
+        let approvers: Vec<SigningKey> = (0..most).map(key).collect();
+        let admin = key(1_000);
+        let trust = TrustStatement::new(
+            tenant,
+            1,
+            TrustParts {
+                keys: approvers
+                    .iter()
+                    .map(|k| RegisteredKey::new(k.verifying_key(), KeyKind::Approver))
+                    .collect(),
+                rules: vec![(
+                    payload.asset.clone(),
+                    ApprovalRule {
+                        min_amount: Amount::ZERO,
+                        required_approvals: most.min(10),
+                    },
+                )],
+                ..TrustParts::default()
+            },
+        )
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let trust_bytes = trust.canonical_bytes();
+        let trust_signature = trust.sign(&admin);
+        let pinned = [admin.verifying_key()];
+        let hash = payload.hash();
+        let signed: Vec<(ApprovalStatement, Vec<u8>)> = approvers
+            .iter()
+            .map(|k| {
+                let statement = ApprovalStatement {
+                    tenant_id: tenant,
+                    operation_id: op,
+                    payload_hash: hash,
+                    decision: Decision::Approve,
+                    approver_key_id: KeyId::of(&k.verifying_key()),
+                    policy_version: 1,
+                    acknowledged: RiskFlags::EMPTY,
+                };
+                let sig = statement.sign(k).map_err(|e| anyhow::anyhow!("{e}"))?;
+                Ok((statement, sig.to_bytes().to_vec()))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(Fixture {
+            tenant,
+            op,
+            payload,
+            hash,
+            trust,
+            trust_bytes,
+            trust_signature,
+            pinned,
+            signed,
+        })
+    }
+}
+
 /// Runs the measurements and prints one line each.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(args.iterations > 0, "--iterations must be at least 1");
-    let tenant = TenantId::new();
-    let op = OperationId::new();
-    let payload = WithdrawalPayload {
-        tenant_id: tenant,
-        source_account: AccountName::parse("treasury")?,
-        asset: AssetCode::parse("ETH")?,
-        network: NetworkId::parse("anvil")?,
-        destination: Destination::parse("0x70997970c51812dc3a010c7d01b50e0d17dc79c8")?,
-        memo: None,
-        amount: Amount::new(1_000_000),
-        fee_cap: Amount::new(1_000_000_000_000_000),
-        policy_version: 1,
-    };
     let most = args.approvals.iter().copied().max().unwrap_or(1).max(1);
-    let approvers: Vec<SigningKey> = (0..most).map(key).collect();
-    let admin = key(1_000);
-    let trust = TrustStatement::new(
+    let fixture = Fixture::new(most)?;
+    let Fixture {
         tenant,
-        1,
-        TrustParts {
-            keys: approvers
-                .iter()
-                .map(|k| RegisteredKey::new(k.verifying_key(), KeyKind::Approver))
-                .collect(),
-            rules: vec![(
-                payload.asset.clone(),
-                ApprovalRule {
-                    min_amount: Amount::ZERO,
-                    required_approvals: most.min(10),
-                },
-            )],
-            ..TrustParts::default()
-        },
-    )
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let trust_bytes = trust.canonical_bytes();
-    let trust_signature = trust.sign(&admin);
-    let pinned = [admin.verifying_key()];
-    let hash = payload.hash();
-    let signed: Vec<(ApprovalStatement, Vec<u8>)> = approvers
-        .iter()
-        .map(|k| {
-            let statement = ApprovalStatement {
-                tenant_id: tenant,
-                operation_id: op,
-                payload_hash: hash,
-                decision: Decision::Approve,
-                approver_key_id: KeyId::of(&k.verifying_key()),
-                policy_version: 1,
-                acknowledged: RiskFlags::EMPTY,
-            };
-            let sig = statement.sign(k).map_err(|e| anyhow::anyhow!("{e}"))?;
-            Ok((statement, sig.to_bytes().to_vec()))
-        })
-        .collect::<anyhow::Result<_>>()?;
+        payload,
+        trust_bytes,
+        trust_signature,
+        pinned,
+        ..
+    } = &fixture;
     println!(
         "machine: {} cores; {} iterations each; Ed25519 (ed25519-dalek, verify_strict)",
         std::thread::available_parallelism().map_or(1, usize::from),
         args.iterations
     );
     let baseline = time(args.iterations, || {
-        black_box(black_box(&payload).hash());
+        black_box(black_box(payload).hash());
     });
     println!(
         "baseline: payload hash recomputed  p50 {:.2} us  p99 {:.2} us",
@@ -124,7 +167,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let trust_check = time(args.iterations, || {
         let sig = signature(&trust_signature.to_bytes()).ok();
         let verified =
-            sig.and_then(|s| TrustStatement::verify_signed(&trust_bytes, &s, tenant, &pinned).ok());
+            sig.and_then(|s| TrustStatement::verify_signed(trust_bytes, &s, *tenant, pinned).ok());
         black_box(verified);
     });
     println!(
@@ -134,10 +177,25 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         us(trust_check.p99),
         us(trust_check.p50) / us(baseline.p50).max(1e-9)
     );
+    quorums(&args, &fixture, baseline.p50);
+    Ok(())
+}
+
+/// The quorum decision for each approval count of `args`, against the hash's median `hash_p50`.
+fn quorums(args: &Args, fixture: &Fixture, hash_p50: Duration) {
+    let Fixture {
+        tenant,
+        op,
+        payload,
+        hash,
+        trust,
+        signed,
+        ..
+    } = fixture;
     let facts = OperationFacts {
-        tenant_id: tenant,
-        operation_id: op,
-        payload_hash: hash,
+        tenant_id: *tenant,
+        operation_id: *op,
+        payload_hash: *hash,
         asset: &payload.asset,
         amount: payload.amount,
         risk_flags: RiskFlags::EMPTY,
@@ -152,7 +210,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             })
             .collect();
         let summary = time(args.iterations, || {
-            black_box(evaluate(&trust, &facts, black_box(&approvals)).ok());
+            black_box(evaluate(trust, &facts, black_box(&approvals)).ok());
         });
         println!(
             "quorum of {n} signed approval(s) evaluated  p50 {:.2} us  p99 {:.2} us  \
@@ -160,8 +218,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             us(summary.p50),
             us(summary.p99),
             us(summary.p50) / n as f64,
-            us(summary.p50) / us(baseline.p50).max(1e-9)
+            us(summary.p50) / us(hash_p50).max(1e-9)
         );
     }
-    Ok(())
 }

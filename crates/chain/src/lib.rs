@@ -6,10 +6,12 @@
 
 pub mod classify;
 pub mod evidence;
+pub mod links;
 pub mod rpc;
 
 pub use classify::{SubmitClass, Verdict};
 pub use evidence::{
     EvidenceConfig, EvidenceReader, EvidenceSetupError, Finality, NetworkEvidence, PinError, Pinned,
 };
+pub use links::ChainLinks;
 pub use rpc::{Rpc, RpcSetupError, install_crypto_provider};

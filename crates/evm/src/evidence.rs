@@ -111,6 +111,14 @@ impl<K> Default for Judgements<K> {
     }
 }
 
+/// [`judge`] of `attempts` against the withdrawal they pay: its destination and amount.
+pub fn judge_payout(
+    attempts: &[StoredAttempt<'_>],
+    payload: &opledger_domain::payload::WithdrawalPayload,
+) -> Judged {
+    judge(attempts, payload.destination.as_str(), payload.amount.get())
+}
+
 impl<K: std::hash::Hash + Eq + Clone> Judgements<K> {
     /// [`judge`] of these inputs, reused when `key`'s inputs are unchanged since it was judged.
     pub fn judge(

@@ -1,14 +1,19 @@
 //! Channels to other opledger services (the signer's callers use them), in clear on a private
 //! segment or over TLS, mutual when the caller has a certificate.
 
+use opledger_domain::ids::{OperationId, TenantId};
+use opledger_proto::v1 as pb;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 use zeroize::Zeroizing;
 
 /// TLS towards a gRPC server: the CA that issued the server's certificate and, for mutual TLS,
 /// this caller's certificate and key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClientTls {
     /// PEM certificate of the CA that issued the server's certificate: the only root trusted.
@@ -48,6 +53,12 @@ pub enum ClientError {
         what: &'static str,
         /// Why.
         source: std::io::Error,
+    },
+    /// The caller token cannot be sent in an HTTP header.
+    #[error("{field} must be printable ASCII")]
+    Token {
+        /// Which setting.
+        field: &'static str,
     },
     /// tonic refused the TLS settings.
     #[error("tls settings refused: {0}")]
@@ -155,5 +166,145 @@ mod tests {
         std::fs::remove_dir_all(&dir)?;
         assert!(matches!(refused, Err(ClientError::Mismatch { .. })));
         Ok(())
+    }
+}
+
+/// How a caller reaches the signer (flattened into the broadcaster's and the reconciler's
+/// configurations: the keys stay top-level).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SignerLink {
+    /// The signer's gRPC URL.
+    pub signer_url: String,
+    /// The caller token the signer expects (`OPLEDGER_<SERVICE>_SIGNER_TOKEN`).
+    pub signer_token: opledger_config::Secret,
+    /// TLS towards the signer (`[signer_tls]`: `ca`, and `cert` + `key` for mutual TLS, optional
+    /// `domain`); `signer_url` must then be `https://`. Absent: plain HTTP/2 on a private segment.
+    #[serde(default)]
+    pub signer_tls: Option<ClientTls>,
+}
+
+impl Default for SignerLink {
+    /// The signer's default loopback address, no token (required), no TLS.
+    fn default() -> SignerLink {
+        SignerLink {
+            signer_url: "http://127.0.0.1:15053".to_owned(),
+            signer_token: opledger_config::Secret::default(),
+            signer_tls: None,
+        }
+    }
+}
+
+impl SignerLink {
+    /// Refuses a missing token, and one that cannot be sent in an HTTP header.
+    pub fn validate(&self) -> Result<(), opledger_config::ConfigError> {
+        let problem = if self.signer_token.0.is_empty() {
+            "is required"
+        } else if bearer(&self.signer_token).is_err() {
+            "must be printable ASCII (it is sent as a bearer token)"
+        } else {
+            return Ok(());
+        };
+        Err(opledger_config::ConfigError::Invalid {
+            field: "signer_token",
+            problem,
+        })
+    }
+
+    /// The signer client these settings give: traced, its channel connecting lazily, the caller
+    /// token attached to every call.
+    pub fn client(&self) -> Result<SignerClient, ClientError> {
+        let channel = channel("signer_url", &self.signer_url, self.signer_tls.as_ref())?;
+        SignerClient::new(
+            opledger_telemetry::grpc::traced(channel),
+            &self.signer_token,
+        )
+    }
+}
+
+/// The `authorization` value carrying `token`.
+fn bearer(token: &opledger_config::Secret) -> Result<MetadataValue<Ascii>, ClientError> {
+    let value = Zeroizing::new(format!("Bearer {}", token.0));
+    value.parse().map_err(|_| ClientError::Token {
+        field: "signer_token",
+    })
+}
+
+/// Attaches the caller's bearer token to every call.
+#[derive(Clone)]
+struct BearerToken(MetadataValue<Ascii>);
+
+impl std::fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerToken(<redacted>)")
+    }
+}
+
+impl Interceptor for BearerToken {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        request
+            .metadata_mut()
+            .insert("authorization", self.0.clone());
+        Ok(request)
+    }
+}
+
+type Signer = pb::signer_service_client::SignerServiceClient<
+    InterceptedService<opledger_telemetry::grpc::TracedChannel, BearerToken>,
+>;
+
+/// The signer's gRPC API as its callers (broadcaster, reconciler) use it: traced, with their
+/// caller token on every call. Cloning is cheap (one channel).
+#[derive(Debug, Clone)]
+pub struct SignerClient {
+    inner: Signer,
+}
+
+impl SignerClient {
+    /// A client over `channel` sending `token`; a token that cannot be sent in a header is refused
+    /// here, never silently left out.
+    pub fn new(
+        channel: opledger_telemetry::grpc::TracedChannel,
+        token: &opledger_config::Secret,
+    ) -> Result<SignerClient, ClientError> {
+        let interceptor = BearerToken(bearer(token)?);
+        Ok(SignerClient {
+            inner: pb::signer_service_client::SignerServiceClient::with_interceptor(
+                channel,
+                interceptor,
+            ),
+        })
+    }
+
+    /// Asks the signer to sign the withdrawal (idempotent: a signed one answers its attempt).
+    pub async fn sign(
+        &self,
+        tenant_id: TenantId,
+        op_id: OperationId,
+    ) -> Result<pb::SignResponse, tonic::Status> {
+        let request = pb::SignWithdrawalRequest {
+            tenant_id: tenant_id.to_string(),
+            withdrawal_id: op_id.to_string(),
+        };
+        let response = self.inner.clone().sign_withdrawal(request).await?;
+        Ok(response.into_inner())
+    }
+
+    /// Asks the signer for a replacement of `kind` (fee bump or cancel) at the same nonce.
+    pub async fn replace(
+        &self,
+        tenant_id: TenantId,
+        op_id: OperationId,
+        kind: pb::AttemptKind,
+    ) -> Result<pb::SignResponse, tonic::Status> {
+        let request = pb::SignReplacementRequest {
+            tenant_id: tenant_id.to_string(),
+            withdrawal_id: op_id.to_string(),
+            kind: kind as i32,
+        };
+        let response = self.inner.clone().sign_replacement(request).await?;
+        Ok(response.into_inner())
     }
 }

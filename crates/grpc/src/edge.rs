@@ -19,7 +19,7 @@ use tonic::{Code, Status};
 
 /// The header list size HTTP/2 itself accepts (SETTINGS_MAX_HEADER_LIST_SIZE): above every
 /// configurable `max_header_list_bytes`, so that the typed answer is the one clients see.
-pub const HARD_HEADER_LIST_BYTES: u32 = 64 * 1024;
+pub use opledger_config::HARD_HEADER_LIST_BYTES;
 
 /// The size of a header list as HTTP/2 counts it (RFC 9113 section 6.5.2): name + value + 32
 /// bytes per field, pseudo-header fields included.

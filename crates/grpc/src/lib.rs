@@ -7,7 +7,6 @@
 
 pub mod auth;
 pub mod client;
-pub mod config;
 pub mod convert;
 pub mod edge;
 pub mod listener;
@@ -22,6 +21,9 @@ pub use auth::{Authenticator, Principal};
 pub use serve_error::ServeError;
 pub use status::{ErrorReason, error_status};
 pub use store_error::{approval_refusal_status, store_status};
+
+/// The configuration base (re-exported: services name it through their gRPC edge's crate too).
+pub use opledger_config as config;
 
 /// Distributed tracing (re-exported so services trace their steps through their gRPC edge).
 pub use opledger_telemetry as telemetry;

@@ -24,24 +24,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
-/// The limits of one listener.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Nothing read for this long: the connection is closed.
-    pub idle_timeout: Duration,
-    /// An HTTP/1.1 request head must arrive within this.
-    pub header_read_timeout: Duration,
-    /// A gRPC call is cancelled after this; a webhook body must arrive within it.
-    pub request_timeout: Duration,
-    /// Connections open at once.
-    pub max_connections: usize,
-    /// Largest request header list (HTTP/2 accounting), bytes.
-    pub max_header_list_bytes: u32,
-    /// Interval of the server's HTTP/2 keep-alive pings.
-    pub http2_keepalive_interval: Duration,
-    /// A ping unanswered this long closes the connection.
-    pub http2_keepalive_timeout: Duration,
-}
+/// The limits of one listener (configured as `[listener]`, see [`opledger_config::ListenerConfig`]).
+pub use opledger_config::Limits;
 
 /// A connection whose reads fail with `TimedOut` once nothing has been read for the idle
 /// timeout, holding its place among the listener's `max_connections` until it is dropped.

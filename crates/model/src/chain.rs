@@ -11,17 +11,9 @@ use opledger_domain::evidence::{BlockRef, Hash32, Inclusion, Reading};
 
 use crate::store::Attempt;
 
-/// The operation's nonce (both wallets' transactions use it).
-pub const NONCE: u64 = 7;
+mod wallet;
 
-/// A hot wallet of the tenant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Wallet {
-    /// The wallet that signed the original attempt.
-    A,
-    /// The wallet the tenant may rotate to.
-    B,
-}
+pub use wallet::{NONCE, Wallet};
 
 /// A transaction at the operation's nonce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -32,7 +32,6 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use opledger_domain::state::OperationState;
-use stateright::Model;
 
 use crate::PayoutModel;
 use crate::config::Side;
@@ -42,35 +41,9 @@ use crate::store::Hold;
 use crate::truth;
 use crate::workers::Decision;
 
-/// What every fair continuation must reach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Goal {
-    /// The operation ends: CONFIRMED, VERIFIED_NOT_SENT, or FAILED_TERMINAL with an escalation.
-    Ends,
-    /// The hold is released.
-    Released,
-    /// A reopened release is decided again: CONFIRMED, VERIFIED_NOT_SENT resting on evidence
-    /// not marked reorganized away, or FAILED_TERMINAL with an escalation.
-    Redecided,
-}
+mod goal;
 
-impl Goal {
-    /// `Some(true)` when `state` reaches the goal, `Some(false)` when it can no longer reach it,
-    /// `None` when its continuations decide.
-    fn reached(self, state: &State) -> Option<bool> {
-        match self {
-            Goal::Ends => state.store.has_ended().then_some(true),
-            Goal::Released if state.store.hold == Hold::Released => Some(true),
-            Goal::Released => {
-                (state.store.has_ended() || state.store.hold != Hold::Held).then_some(false)
-            }
-            Goal::Redecided if state.store.state == OperationState::VerifiedNotSent => {
-                Some(state.store.witnessed_unmarked())
-            }
-            Goal::Redecided => state.store.has_ended().then_some(true),
-        }
-    }
-}
+pub use goal::Goal;
 
 fn fingerprint(state: &State) -> u64 {
     let mut hasher = DefaultHasher::new();
@@ -349,7 +322,7 @@ pub fn fair_steps(model: &PayoutModel, state: &State) -> Vec<(Action, State)> {
     }
     let mut steps: Vec<(Action, State)> = Vec::new();
     for action in actions {
-        if let Some(next) = model.next_state(state, action.clone())
+        if let Some(next) = model.successor(state, action.clone())
             && next != *state
             && !steps.iter().any(|(_, s)| *s == next)
         {

@@ -173,7 +173,19 @@ fn escalated(state: &State, escalation: Escalation) -> bool {
 /// The properties of a run of `config`: every safety property, liveness when enabled, and the
 /// `sometimes` properties the configuration makes reachable.
 pub fn for_config(config: &Config) -> Vec<Property<PayoutModel>> {
-    let mut properties = vec![
+    let mut properties = safety();
+    if config.liveness {
+        push_liveness(config, &mut properties);
+    }
+    push_outcome_examples(config, &mut properties);
+    push_replacement_examples(config, &mut properties);
+    push_fault_examples(config, &mut properties);
+    properties
+}
+
+/// The safety properties, checked in every run.
+fn safety() -> Vec<Property<PayoutModel>> {
+    vec![
         Property::always(ONE_VALUE_MOVE_IN_CHAIN, |_, s: &State| {
             truth::value_moves(&s.chain, &s.store.attempts) <= 1
         }),
@@ -239,25 +251,33 @@ pub fn for_config(config: &Config) -> Vec<Property<PayoutModel>> {
             no(s, violation::ESCALATED_WITHOUT_CAUSE)
                 && (s.store.state != OperationState::FailedTerminal || s.store.escalation.is_some())
         }),
-    ];
-    if config.liveness {
+    ]
+}
+
+/// The liveness properties the configuration supports ([`crate::liveness`]).
+fn push_liveness(config: &Config, properties: &mut Vec<Property<PayoutModel>>) {
+    properties.push(Property::always(
+        ENDS_TERMINAL_OR_ESCALATED,
+        liveness::ends_well,
+    ));
+    if config.reorgs_beyond_finality() {
         properties.push(Property::always(
-            ENDS_TERMINAL_OR_ESCALATED,
-            liveness::ends_well,
+            REOPENED_RELEASE_DECIDED,
+            liveness::reopened_release_decided,
         ));
-        if config.reorgs_beyond_finality() {
-            properties.push(Property::always(
-                REOPENED_RELEASE_DECIDED,
-                liveness::reopened_release_decided,
-            ));
-        }
-        if config.compromised == Compromised::Nobody && !config.persistent_fault {
-            properties.push(Property::always(
-                RELEASED_AFTER_FINAL_CANCEL,
-                liveness::released_after_final_cancel,
-            ));
-        }
     }
+    if config.compromised == Compromised::Nobody && !config.persistent_fault {
+        properties.push(Property::always(
+            RELEASED_AFTER_FINAL_CANCEL,
+            liveness::released_after_final_cancel,
+        ));
+    }
+}
+
+/// Examples of the outcomes every run can reach: a proposal awaiting the witness (and one it
+/// refused, with a compromised proposer), settlement, a release by a cancel, an escalation
+/// without a verdict.
+fn push_outcome_examples(config: &Config, properties: &mut Vec<Property<PayoutModel>>) {
     properties.push(Property::sometimes(
         REACH_AWAITING_WITNESS,
         |_, s: &State| {
@@ -289,6 +309,11 @@ pub fn for_config(config: &Config) -> Vec<Property<PayoutModel>> {
         REACH_ESCALATED_NO_VERDICT,
         |_, s: &State| escalated(s, Escalation::NO_VERDICT),
     ));
+}
+
+/// Examples of the replacements: a settlement by the fee bump, a bump of a cancel, and a
+/// replacement after a rotation.
+fn push_replacement_examples(config: &Config, properties: &mut Vec<Property<PayoutModel>>) {
     if config.replacement == ReplacementRule::OriginalSender {
         properties.push(Property::sometimes(
             REACH_SETTLED_BY_BUMP,
@@ -319,6 +344,11 @@ pub fn for_config(config: &Config) -> Vec<Property<PayoutModel>> {
             ));
         }
     }
+}
+
+/// Examples of the faults the configuration allows: reverts, reorganizations (deeper than
+/// finality too) and a compromised key.
+fn push_fault_examples(config: &Config, properties: &mut Vec<Property<PayoutModel>>) {
     if config.reverts {
         properties.push(Property::sometimes(
             REACH_ESCALATED_REVERTED,
@@ -374,5 +404,4 @@ pub fn for_config(config: &Config) -> Vec<Property<PayoutModel>> {
             },
         ));
     }
-    properties
 }

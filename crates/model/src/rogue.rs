@@ -26,29 +26,7 @@ use crate::store::Hold;
 use crate::truth;
 use crate::workers::Move;
 
-/// One step of the compromised principal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Rogue {
-    /// Records a release proposal.
-    Propose {
-        /// The principal the row names.
-        principal: Principal,
-        /// What it names.
-        evidence: ReleaseEvidence,
-    },
-    /// Records an attestation of a recorded proposal.
-    Attest(ReleaseEvidence),
-    /// Asks the store for a move the transition table allows the actor (its hold effect applied
-    /// as for anyone: a release only when the release rule allows it).
-    Move {
-        /// Who it claims to be.
-        actor: Actor,
-        /// Where to.
-        state: OperationState,
-    },
-    /// Asks the ledger to release the hold, whatever the operation's state.
-    Release,
-}
+pub use crate::model::action::Rogue;
 
 impl Compromised {
     /// The principals whose proposals the adversary may record.

@@ -248,6 +248,13 @@ impl Store {
         row.map(|r| r.into_operation(tenant_id)).transpose()
     }
 
+    /// [`Store::get_withdrawal`], with a missing withdrawal as [`StoreError::NotFound`].
+    pub async fn withdrawal(&self, tenant_id: TenantId, op_id: OperationId) -> Result<Operation> {
+        self.get_withdrawal(tenant_id, op_id)
+            .await?
+            .ok_or(StoreError::NotFound { what: "withdrawal" })
+    }
+
     /// REQUESTED operations of `tenant_id`, oldest first, after `after`.
     pub(crate) async fn list_requested(
         &self,

@@ -195,6 +195,30 @@ pub(crate) async fn move_many_in(
     conn: &mut PgConnection,
     requests: &[(&TransitionRequest<'_>, &Inclusion)],
 ) -> Result<Vec<(bool, HoldEffect)>> {
+    let effects = check_batch(requests)?;
+    let tenants: Vec<uuid::Uuid> = requests
+        .iter()
+        .map(|(r, _)| r.tenant_id.as_uuid())
+        .collect();
+    let ops: Vec<uuid::Uuid> = requests.iter().map(|(r, _)| r.op_id.as_uuid()).collect();
+    lock_batch(conn, &tenants, &ops, requests.len()).await?;
+    let moved = move_and_include(conn, requests, &tenants, &ops).await?;
+    Ok(requests
+        .iter()
+        .zip(effects)
+        .map(|((r, _), effect)| {
+            (
+                moved.contains(&(r.tenant_id.as_uuid(), r.op_id.as_uuid())),
+                effect,
+            )
+        })
+        .collect())
+}
+
+/// The checks of [`move_many_in`] made before the database is touched: every request is plain
+/// and allowed by the transition table for its actor (its ledger effect is returned, in request
+/// order), and no operation is named twice.
+fn check_batch(requests: &[(&TransitionRequest<'_>, &Inclusion)]) -> Result<Vec<HoldEffect>> {
     let mut effects = Vec::with_capacity(requests.len());
     for (request, _) in requests {
         let plain = request.expected_hash.is_none()
@@ -217,11 +241,17 @@ pub(crate) async fn move_many_in(
             what: "an operation twice in one batch",
         });
     }
-    let tenants: Vec<uuid::Uuid> = requests
-        .iter()
-        .map(|(r, _)| r.tenant_id.as_uuid())
-        .collect();
-    let ops: Vec<uuid::Uuid> = requests.iter().map(|(r, _)| r.op_id.as_uuid()).collect();
+    Ok(effects)
+}
+
+/// Locks the batch's operation rows in (tenant, operation) order; [`StoreError::NotFound`] unless
+/// all `expected` of them exist.
+async fn lock_batch(
+    conn: &mut PgConnection,
+    tenants: &[uuid::Uuid],
+    ops: &[uuid::Uuid],
+    expected: usize,
+) -> Result<()> {
     // Every batch locks its rows in one order, so two batches cannot deadlock on them.
     let (found,): (i64,) = sqlx::query_as(
         "SELECT count(*) FROM (SELECT 1 FROM withdrawal_ops o \
@@ -229,13 +259,25 @@ pub(crate) async fn move_many_in(
              AND (o.tenant_id, o.op_id) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[])) \
            ORDER BY o.tenant_id, o.op_id FOR UPDATE) locked",
     )
-    .bind(&tenants)
-    .bind(&ops)
+    .bind(tenants)
+    .bind(ops)
     .fetch_one(&mut *conn)
     .await?;
-    if usize::try_from(found).ok() != Some(requests.len()) {
+    if usize::try_from(found).ok() != Some(expected) {
         return Err(StoreError::NotFound { what: "operation" });
     }
+    Ok(())
+}
+
+/// The one statement of [`move_many_in`] that moves every locked row still in its `from` state
+/// (the database writes their transition-log rows) and inserts each moved operation's inclusion;
+/// returns the (tenant, operation) keys that moved.
+async fn move_and_include(
+    conn: &mut PgConnection,
+    requests: &[(&TransitionRequest<'_>, &Inclusion)],
+    tenants: &[uuid::Uuid],
+    ops: &[uuid::Uuid],
+) -> Result<std::collections::BTreeSet<(uuid::Uuid, uuid::Uuid)>> {
     let text = |f: &dyn Fn(&TransitionRequest<'_>) -> String| -> Vec<String> {
         requests.iter().map(|(r, _)| f(r)).collect()
     };
@@ -263,8 +305,8 @@ pub(crate) async fn move_many_in(
            SELECT tenant_id, op_id, tx_hash, block_number, block_hash FROM moved) \
          SELECT tenant_id, op_id FROM moved",
     )
-    .bind(&tenants)
-    .bind(&ops)
+    .bind(tenants)
+    .bind(ops)
     .bind(text(&|r| r.from.as_str().to_owned()))
     .bind(text(&|r| r.to.as_str().to_owned()))
     .bind(text(&|r| r.actor.as_str().to_owned()))
@@ -285,17 +327,7 @@ pub(crate) async fn move_many_in(
     )
     .fetch_all(&mut *conn)
     .await?;
-    let moved: std::collections::BTreeSet<(uuid::Uuid, uuid::Uuid)> = moved.into_iter().collect();
-    Ok(requests
-        .iter()
-        .zip(effects)
-        .map(|((r, _), effect)| {
-            (
-                moved.contains(&(r.tenant_id.as_uuid(), r.op_id.as_uuid())),
-                effect,
-            )
-        })
-        .collect())
+    Ok(moved.into_iter().collect())
 }
 
 /// Where a confirmed operation's transfer was included.

@@ -11,32 +11,28 @@ pub use config::Config;
 pub use service::ApprovalsApi;
 
 use opledger_grpc::Authenticator;
-use opledger_grpc::server::{self, ServeError};
+use opledger_grpc::server::ServeError;
 use opledger_proto::v1::approvals_service_server::ApprovalsServiceServer;
 pub use opledger_proto::v1::approvals_service_server::SERVICE_NAME;
+use opledger_server::Runtime;
 use opledger_store::Store;
 use std::sync::Arc;
 use std::time::Duration;
 use tonic::service::Routes;
 
-/// The service's routes: what [`opledger_grpc::server::serve_api`] serves, in `main` through
-/// [`run`] and in tests in-process.
+/// The service's routes: what [`run`] serves, and tests serve in-process
+/// ([`opledger_grpc::server::serve_api`]).
 pub fn routes(store: Store, auth: Arc<Authenticator>) -> Routes {
     Routes::new(ApprovalsServiceServer::new(ApprovalsApi::new(store, auth)))
 }
 
-/// Connects the store, binds the configured address and serves until Ctrl-C or SIGTERM.
+/// Binds the configured addresses, connects the store and serves until Ctrl-C or SIGTERM.
 pub async fn run(config: Config) -> Result<(), ServeError> {
-    let ttl = Duration::from_secs(config.auth_cache_ttl_secs);
-    let url = &config.database_url.0;
-    server::run(
-        url,
-        config.store_config(),
-        (config.listen, config.metrics_listen),
-        config.listener.limits(),
-        ttl,
-        SERVICE_NAME,
-        routes,
-    )
-    .await
+    let runtime = Runtime::start(SERVICE_NAME, &config.base).await?;
+    let auth = Arc::new(Authenticator::new(
+        runtime.store().clone(),
+        Duration::from_secs(config.auth_cache_ttl_secs),
+    ));
+    let routes = routes(runtime.store().clone(), auth);
+    runtime.serve(routes, None).await
 }

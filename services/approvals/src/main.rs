@@ -2,15 +2,6 @@
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // JSON logs with trace ids; spans exported over OTLP/gRPC when OTEL_* says where.
-    let telemetry = opledger_grpc::server::init_telemetry("opledger-approvals");
-    let result = serve().await;
-    telemetry.shutdown().await;
-    result
-}
-
-async fn serve() -> anyhow::Result<()> {
-    let file = std::env::var_os("OPLEDGER_APPROVALS_CONFIG").map(std::path::PathBuf::from);
-    let config = opledger_approvals::Config::load(file.as_deref())?;
-    Ok(opledger_approvals::run(config).await?)
+    let (load, run) = (opledger_approvals::Config::load, opledger_approvals::run);
+    opledger_server::main("opledger-approvals", "OPLEDGER_APPROVALS_", load, run).await
 }

@@ -2,15 +2,9 @@
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // JSON logs with trace ids; spans exported over OTLP/gRPC when OTEL_* says where.
-    let telemetry = opledger_grpc::server::init_telemetry("opledger-broadcaster");
-    let result = serve().await;
-    telemetry.shutdown().await;
-    result
-}
-
-async fn serve() -> anyhow::Result<()> {
-    let file = std::env::var_os("OPLEDGER_BROADCASTER_CONFIG").map(std::path::PathBuf::from);
-    let config = opledger_broadcaster::Config::load(file.as_deref())?;
-    Ok(opledger_broadcaster::run(config).await?)
+    let (load, run) = (
+        opledger_broadcaster::Config::load,
+        opledger_broadcaster::run,
+    );
+    opledger_server::main("opledger-broadcaster", "OPLEDGER_BROADCASTER_", load, run).await
 }

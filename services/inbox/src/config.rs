@@ -1,12 +1,12 @@
 //! Typed configuration: defaults, then the TOML file named by `OPLEDGER_INBOX_CONFIG`, then
 //! `OPLEDGER_INBOX_*` environment variables, then validation.
 
-use opledger_grpc::config::{ConfigError, DatabaseUrl, ListenerConfig, Secret, check_database};
+use opledger_config::{ConfigError, Secret, ServiceBase};
 use opledger_webhook::seal::BodyKey;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::time::Duration;
 
 /// Days a processed event's body is kept before the retention job purges it. `docs/privacy.md`
 /// states this value; a test checks that they agree.
@@ -19,25 +19,14 @@ pub const DEFAULT_RETENTION_QUARANTINED_DAYS: u32 = 90;
 pub const DEFAULT_RETENTION_REJECTIONS_DAYS: u32 = 30;
 
 /// The inbox service's configuration.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    /// Address of the gRPC port (InboxService, health, reflection).
-    pub listen: SocketAddr,
+    /// The keys every service has (listen addresses, database pool, listener limits).
+    #[serde(flatten)]
+    pub base: ServiceBase,
     /// Address of the webhook ingress (`POST /webhooks/{source}/{endpoint}`, HTTP/1.1).
     pub http_listen: SocketAddr,
-    /// Address of the Prometheus metrics endpoint (`GET /metrics`).
-    pub metrics_listen: SocketAddr,
-    /// Timeouts and limits of every listener of the service (`[listener]`, the same keys on every
-    /// service: see the listener section).
-    #[serde(default)]
-    pub listener: ListenerConfig,
-    /// PostgreSQL URL of a login role in `opledger_inbox` (that service's own role only).
-    pub database_url: DatabaseUrl,
-    /// Pooled database connections.
-    pub db_max_connections: u32,
-    /// Seconds a request waits for a pooled connection before failing (503).
-    pub db_acquire_timeout_secs: u64,
     /// Body and endpoint-secret encryption keys, comma-separated `<id>:<base64 of 32 bytes>`;
     /// the first seals, all open (`OPLEDGER_INBOX_BODY_KEYS`).
     pub body_keys: Secret,
@@ -78,13 +67,8 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            listen: SocketAddr::from(([127, 0, 0, 1], 15056)),
+            base: ServiceBase::loopback(15056, 9106, 16),
             http_listen: SocketAddr::from(([127, 0, 0, 1], 8088)),
-            metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9106)),
-            listener: ListenerConfig::default(),
-            database_url: DatabaseUrl::default(),
-            db_max_connections: 16,
-            db_acquire_timeout_secs: 5,
             body_keys: Secret::default(),
             max_body_bytes: 256 * 1024,
             request_timeout_ms: 10_000,
@@ -121,15 +105,14 @@ fn is_team(name: &str) -> bool {
 impl Config {
     /// Loads defaults, then `file` if given, then the environment, and validates.
     pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
-        let config: Config = opledger_grpc::config::load("OPLEDGER_INBOX_", file)?;
+        let config: Config = opledger_config::load("OPLEDGER_INBOX_", file)?;
         config.validate()?;
         Ok(config)
     }
 
     /// Checks every value; the keys must parse.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        check_database(&self.database_url, self.db_max_connections)?;
-        self.listener.validate()?;
+        self.base.validate()?;
         self.body_keys()?;
         if self.max_body_bytes == 0 || self.max_body_bytes > 16 * 1024 * 1024 {
             return Err(invalid("max_body_bytes", "must be 1 to 16777216"));
@@ -190,14 +173,5 @@ impl Config {
             return Err(invalid("body_keys", "is required"));
         }
         Ok(keys)
-    }
-
-    /// The store settings this configuration implies.
-    pub fn store_config(&self) -> opledger_store::StoreConfig {
-        opledger_store::StoreConfig {
-            max_connections: self.db_max_connections,
-            acquire_timeout: Duration::from_secs(self.db_acquire_timeout_secs),
-            ..opledger_store::StoreConfig::default()
-        }
     }
 }

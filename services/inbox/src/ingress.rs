@@ -31,7 +31,7 @@ use opledger_store::Store;
 use opledger_store::inbox::{Endpoint, Recorded};
 use opledger_webhook::event::{self, Event, Parsed};
 use opledger_webhook::secret::VerificationKey;
-use opledger_webhook::verify::{self, Headers};
+use opledger_webhook::verify::{self, Headers, Verified};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -313,113 +313,21 @@ impl Ingress {
         headers: &HeaderMap,
         body: &Bytes,
     ) -> Response {
-        if !is_label(source) || !is_endpoint_id(endpoint_id) {
-            self.reject(
-                Outcome::UnknownEndpoint,
-                None,
-                source,
-                endpoint_id,
-                "unknown_endpoint",
-            )
-            .await;
-            return answer(
-                StatusCode::NOT_FOUND,
-                "unknown_endpoint",
-                "no such endpoint",
-            );
-        }
-        let resolved = match self.endpoint(endpoint_id).await {
-            Ok(Some(r)) if r.endpoint.source == source => r,
-            Ok(_) => {
-                self.reject(
-                    Outcome::UnknownEndpoint,
-                    None,
-                    source,
-                    endpoint_id,
-                    "unknown_endpoint",
-                )
-                .await;
-                return answer(
-                    StatusCode::NOT_FOUND,
-                    "unknown_endpoint",
-                    "no such endpoint",
-                );
-            }
-            Err(()) => {
-                self.stats.count(Outcome::Unavailable);
-                return answer(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    "store unavailable; retry",
-                );
-            }
+        let resolved = match self.resolved(source, endpoint_id).await {
+            Ok(resolved) => resolved,
+            Err(refused) => return refused,
         };
         let endpoint = &resolved.endpoint;
-        let signed = Headers {
-            id: single(headers, "webhook-id"),
-            timestamp: single(headers, "webhook-timestamp"),
-            signature: single(headers, "webhook-signature"),
-        };
-        let now = chrono::Utc::now().timestamp();
-        let mut checked = verify::verify(&resolved.keys, &signed, body, now, self.tolerance_secs);
-        if let Err(verify::VerifyError::NoValidSignature | verify::VerifyError::NoKeys) = checked
-            && let Some(fresh) = self.reloaded(endpoint_id).await
-            && fresh.endpoint.source == source
+        let verified = match self
+            .verified(&resolved, source, endpoint_id, headers, body)
+            .await
         {
-            checked = verify::verify(&fresh.keys, &signed, body, now, self.tolerance_secs);
-        }
-        let verified = match checked {
-            Ok(v) => v,
-            Err(e) => {
-                let (status, outcome) = match e.code() {
-                    "missing_header" | "invalid_header" => {
-                        (StatusCode::BAD_REQUEST, Outcome::BadRequest)
-                    }
-                    _ => (StatusCode::UNAUTHORIZED, Outcome::BadSignature),
-                };
-                self.reject(outcome, Some(endpoint), source, endpoint_id, e.code())
-                    .await;
-                let message = match e.header() {
-                    Some(h) => format!("{}: {}", h.as_str(), e.code()),
-                    None => e.code().to_owned(),
-                };
-                return answer(status, e.code(), &message);
-            }
+            Ok(verified) => verified,
+            Err(refused) => return refused,
         };
-        let class = match event::parse(body) {
-            Err(e) => {
-                self.reject(
-                    Outcome::BadRequest,
-                    Some(endpoint),
-                    source,
-                    endpoint_id,
-                    e.code(),
-                )
-                .await;
-                return answer(
-                    StatusCode::BAD_REQUEST,
-                    e.code(),
-                    "body is not a JSON object",
-                );
-            }
-            Ok(Parsed::Known(event)) => {
-                let event_type = event.event_type();
-                if endpoint.allowed_types.iter().any(|t| t == event_type) {
-                    Class::Event {
-                        event_type,
-                        op_id: operation_of(&event),
-                    }
-                } else {
-                    Class::Unhandled {
-                        event_type: Some(event_type.to_owned()),
-                        reason: "type_not_allowed",
-                    }
-                }
-            }
-            Ok(Parsed::Unhandled(u)) => Class::Unhandled {
-                event_type: u.event_type,
-                reason: u.reason.code(),
-            },
+        let class = match self.classify(endpoint, source, endpoint_id, body).await {
+            Ok(class) => class,
+            Err(refused) => return refused,
         };
         let sent_at = chrono::DateTime::from_timestamp(verified.timestamp(), 0)
             .unwrap_or_else(chrono::Utc::now);
@@ -438,6 +346,147 @@ impl Ingress {
             signature: verified.signature().copied(),
         };
         // Committed (together with the deliveries that are ready at the same time) before the 2xx.
+        self.record(pending).await
+    }
+
+    /// The endpoint `endpoint_id` of `source`, or the answer refusing the request (404 for an
+    /// unknown endpoint or source, 503 when the store is unavailable).
+    async fn resolved(&self, source: &str, endpoint_id: &str) -> Result<Arc<Resolved>, Response> {
+        if !is_label(source) || !is_endpoint_id(endpoint_id) {
+            self.reject(
+                Outcome::UnknownEndpoint,
+                None,
+                source,
+                endpoint_id,
+                "unknown_endpoint",
+            )
+            .await;
+            return Err(answer(
+                StatusCode::NOT_FOUND,
+                "unknown_endpoint",
+                "no such endpoint",
+            ));
+        }
+        match self.endpoint(endpoint_id).await {
+            Ok(Some(r)) if r.endpoint.source == source => Ok(r),
+            Ok(_) => {
+                self.reject(
+                    Outcome::UnknownEndpoint,
+                    None,
+                    source,
+                    endpoint_id,
+                    "unknown_endpoint",
+                )
+                .await;
+                Err(answer(
+                    StatusCode::NOT_FOUND,
+                    "unknown_endpoint",
+                    "no such endpoint",
+                ))
+            }
+            Err(()) => {
+                self.stats.count(Outcome::Unavailable);
+                Err(answer(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "store unavailable; retry",
+                ))
+            }
+        }
+    }
+
+    /// The delivery verified over the raw bytes with the endpoint's keys (re-read once when they
+    /// refuse it), or the answer refusing it (400 for missing or malformed headers, else 401).
+    async fn verified(
+        &self,
+        resolved: &Resolved,
+        source: &str,
+        endpoint_id: &str,
+        headers: &HeaderMap,
+        body: &Bytes,
+    ) -> Result<Verified, Response> {
+        let endpoint = &resolved.endpoint;
+        let signed = Headers {
+            id: single(headers, "webhook-id"),
+            timestamp: single(headers, "webhook-timestamp"),
+            signature: single(headers, "webhook-signature"),
+        };
+        let now = chrono::Utc::now().timestamp();
+        let mut checked = verify::verify(&resolved.keys, &signed, body, now, self.tolerance_secs);
+        if let Err(verify::VerifyError::NoValidSignature | verify::VerifyError::NoKeys) = checked
+            && let Some(fresh) = self.reloaded(endpoint_id).await
+            && fresh.endpoint.source == source
+        {
+            checked = verify::verify(&fresh.keys, &signed, body, now, self.tolerance_secs);
+        }
+        match checked {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                let (status, outcome) = match e.code() {
+                    "missing_header" | "invalid_header" => {
+                        (StatusCode::BAD_REQUEST, Outcome::BadRequest)
+                    }
+                    _ => (StatusCode::UNAUTHORIZED, Outcome::BadSignature),
+                };
+                self.reject(outcome, Some(endpoint), source, endpoint_id, e.code())
+                    .await;
+                let message = match e.header() {
+                    Some(h) => format!("{}: {}", h.as_str(), e.code()),
+                    None => e.code().to_owned(),
+                };
+                Err(answer(status, e.code(), &message))
+            }
+        }
+    }
+
+    /// How a verified body is stored (an event the endpoint may send, or UNHANDLED), or the
+    /// answer refusing a body that is not a JSON object (400).
+    async fn classify(
+        &self,
+        endpoint: &Endpoint,
+        source: &str,
+        endpoint_id: &str,
+        body: &Bytes,
+    ) -> Result<Class, Response> {
+        match event::parse(body) {
+            Err(e) => {
+                self.reject(
+                    Outcome::BadRequest,
+                    Some(endpoint),
+                    source,
+                    endpoint_id,
+                    e.code(),
+                )
+                .await;
+                Err(answer(
+                    StatusCode::BAD_REQUEST,
+                    e.code(),
+                    "body is not a JSON object",
+                ))
+            }
+            Ok(Parsed::Known(event)) => {
+                let event_type = event.event_type();
+                Ok(if endpoint.allowed_types.iter().any(|t| t == event_type) {
+                    Class::Event {
+                        event_type,
+                        op_id: operation_of(&event),
+                    }
+                } else {
+                    Class::Unhandled {
+                        event_type: Some(event_type.to_owned()),
+                        reason: "type_not_allowed",
+                    }
+                })
+            }
+            Ok(Parsed::Unhandled(u)) => Ok(Class::Unhandled {
+                event_type: u.event_type,
+                reason: u.reason.code(),
+            }),
+        }
+    }
+
+    /// Records a verified delivery (committed before the 2xx) and answers how it was recorded.
+    async fn record(&self, pending: Pending) -> Response {
         match self.recorder.record(pending).await {
             Ok(recorded) => {
                 let (outcome, code) = match recorded {

@@ -14,11 +14,14 @@ pub mod metrics;
 pub mod operator;
 pub mod processor;
 mod recorder;
+mod setup;
 
 pub use config::Config;
+pub use setup::{Listeners, StartError, key_ring, processor};
+use setup::{spawn_processors, spawn_retention};
 
-use opledger_grpc::config::ConfigError;
-use opledger_grpc::server::{self, ServeError};
+use opledger_grpc::server;
+use opledger_server::Runtime;
 use opledger_store::Store;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,64 +40,17 @@ pub fn routes(store: Store, auth_ttl: Duration) -> Routes {
     )
 }
 
-/// Why the inbox could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// The configuration is unusable.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// The server could not start or failed.
-    #[error(transparent)]
-    Serve(#[from] ServeError),
-}
-
-/// The key ring `config` names.
-pub fn key_ring(config: &Config) -> Result<Arc<keys::KeyRing>, ConfigError> {
-    keys::KeyRing::new(config.body_keys()?)
-        .map(Arc::new)
-        .ok_or(ConfigError::Invalid {
-            field: "body_keys",
-            problem: "is required",
-        })
-}
-
-/// The processor `config` describes.
-pub fn processor(config: &Config, store: Store, ring: Arc<keys::KeyRing>) -> processor::Processor {
-    processor::Processor::new(
-        store,
-        ring,
-        processor::Policy {
-            worker_id: config.worker_id.clone(),
-            max_attempts: config.max_attempts,
-            retry_base: Duration::from_millis(config.retry_base_ms),
-            dead_letter_owner: config.dead_letter_owner.clone(),
-            compliance_owner: config.compliance_owner.clone(),
-        },
-    )
-}
-
-/// The three listening sockets of the service.
-#[derive(Debug)]
-pub struct Listeners {
-    /// gRPC (InboxService, health, reflection).
-    pub grpc: TcpListener,
-    /// The webhook ingress.
-    pub http: TcpListener,
-    /// `/metrics`.
-    pub metrics: TcpListener,
-}
-
 /// Connects the store, binds the configured addresses and serves until Ctrl-C or SIGTERM.
 pub async fn run(config: Config) -> Result<(), StartError> {
-    let [grpc, http, metrics] =
-        server::bind_all([config.listen, config.http_listen, config.metrics_listen]).await?;
-    let store = server::connect(&config.database_url.0, config.store_config()).await?;
-    let listeners = Listeners {
-        grpc,
-        http,
-        metrics,
-    };
-    serve(&config, store, listeners, server::shutdown_signal()).await
+    let store_config = opledger_server::store_config(&config.base);
+    let (runtime, [http]) = Runtime::start_with(
+        SERVICE_NAME,
+        &config.base,
+        [config.http_listen],
+        store_config,
+    )
+    .await?;
+    serve_on(&config, runtime, http, server::shutdown_signal()).await
 }
 
 /// Serves the ingress, the operator API and metrics on `listeners`, and runs the processors and
@@ -105,6 +61,24 @@ pub async fn serve(
     listeners: Listeners,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), StartError> {
+    let limits = config.base.listener.limits();
+    let runtime = Runtime::new(
+        SERVICE_NAME,
+        listeners.grpc,
+        listeners.metrics,
+        store,
+        limits,
+    );
+    serve_on(config, runtime, listeners.http, shutdown).await
+}
+
+async fn serve_on(
+    config: &Config,
+    mut runtime: Runtime,
+    http: TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), StartError> {
+    let store = runtime.store().clone();
     let ring = key_ring(config)?;
     let stats = Arc::new(metrics::IngressStats::default());
     let ingress = ingress::router(
@@ -116,88 +90,17 @@ pub async fn serve(
             timeout: Duration::from_millis(config.request_timeout_ms),
             tolerance_secs: config.timestamp_tolerance_secs,
             cache_ttl: Duration::from_secs(config.endpoint_cache_ttl_secs),
-            body_timeout: Duration::from_millis(config.listener.request_timeout_ms),
+            body_timeout: Duration::from_millis(config.base.listener.request_timeout_ms),
         },
     );
-    let limits = config.listener.limits();
-    let mut tasks = tokio::task::JoinSet::new();
-    let http = listeners.http;
-    tasks.spawn(opledger_grpc::listener::serve_http(
-        http,
-        ingress,
-        limits,
-        std::future::pending(),
-    ));
-    let metrics_router = metrics::router(store.clone(), stats);
-    let metrics_listener = listeners.metrics;
-    tasks.spawn(opledger_grpc::listener::serve_http(
-        metrics_listener,
-        metrics_router,
-        limits,
-        std::future::pending(),
-    ));
-    let poll = Duration::from_millis(config.poll_interval_ms);
-    // Parked items are woken on a timer, not before every item: the wake-up is a join over the
-    // parked items and their operations.
-    if config.processors == 0 {
-        tracing::info!("ingress only: processors = 0, another instance applies the work");
-    } else {
-        let waker = processor(config, store.clone(), ring.clone());
-        tasks.spawn(async move {
-            loop {
-                waker.wake().await;
-                tokio::time::sleep(poll).await;
-            }
-        });
-    }
-    for _ in 0..config.processors {
-        let worker = processor(config, store.clone(), ring.clone());
-        tasks.spawn(async move {
-            loop {
-                if worker.step().await == processor::Step::Idle {
-                    tokio::time::sleep(poll).await;
-                }
-            }
-        });
-    }
-    let retention = store.clone();
-    let (processed, quarantined, rejections, every) = (
-        Duration::from_secs(u64::from(config.retention_processed_days) * 86_400),
-        Duration::from_secs(u64::from(config.retention_quarantined_days) * 86_400),
-        Duration::from_secs(u64::from(config.retention_rejections_days) * 86_400),
-        Duration::from_secs(config.retention_interval_secs),
-    );
-    tasks.spawn(async move {
-        loop {
-            match retention.purge_inbox_bodies(processed, quarantined).await {
-                Ok(p) if p.events + p.quarantined > 0 => {
-                    tracing::info!(
-                        events = p.events,
-                        quarantined = p.quarantined,
-                        "bodies purged"
-                    )
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e.log_safe(), "retention pass failed"),
-            }
-            match retention.purge_rejection_counts(rejections).await {
-                Ok(0) => {}
-                Ok(rows) => tracing::info!(rows, "refused-request counts purged"),
-                Err(e) => tracing::warn!(error = %e.log_safe(), "rejection retention failed"),
-            }
-            tokio::time::sleep(every).await;
-        }
+    let limits = runtime.limits();
+    runtime.background(async move {
+        let _ = opledger_grpc::listener::serve_http(http, ingress, limits, std::future::pending())
+            .await;
     });
-    let served = server::serve_ready(
-        listeners.grpc,
-        SERVICE_NAME,
-        routes(store.clone(), Duration::from_secs(30)),
-        None,
-        limits,
-        &store,
-        shutdown,
-    )
-    .await;
-    tasks.abort_all();
-    Ok(served?)
+    runtime.metrics(metrics::router(store.clone(), stats));
+    spawn_processors(config, &mut runtime, &ring);
+    spawn_retention(config, &mut runtime);
+    let routes = routes(store, Duration::from_secs(30));
+    Ok(runtime.serve_until(routes, None, shutdown).await?)
 }

@@ -2,15 +2,6 @@
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // JSON logs with trace ids; spans exported over OTLP/gRPC when OTEL_* says where.
-    let telemetry = opledger_grpc::server::init_telemetry("opledger-inbox");
-    let result = serve().await;
-    telemetry.shutdown().await;
-    result
-}
-
-async fn serve() -> anyhow::Result<()> {
-    let file = std::env::var_os("OPLEDGER_INBOX_CONFIG").map(std::path::PathBuf::from);
-    let config = opledger_inbox::Config::load(file.as_deref())?;
-    Ok(opledger_inbox::run(config).await?)
+    let (load, run) = (opledger_inbox::Config::load, opledger_inbox::run);
+    opledger_server::main("opledger-inbox", "OPLEDGER_INBOX_", load, run).await
 }

@@ -8,6 +8,7 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use opledger_store::Store;
+use opledger_store::inbox::InboxSnapshot;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -90,6 +91,28 @@ pub fn router(store: Store, stats: Arc<IngressStats>) -> Router {
 
 async fn scrape(State((store, stats)): State<(Store, Arc<IngressStats>)>) -> impl IntoResponse {
     let mut out = String::new();
+    write_counters(&mut out, &stats);
+    let status = match store.inbox_snapshot().await {
+        Ok(s) => {
+            write_gauges(&mut out, &s);
+            StatusCode::OK
+        }
+        Err(e) => {
+            tracing::warn!(error = %e.log_safe(), "inbox metrics unavailable");
+            out.push_str("# store unavailable\n");
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+    };
+    out.push_str(&opledger_grpc::metrics::global().render());
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        out,
+    )
+}
+
+/// Writes the ingress counters of this process to `out`.
+fn write_counters(out: &mut String, stats: &IngressStats) {
     out.push_str(
         "# HELP opledger_inbox_requests_total Webhook requests by how they were answered.\n\
          # TYPE opledger_inbox_requests_total counter\n",
@@ -113,59 +136,47 @@ async fn scrape(State((store, stats)): State<(Store, Arc<IngressStats>)>) -> imp
         stats.get(Outcome::Quarantined),
         stats.get(Outcome::Unhandled)
     );
-    let status = match store.inbox_snapshot().await {
-        Ok(s) => {
-            for (name, help, value) in [
-                (
-                    "opledger_inbox_pending",
-                    "Work items due or waiting.",
-                    s.pending,
-                ),
-                (
-                    "opledger_inbox_parked",
-                    "Work items parked on an operation's state.",
-                    s.parked,
-                ),
-                (
-                    "opledger_inbox_dead_letters",
-                    "Unresolved dead letters.",
-                    s.dead,
-                ),
-                (
-                    "opledger_inbox_open_quarantines",
-                    "Unresolved quarantined bodies.",
-                    s.quarantined,
-                ),
-                (
-                    "opledger_inbox_open_unhandled",
-                    "Unresolved UNHANDLED events.",
-                    s.unhandled,
-                ),
-            ] {
-                let _ = write!(
-                    out,
-                    "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
-                );
-            }
-            let _ = write!(
-                out,
-                "# HELP opledger_inbox_oldest_unresolved_seconds Age of the oldest unresolved dead letter, quarantine or UNHANDLED event.\n\
-                 # TYPE opledger_inbox_oldest_unresolved_seconds gauge\n\
-                 opledger_inbox_oldest_unresolved_seconds {}\n",
-                s.oldest_unresolved_secs
-            );
-            StatusCode::OK
-        }
-        Err(e) => {
-            tracing::warn!(error = %e.log_safe(), "inbox metrics unavailable");
-            out.push_str("# store unavailable\n");
-            StatusCode::SERVICE_UNAVAILABLE
-        }
-    };
-    out.push_str(&opledger_grpc::metrics::global().render());
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+}
+
+/// Writes the inbox gauges read from the database (`s`) to `out`.
+fn write_gauges(out: &mut String, s: &InboxSnapshot) {
+    for (name, help, value) in [
+        (
+            "opledger_inbox_pending",
+            "Work items due or waiting.",
+            s.pending,
+        ),
+        (
+            "opledger_inbox_parked",
+            "Work items parked on an operation's state.",
+            s.parked,
+        ),
+        (
+            "opledger_inbox_dead_letters",
+            "Unresolved dead letters.",
+            s.dead,
+        ),
+        (
+            "opledger_inbox_open_quarantines",
+            "Unresolved quarantined bodies.",
+            s.quarantined,
+        ),
+        (
+            "opledger_inbox_open_unhandled",
+            "Unresolved UNHANDLED events.",
+            s.unhandled,
+        ),
+    ] {
+        let _ = write!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
+        );
+    }
+    let _ = write!(
         out,
-    )
+        "# HELP opledger_inbox_oldest_unresolved_seconds Age of the oldest unresolved dead letter, quarantine or UNHANDLED event.\n\
+         # TYPE opledger_inbox_oldest_unresolved_seconds gauge\n\
+         opledger_inbox_oldest_unresolved_seconds {}\n",
+        s.oldest_unresolved_secs
+    );
 }

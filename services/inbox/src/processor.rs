@@ -38,7 +38,9 @@ use opledger_store::credits::DepositEvidence;
 use opledger_store::inbox::{CreditOutcome, Finish, WorkTx};
 use opledger_store::transition::TransitionRequest;
 use opledger_store::{Store, StoreError};
-use opledger_webhook::event::{self, Event, KytVerdict, Parsed};
+use opledger_webhook::event::{
+    self, DepositConfirmed, Event, KytResult, KytVerdict, Parsed, TransferStatus,
+};
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument as _;
@@ -295,82 +297,108 @@ impl Processor {
             _ => return Ok(self.dead("NO_LONGER_PARSEABLE")),
         };
         match event {
-            Event::DepositConfirmed(d) => {
-                let evidence = d.chain().map(|c| DepositEvidence {
-                    network: c.network.as_str().to_owned(),
-                    tx_hash: c.tx_hash,
-                    log_index: c.log_index,
-                    recipient: c.recipient,
-                });
-                let outcome = work
-                    .propose_deposit(
-                        d.deposit_id().as_str(),
-                        d.account(),
-                        d.asset(),
-                        d.amount(),
-                        evidence.as_ref(),
-                    )
-                    .await?;
-                Ok(match outcome {
-                    CreditOutcome::Proposed => Decision::Done("CREDIT_PROPOSED"),
-                    CreditOutcome::AlreadyProposed => Decision::Done("ALREADY_PROPOSED"),
-                    CreditOutcome::Conflicting => self.dead("DEPOSIT_CONFLICT"),
-                })
-            }
-            Event::TransferStatus(t) => {
-                let op_id = t.operation_id();
-                let (state, version) = work
-                    .operation(op_id)
-                    .await?
-                    .ok_or(Retry::OperationNotFound)?;
-                *about = Some(op_id);
-                let attempts = work.attempts(op_id).await?;
-                let named = Named::find(&attempts, &t.tx_hash_hex());
-                Ok(match hint::decide(state, named) {
-                    Verdict::Hint => {
-                        // In this transaction: the hint and the item's end commit together.
-                        work.record_watch_hint(op_id).await?;
-                        Decision::Done("HINTED")
-                    }
-                    Verdict::AwaitSignature => Decision::Parked(version, "AWAITING_SIGNATURE"),
-                    Verdict::Dead(refusal) => self.dead(refusal.code()),
-                })
-            }
-            Event::KytResult(k) => {
-                let op_id = k.operation_id();
-                let (state, _) = work
-                    .operation(op_id)
-                    .await?
-                    .ok_or(Retry::OperationNotFound)?;
-                *about = Some(op_id);
-                let pass = k.result() == KytVerdict::Pass;
-                let recorded = work
-                    .record_screening(op_id, k.provider_ref().as_str(), pass, &body)
-                    .await?;
-                if !recorded {
-                    return Ok(Decision::Done("ALREADY_RECORDED"));
-                }
-                if pass || state == OperationState::Rejected {
-                    return Ok(Decision::Done("RECORDED"));
-                }
-                if check_transition(state, OperationState::Rejected, Actor::WebhookProcessor)
-                    .is_ok()
-                {
-                    let request = TransitionRequest::new(
-                        item_tenant(work),
-                        op_id,
-                        state,
-                        OperationState::Rejected,
-                        Actor::WebhookProcessor,
-                        &self.policy.worker_id,
-                        "kyt screening failed",
-                    );
-                    work.transition(&request).await?;
-                    return Ok(Decision::Done("REJECTED"));
-                }
-                Ok(Decision::Dead(Owner::Compliance, "KYT_FAIL_AFTER_APPROVAL"))
-            }
+            Event::DepositConfirmed(d) => self.deposit_confirmed(work, &d).await,
+            Event::TransferStatus(t) => self.transfer_status(work, &t, about).await,
+            Event::KytResult(k) => self.kyt_result(work, &k, &body, about).await,
         }
+    }
+
+    /// `deposit.confirmed`: proposes the credit once per (source, deposit id), with the deposit's
+    /// chain evidence when the provider sent it.
+    async fn deposit_confirmed(
+        &self,
+        work: &mut WorkTx,
+        d: &DepositConfirmed,
+    ) -> Result<Decision, Retry> {
+        let evidence = d.chain().map(|c| DepositEvidence {
+            network: c.network.as_str().to_owned(),
+            tx_hash: c.tx_hash,
+            log_index: c.log_index,
+            recipient: c.recipient,
+        });
+        let outcome = work
+            .propose_deposit(
+                d.deposit_id().as_str(),
+                d.account(),
+                d.asset(),
+                d.amount(),
+                evidence.as_ref(),
+            )
+            .await?;
+        Ok(match outcome {
+            CreditOutcome::Proposed => Decision::Done("CREDIT_PROPOSED"),
+            CreditOutcome::AlreadyProposed => Decision::Done("ALREADY_PROPOSED"),
+            CreditOutcome::Conflicting => self.dead("DEPOSIT_CONFLICT"),
+        })
+    }
+
+    /// `transfer.status`: a hint, never a move ([`hint::decide`]); sets `about` once the
+    /// operation is known to exist for the item's tenant.
+    async fn transfer_status(
+        &self,
+        work: &mut WorkTx,
+        t: &TransferStatus,
+        about: &mut Option<OperationId>,
+    ) -> Result<Decision, Retry> {
+        let op_id = t.operation_id();
+        let (state, version) = work
+            .operation(op_id)
+            .await?
+            .ok_or(Retry::OperationNotFound)?;
+        *about = Some(op_id);
+        let attempts = work.attempts(op_id).await?;
+        let named = Named::find(&attempts, &t.tx_hash_hex());
+        Ok(match hint::decide(state, named) {
+            Verdict::Hint => {
+                // In this transaction: the hint and the item's end commit together.
+                work.record_watch_hint(op_id).await?;
+                Decision::Done("HINTED")
+            }
+            Verdict::AwaitSignature => Decision::Parked(version, "AWAITING_SIGNATURE"),
+            Verdict::Dead(refusal) => self.dead(refusal.code()),
+        })
+    }
+
+    /// `kyt.result`: recorded on the operation (`body` is the item's opened body); a failing
+    /// result rejects a REQUESTED operation. Sets `about` once the operation is known to exist
+    /// for the item's tenant.
+    async fn kyt_result(
+        &self,
+        work: &mut WorkTx,
+        k: &KytResult,
+        body: &[u8],
+        about: &mut Option<OperationId>,
+    ) -> Result<Decision, Retry> {
+        let op_id = k.operation_id();
+        let (state, _) = work
+            .operation(op_id)
+            .await?
+            .ok_or(Retry::OperationNotFound)?;
+        *about = Some(op_id);
+        let pass = k.result() == KytVerdict::Pass;
+        let recorded = work
+            .record_screening(op_id, k.provider_ref().as_str(), pass, body)
+            .await?;
+        if !recorded {
+            return Ok(Decision::Done("ALREADY_RECORDED"));
+        }
+        if pass || state == OperationState::Rejected {
+            return Ok(Decision::Done("RECORDED"));
+        }
+        if check_transition(state, OperationState::Rejected, Actor::WebhookProcessor).is_ok() {
+            let request = TransitionRequest::new(
+                item_tenant(work),
+                op_id,
+                state,
+                OperationState::Rejected,
+                Actor::WebhookProcessor,
+                &self.policy.worker_id,
+                "kyt screening failed",
+            );
+            work.transition(&request).await?;
+            return Ok(Decision::Done("REJECTED"));
+        }
+        Ok(Decision::Dead(Owner::Compliance, "KYT_FAIL_AFTER_APPROVAL"))
     }
 
     fn dead(&self, reason: &'static str) -> Decision {

@@ -1,32 +1,20 @@
 //! Typed configuration: defaults, then an optional TOML file, then `OPLEDGER_OPERATIONS_*`
 //! environment variables, then validation.
 
-use opledger_grpc::config::{ConfigError, DatabaseUrl, ListenerConfig, check_database};
+use opledger_config::{ConfigError, ServiceBase};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
 /// The operations service's configuration.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    /// Address of the gRPC port (`OPLEDGER_OPERATIONS_LISTEN`).
-    pub listen: SocketAddr,
-    /// Address of the Prometheus metrics endpoint (`GET /metrics`, HTTP/1.1): gRPC request
-    /// counts by method and code, latency histograms.
-    pub metrics_listen: SocketAddr,
-    /// Timeouts and limits of every listener of the service (`[listener]`, the same keys on every
-    /// service: see the listener section).
-    #[serde(default)]
-    pub listener: ListenerConfig,
-    /// PostgreSQL URL of a login role in `opledger_operations` (that service's own role only) (`OPLEDGER_OPERATIONS_DATABASE_URL`).
-    pub database_url: DatabaseUrl,
-    /// Pooled database connections.
-    pub db_max_connections: u32,
-    /// Seconds a call waits for a pooled connection before failing UNAVAILABLE.
-    pub db_acquire_timeout_secs: u64,
+    /// The keys every service has (listen addresses, database pool, listener limits).
+    #[serde(flatten)]
+    pub base: ServiceBase,
     /// Seconds a verified API key stays cached (a revoked key works at most this long).
     pub auth_cache_ttl_secs: u64,
     /// Seconds the same-destination-and-amount risk signal looks back.
@@ -50,7 +38,7 @@ pub struct Config {
 }
 
 /// What the platform knows of one network (`[networks.<id>]`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkPolicy {
     /// Whether a transfer on this network can carry the payload's memo (so the memo the approvers
@@ -62,12 +50,7 @@ pub struct NetworkPolicy {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            listen: SocketAddr::from(([127, 0, 0, 1], 15051)),
-            metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9101)),
-            listener: ListenerConfig::default(),
-            database_url: DatabaseUrl::default(),
-            db_max_connections: 32,
-            db_acquire_timeout_secs: 5,
+            base: ServiceBase::loopback(15051, 9101, 32),
             auth_cache_ttl_secs: 30,
             risk_window_secs: 24 * 3600,
             networks: BTreeMap::new(),
@@ -80,9 +63,8 @@ impl Default for Config {
 impl Config {
     /// Loads defaults, then `file` if given, then the environment, and validates.
     pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
-        let config: Config = opledger_grpc::config::load("OPLEDGER_OPERATIONS_", file)?;
-        check_database(&config.database_url, config.db_max_connections)?;
-        config.listener.validate()?;
+        let config: Config = opledger_config::load("OPLEDGER_OPERATIONS_", file)?;
+        config.base.validate()?;
         if config.risk_window_secs == 0 {
             return Err(ConfigError::Invalid {
                 field: "risk_window_secs",
@@ -105,8 +87,8 @@ impl Config {
     /// The store settings this configuration implies.
     pub fn store_config(&self) -> opledger_store::StoreConfig {
         opledger_store::StoreConfig {
-            max_connections: self.db_max_connections,
-            acquire_timeout: Duration::from_secs(self.db_acquire_timeout_secs),
+            max_connections: self.base.db_max_connections,
+            acquire_timeout: self.base.acquire_timeout(),
             risk_window: Duration::from_secs(self.risk_window_secs),
         }
     }

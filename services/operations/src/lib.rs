@@ -20,6 +20,7 @@ use opledger_grpc::Authenticator;
 use opledger_grpc::server::{self, ServeError};
 use opledger_proto::v1::operations_service_server::OperationsServiceServer;
 pub use opledger_proto::v1::operations_service_server::SERVICE_NAME;
+use opledger_server::Runtime;
 use opledger_store::Store;
 use std::future::Future;
 use std::sync::Arc;
@@ -50,6 +51,21 @@ pub async fn serve(
     config: &Config,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
+    let routes = routes_for(store.clone(), config);
+    server::serve_ready(
+        listener,
+        SERVICE_NAME,
+        routes,
+        None,
+        config.base.listener.limits(),
+        &store,
+        shutdown,
+    )
+    .await
+}
+
+/// The routes `config` sets up: its create checks, its API-key cache.
+fn routes_for(store: Store, config: &Config) -> Routes {
     let checks = CreateChecks::from_config(config);
     if checks.accepts_every_network() {
         tracing::warn!(
@@ -61,23 +77,14 @@ pub async fn serve(
         store.clone(),
         Duration::from_secs(config.auth_cache_ttl_secs),
     ));
-    server::serve_ready(
-        listener,
-        SERVICE_NAME,
-        routes_with(store.clone(), auth, Arc::new(checks)),
-        None,
-        config.listener.limits(),
-        &store,
-        shutdown,
-    )
-    .await
+    routes_with(store, auth, Arc::new(checks))
 }
 
 /// Binds the configured addresses, then connects the store, and serves until Ctrl-C or SIGTERM,
 /// with its gRPC metrics on `metrics_listen`.
 pub async fn run(config: Config) -> Result<(), ServeError> {
-    let [listener, metrics] = server::bind_all([config.listen, config.metrics_listen]).await?;
-    let store = server::connect(&config.database_url.0, config.store_config()).await?;
-    let _metrics = server::spawn_metrics(metrics, config.listener.limits());
-    serve(listener, store, &config, server::shutdown_signal()).await
+    let (runtime, []) =
+        Runtime::start_with(SERVICE_NAME, &config.base, [], config.store_config()).await?;
+    let routes = routes_for(runtime.store().clone(), &config);
+    runtime.serve(routes, None).await
 }

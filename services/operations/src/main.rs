@@ -2,15 +2,6 @@
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // JSON logs with trace ids; spans exported over OTLP/gRPC when OTEL_* says where.
-    let telemetry = opledger_grpc::server::init_telemetry("opledger-operations");
-    let result = serve().await;
-    telemetry.shutdown().await;
-    result
-}
-
-async fn serve() -> anyhow::Result<()> {
-    let file = std::env::var_os("OPLEDGER_OPERATIONS_CONFIG").map(std::path::PathBuf::from);
-    let config = opledger_operations::Config::load(file.as_deref())?;
-    Ok(opledger_operations::run(config).await?)
+    let (load, run) = (opledger_operations::Config::load, opledger_operations::run);
+    opledger_server::main("opledger-operations", "OPLEDGER_OPERATIONS_", load, run).await
 }

@@ -179,12 +179,9 @@ impl OperationsService for OperationsApi {
         let op_id = convert::operation_id("withdrawal_id", &request.get_ref().withdrawal_id)?;
         let found = self
             .store
-            .get_withdrawal(caller.tenant_id, op_id)
+            .withdrawal(caller.tenant_id, op_id)
             .await
-            .map_err(store_status)?
-            .ok_or_else(|| {
-                store_status(opledger_store::StoreError::NotFound { what: "withdrawal" })
-            })?;
+            .map_err(store_status)?;
         Ok(Response::new(convert::withdrawal(&found)))
     }
 

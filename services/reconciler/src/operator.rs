@@ -124,12 +124,9 @@ impl OperatorService for OperatorApi {
         }
         let op = self
             .store
-            .get_withdrawal(caller.tenant_id, op_id)
+            .withdrawal(caller.tenant_id, op_id)
             .await
-            .map_err(store_status)?
-            .ok_or_else(|| {
-                store_status(opledger_store::StoreError::NotFound { what: "withdrawal" })
-            })?;
+            .map_err(store_status)?;
         let unresolved = Unresolved {
             tenant_id: caller.tenant_id,
             op_id,

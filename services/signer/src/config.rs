@@ -2,32 +2,20 @@
 //! then `OPLEDGER_SIGNER_*` environment variables, then validation. Networks, assets and wallets
 //! come from the file; passphrases never do (a file path or an environment variable name).
 
-use opledger_grpc::config::{ConfigError, DatabaseUrl, ListenerConfig, check_database};
+pub use opledger_config::TrustRootConfig;
+use opledger_config::{ConfigError, ServiceBase};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// The signer's configuration.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    /// Address of the gRPC port.
-    pub listen: SocketAddr,
-    /// Address of the Prometheus metrics endpoint (`GET /metrics`, HTTP/1.1): gRPC request
-    /// counts by method and code, latency histograms.
-    pub metrics_listen: SocketAddr,
-    /// Timeouts and limits of every listener of the service (`[listener]`, the same keys on every
-    /// service: see the listener section).
-    #[serde(default)]
-    pub listener: ListenerConfig,
-    /// PostgreSQL URL of a login role in `opledger_signer` (only signing columns are writable).
-    pub database_url: DatabaseUrl,
-    /// Pooled database connections.
-    pub db_max_connections: u32,
-    /// Seconds a call waits for a pooled connection.
-    pub db_acquire_timeout_secs: u64,
+    /// The keys every service has (listen addresses, database pool, listener limits).
+    #[serde(flatten)]
+    pub base: ServiceBase,
     /// Seconds a claim (APPROVED -> SIGNING) is leased before another signer may reclaim it.
     pub lease_secs: u64,
     /// Names this signer instance in leases and transition logs.
@@ -103,7 +91,9 @@ fn default_operations_owner() -> String {
 }
 
 /// What a caller may ask the signer for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Capability {
     /// `SignWithdrawal`: sign an approved withdrawal's original transfer.
@@ -126,7 +116,7 @@ impl Capability {
 }
 
 /// One caller of the signer and what it may do.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CallerConfig {
     /// Names the caller in logs and security events (e.g. "broadcaster").
@@ -149,27 +139,8 @@ pub fn digest(hex_text: &str) -> Option<[u8; 32]> {
     hex::decode(hex_text).ok()?.try_into().ok()
 }
 
-/// One tenant's pinned administrator keys.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TrustRootConfig {
-    /// The tenant (UUID).
-    pub tenant_id: String,
-    /// Ed25519 public keys (64 hex digits each) of the tenant's administrators: a trust statement
-    /// signed by any of them is accepted.
-    pub admin_public_keys: Vec<String>,
-    /// The lowest trust statement version accepted (refuses a rollback to an older statement
-    /// even on a fresh database); 1 when absent.
-    #[serde(default = "one")]
-    pub min_version: u64,
-}
-
-fn one() -> u64 {
-    1
-}
-
 /// The signer's TLS identity and, for mutual TLS, the CA that issues its callers' certificates.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConfig {
     /// PEM certificate chain of the signer.
@@ -183,7 +154,7 @@ pub struct TlsConfig {
 }
 
 /// How the signer builds transactions on one network.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkConfig {
     /// EIP-155 chain id.
@@ -208,7 +179,7 @@ pub struct NetworkConfig {
 }
 
 /// One tenant's hot wallet on one network.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WalletConfig {
     /// The tenant (UUID).
@@ -237,12 +208,7 @@ pub struct WalletConfig {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            listen: SocketAddr::from(([127, 0, 0, 1], 15053)),
-            metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9103)),
-            listener: ListenerConfig::default(),
-            database_url: DatabaseUrl::default(),
-            db_max_connections: 8,
-            db_acquire_timeout_secs: 5,
+            base: ServiceBase::loopback(15053, 9103, 8),
             lease_secs: 30,
             instance_id: "signer".to_owned(),
             callers: Vec::new(),
@@ -265,35 +231,32 @@ impl Default for Config {
 impl Config {
     /// Loads defaults, then `file` if given, then the environment, and validates.
     pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
-        let config: Config = opledger_grpc::config::load("OPLEDGER_SIGNER_", file)?;
+        let config: Config = opledger_config::load("OPLEDGER_SIGNER_", file)?;
         config.validate()?;
         Ok(config)
     }
 
     /// Checks what can be checked without reading keys.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.base.validate()?;
+        opledger_config::check_owner("security_owner", &self.security_owner)?;
+        opledger_config::check_owner("operations_owner", &self.operations_owner)?;
+        self.check_timing()?;
+        self.check_callers()?;
+        if self.lease_secs == 0 {
+            return Err(ConfigError::Invalid {
+                field: "lease_secs",
+                problem: "must be at least 1",
+            });
+        }
+        self.check_networks()?;
+        let rooted = self.check_trust_roots()?;
+        self.check_wallets(&rooted)
+    }
+
+    /// The sweep, retirement and grace periods are within their ranges.
+    fn check_timing(&self) -> Result<(), ConfigError> {
         let invalid = |field, problem| Err(ConfigError::Invalid { field, problem });
-        check_database(&self.database_url, self.db_max_connections)?;
-        self.listener.validate()?;
-        let owner_ok = |owner: &str| {
-            !owner.is_empty()
-                && owner.len() <= 63
-                && owner
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
-        };
-        if !owner_ok(&self.security_owner) {
-            return invalid(
-                "security_owner",
-                "must be 1 to 63 lowercase letters, digits, '-' or '_'",
-            );
-        }
-        if !owner_ok(&self.operations_owner) {
-            return invalid(
-                "operations_owner",
-                "must be 1 to 63 lowercase letters, digits, '-' or '_'",
-            );
-        }
         if !(100..=60_000).contains(&self.release_sweep_ms) {
             return invalid("release_sweep_ms", "must be from 100 to 60000");
         }
@@ -306,6 +269,12 @@ impl Config {
         if self.wallet_retire_min_age_secs > 7_776_000 {
             return invalid("wallet_retire_min_age_secs", "must be from 0 to 7776000");
         }
+        Ok(())
+    }
+
+    /// At least one caller; names and tokens unique; certificate pins only with mutual TLS.
+    fn check_callers(&self) -> Result<(), ConfigError> {
+        let invalid = |field, problem| Err(ConfigError::Invalid { field, problem });
         if self.callers.is_empty() {
             return invalid("callers", "must name at least one caller");
         }
@@ -345,9 +314,12 @@ impl Config {
                 );
             }
         }
-        if self.lease_secs == 0 {
-            return invalid("lease_secs", "must be at least 1");
-        }
+        Ok(())
+    }
+
+    /// Fee settings are amounts of wei, bumps at least 10%.
+    fn check_networks(&self) -> Result<(), ConfigError> {
+        let invalid = |field, problem| Err(ConfigError::Invalid { field, problem });
         for network in self.networks.values() {
             if network.fee_bump_percent < 10 {
                 return invalid("networks.fee_bump_percent", "must be at least 10");
@@ -362,6 +334,12 @@ impl Config {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Trust roots name distinct tenants with Ed25519 keys; returns the tenants (lowercase).
+    fn check_trust_roots(&self) -> Result<std::collections::BTreeSet<String>, ConfigError> {
+        let invalid = |field, problem| Err(ConfigError::Invalid { field, problem });
         let mut rooted = std::collections::BTreeSet::new();
         for root in &self.trust_roots {
             if root.tenant_id.parse::<uuid::Uuid>().is_err() {
@@ -391,6 +369,16 @@ impl Config {
                 return invalid("trust_roots.min_version", "must be at least 1");
             }
         }
+        Ok(rooted)
+    }
+
+    /// Every wallet belongs to a rooted tenant and a configured network, with one passphrase
+    /// source.
+    fn check_wallets(
+        &self,
+        rooted: &std::collections::BTreeSet<String>,
+    ) -> Result<(), ConfigError> {
+        let invalid = |field, problem| Err(ConfigError::Invalid { field, problem });
         for wallet in &self.wallets {
             if !rooted.contains(&wallet.tenant_id.to_ascii_lowercase()) {
                 return invalid(
@@ -410,15 +398,6 @@ impl Config {
         }
         Ok(())
     }
-
-    /// The store settings this configuration implies.
-    pub fn store_config(&self) -> opledger_store::StoreConfig {
-        opledger_store::StoreConfig {
-            max_connections: self.db_max_connections,
-            acquire_timeout: Duration::from_secs(self.db_acquire_timeout_secs),
-            ..opledger_store::StoreConfig::default()
-        }
-    }
 }
 
 #[cfg(test)]
@@ -435,8 +414,12 @@ mod tests {
     }
 
     fn valid() -> Config {
+        let defaults = Config::default();
         Config {
-            database_url: DatabaseUrl("postgres://signer@db/opledger".into()),
+            base: ServiceBase {
+                database_url: opledger_config::DatabaseUrl("postgres://signer@db/opledger".into()),
+                ..defaults.base.clone()
+            },
             callers: vec![
                 caller(
                     "broadcaster",
@@ -445,7 +428,7 @@ mod tests {
                 ),
                 caller("reconciler", 'b', &[Capability::Cancel]),
             ],
-            ..Config::default()
+            ..defaults
         }
     }
 

@@ -175,12 +175,9 @@ pub fn signer_status(error: SignerError) -> Status {
             "withdrawal not found",
             &[("resource", "withdrawal")],
         ),
-        SignerError::HashMismatch => error_status(
-            Code::FailedPrecondition,
-            ErrorReason::PayloadHashMismatch,
-            error.to_string(),
-            &[],
-        ),
+        SignerError::HashMismatch => {
+            precondition(ErrorReason::PayloadHashMismatch, error.to_string(), &[])
+        }
         SignerError::NotSignable { state, retry } => error_status(
             if retry {
                 Code::Aborted
@@ -191,91 +188,90 @@ pub fn signer_status(error: SignerError) -> Status {
             error.to_string(),
             &[("state", state.as_str())],
         ),
-        SignerError::ApprovalsNotVerified(why) => error_status(
-            Code::FailedPrecondition,
+        SignerError::ApprovalsNotVerified(why) => precondition(
             ErrorReason::ApprovalsNotVerified,
             error.to_string(),
             &[("why", why.event_kind())],
         ),
-        SignerError::FeeCapExceeded => error_status(
-            Code::FailedPrecondition,
-            ErrorReason::FeeCapExceeded,
-            error.to_string(),
-            &[],
-        ),
-        SignerError::NotConfigured(what) => error_status(
-            Code::FailedPrecondition,
+        SignerError::FeeCapExceeded => {
+            precondition(ErrorReason::FeeCapExceeded, error.to_string(), &[])
+        }
+        SignerError::NotConfigured(what) => precondition(
             ErrorReason::SignerNotConfigured,
             error.to_string(),
             &[("missing", what)],
         ),
-        SignerError::Replacement(opledger_evm::tx::TxError::FeeCapExceeded { .. }) => error_status(
-            Code::FailedPrecondition,
-            ErrorReason::FeeCapExceeded,
-            error.to_string(),
-            &[],
-        ),
-        SignerError::Replacement(other) => error_status(
-            Code::FailedPrecondition,
+        SignerError::Replacement(opledger_evm::tx::TxError::FeeCapExceeded { .. }) => {
+            precondition(ErrorReason::FeeCapExceeded, error.to_string(), &[])
+        }
+        SignerError::Replacement(other) => precondition(
             ErrorReason::NotSignable,
             format!("replacement refused: {other}"),
             &[],
         ),
-        SignerError::Sign(e) => {
-            tracing::error!(error = %e, "signing failed");
-            error_status(
-                Code::Internal,
-                ErrorReason::InternalError,
-                "signing failed",
-                &[],
-            )
-        }
+        SignerError::Sign(e) => sign_failed_status(&e),
         SignerError::Store(e) => store_status(e),
-        SignerError::NotAllowed(refusal) => {
-            let detail = match refusal {
-                Refusal::Capability(c) => c.as_str().to_owned(),
-                Refusal::ClientCertificate => "client_certificate".to_owned(),
-                Refusal::State(state) => state.as_str().to_owned(),
-                Refusal::Age { min_age_secs, .. } => format!("{min_age_secs}s"),
-            };
-            let key = match refusal {
-                Refusal::Capability(_) => "capability",
-                Refusal::ClientCertificate => "credential",
-                Refusal::State(_) => "state",
-                Refusal::Age { .. } => "min_age",
-            };
-            error_status(
-                Code::PermissionDenied,
-                ErrorReason::CallerNotAllowed,
-                error.to_string(),
-                &[("missing", refusal.missing()), (key, detail.as_str())],
-            )
-        }
+        SignerError::NotAllowed(refusal) => not_allowed_status(refusal, error.to_string()),
         SignerError::Interrupted => error_status(
             Code::Unavailable,
             ErrorReason::StoreUnavailable,
             error.to_string(),
             &[],
         ),
-        SignerError::MemoNotExecutable => error_status(
-            Code::FailedPrecondition,
+        SignerError::MemoNotExecutable => precondition(
             ErrorReason::MemoNotExecutable,
             error.to_string(),
             &[("field", "payload.memo")],
         ),
-        SignerError::AttemptMismatch(_) => error_status(
-            Code::FailedPrecondition,
-            ErrorReason::AttemptMismatch,
-            error.to_string(),
-            &[],
-        ),
-        SignerError::NoKeyForSender => error_status(
-            Code::FailedPrecondition,
-            ErrorReason::NoKeyForSender,
-            error.to_string(),
-            &[],
-        ),
+        SignerError::AttemptMismatch(_) => {
+            precondition(ErrorReason::AttemptMismatch, error.to_string(), &[])
+        }
+        SignerError::NoKeyForSender => {
+            precondition(ErrorReason::NoKeyForSender, error.to_string(), &[])
+        }
     }
+}
+
+/// FAILED_PRECONDITION with `reason`, `message` and `metadata`.
+fn precondition(
+    reason: ErrorReason,
+    message: impl Into<String>,
+    metadata: &[(&str, &str)],
+) -> Status {
+    error_status(Code::FailedPrecondition, reason, message, metadata)
+}
+
+/// A signing failure: logged with its cause, answered INTERNAL without it.
+fn sign_failed_status(e: &opledger_evm::signer::SignError) -> Status {
+    tracing::error!(error = %e, "signing failed");
+    error_status(
+        Code::Internal,
+        ErrorReason::InternalError,
+        "signing failed",
+        &[],
+    )
+}
+
+/// A caller refused `refusal`: PERMISSION_DENIED naming what was missing, with `message`.
+fn not_allowed_status(refusal: Refusal, message: String) -> Status {
+    let detail = match refusal {
+        Refusal::Capability(c) => c.as_str().to_owned(),
+        Refusal::ClientCertificate => "client_certificate".to_owned(),
+        Refusal::State(state) => state.as_str().to_owned(),
+        Refusal::Age { min_age_secs, .. } => format!("{min_age_secs}s"),
+    };
+    let key = match refusal {
+        Refusal::Capability(_) => "capability",
+        Refusal::ClientCertificate => "credential",
+        Refusal::State(_) => "state",
+        Refusal::Age { .. } => "min_age",
+    };
+    error_status(
+        Code::PermissionDenied,
+        ErrorReason::CallerNotAllowed,
+        message,
+        &[("missing", refusal.missing()), (key, detail.as_str())],
+    )
 }
 
 #[tonic::async_trait]

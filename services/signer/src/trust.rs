@@ -14,6 +14,7 @@ use opledger_domain::approval::{
 };
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_store::signing::SigningInput;
+use opledger_store::trust::StoredTrust;
 use opledger_webhook::screening::{self, Screening, StoredScreening};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -164,7 +165,25 @@ impl TrustRoots {
     ) -> Result<Approval, Unverified> {
         let root = self.roots.get(&tenant).ok_or(Unverified::NoTrustRoot)?;
         let stored = input.trust.as_ref().ok_or(Unverified::NoTrustStatement)?;
-        let mut floor = root.min_version.max(input.trust_seen.unwrap_or(0));
+        let trust = self.trust_statement(tenant, root, stored, input.trust_seen)?;
+        check_decisions(&trust, tenant, op, input)?;
+        check_screenings(&trust, op, input)?;
+        Ok(Approval {
+            newly_accepted: (input.trust_seen < Some(trust.version())).then_some(trust.version()),
+        })
+    }
+
+    /// The tenant's trust statement `stored`, verified against the pinned keys of `root` (or the
+    /// one already accepted from the very same bytes and signature), no older than the root's
+    /// minimum, the version recorded as seen (`trust_seen`) or one already accepted.
+    fn trust_statement(
+        &self,
+        tenant: TenantId,
+        root: &Root,
+        stored: &StoredTrust,
+        trust_seen: Option<u64>,
+    ) -> Result<Arc<TrustStatement>, Unverified> {
+        let mut floor = root.min_version.max(trust_seen.unwrap_or(0));
         let digest: [u8; 32] = {
             let mut d = Sha256::new();
             d.update(&stored.statement);
@@ -182,74 +201,102 @@ impl TrustRoots {
         }
         let trust = match cached {
             Some((d, statement)) if d == digest => statement,
-            _ => {
-                let sig: Signature =
-                    signature(&stored.signature).map_err(|_| Unverified::TrustNotSigned)?;
-                let statement =
-                    TrustStatement::verify_signed(&stored.statement, &sig, tenant, &root.keys)
-                        .map_err(|_| Unverified::TrustNotSigned)?;
-                if statement.version() != stored.version {
-                    return Err(Unverified::TrustNotSigned);
-                }
-                if statement.version() < floor {
-                    return Err(Unverified::TrustRolledBack);
-                }
-                let statement = Arc::new(statement);
-                let mut accepted = self.accepted.lock().unwrap_or_else(|p| p.into_inner());
-                // Another call may have accepted a newer one meanwhile: keep the newest.
-                let newer_held = accepted
-                    .get(&tenant)
-                    .is_some_and(|a| a.statement.version() > statement.version());
-                if newer_held {
-                    return Err(Unverified::TrustRolledBack);
-                }
-                accepted.insert(
-                    tenant,
-                    Accepted {
-                        digest,
-                        statement: statement.clone(),
-                    },
-                );
-                statement
-            }
+            _ => self.accept(tenant, root, stored, digest, floor)?,
         };
         if trust.version() < floor {
             return Err(Unverified::TrustRolledBack);
         }
-        let payload = &input.operation.payload;
-        let facts = OperationFacts {
-            tenant_id: tenant,
-            operation_id: op,
-            payload_hash: payload.hash(),
-            asset: &payload.asset,
-            amount: payload.amount,
-            risk_flags: input.operation.risk_flags.iter().copied().collect(),
-        };
-        let decisions = input
-            .decisions
-            .iter()
-            .map(|d| d.facts(tenant, op))
-            .collect::<Option<Vec<ApprovalFacts<'_>>>>()
-            .ok_or(Unverified::UnsignedDecision)?;
-        match evaluate(&trust, &facts, &decisions).map_err(Unverified::Refused)? {
-            Verdict::Met { .. } => {}
-            Verdict::Short { unacknowledged, .. } if unacknowledged > 0 => {
-                return Err(Unverified::RiskNotAcknowledged);
-            }
-            Verdict::Short { .. } => return Err(Unverified::Insufficient),
-            Verdict::Rejected { .. } => return Err(Unverified::Rejected),
+        Ok(trust)
+    }
+
+    /// Verifies `stored` (whose bytes and signature hash to `digest`) against the pinned keys of
+    /// `root`, refuses it below `floor`, and keeps it as the tenant's accepted statement unless a
+    /// newer one was accepted meanwhile.
+    fn accept(
+        &self,
+        tenant: TenantId,
+        root: &Root,
+        stored: &StoredTrust,
+        digest: [u8; 32],
+        floor: u64,
+    ) -> Result<Arc<TrustStatement>, Unverified> {
+        let sig: Signature =
+            signature(&stored.signature).map_err(|_| Unverified::TrustNotSigned)?;
+        let statement = TrustStatement::verify_signed(&stored.statement, &sig, tenant, &root.keys)
+            .map_err(|_| Unverified::TrustNotSigned)?;
+        if statement.version() != stored.version {
+            return Err(Unverified::TrustNotSigned);
         }
-        let screenings: Vec<StoredScreening<'_>> =
-            input.screenings.iter().map(|s| s.as_stored()).collect();
-        match screening::judge(&trust, op, &screenings).map_err(Unverified::KytMisplaced)? {
-            Screening::Failed => return Err(Unverified::KytFailed),
-            Screening::Missing if trust.kyt_required(&payload.asset) => {
-                return Err(Unverified::KytMissing);
-            }
-            Screening::Passed | Screening::Missing => {}
+        if statement.version() < floor {
+            return Err(Unverified::TrustRolledBack);
         }
-        Ok(Approval {
-            newly_accepted: (input.trust_seen < Some(trust.version())).then_some(trust.version()),
-        })
+        let statement = Arc::new(statement);
+        let mut accepted = self.accepted.lock().unwrap_or_else(|p| p.into_inner());
+        // Another call may have accepted a newer one meanwhile: keep the newest.
+        let newer_held = accepted
+            .get(&tenant)
+            .is_some_and(|a| a.statement.version() > statement.version());
+        if newer_held {
+            return Err(Unverified::TrustRolledBack);
+        }
+        accepted.insert(
+            tenant,
+            Accepted {
+                digest,
+                statement: statement.clone(),
+            },
+        );
+        Ok(statement)
+    }
+}
+
+/// Evaluates the tenant's policy over every stored decision of `input`, each verified against
+/// `trust`, with the withdrawal's risk flags.
+fn check_decisions(
+    trust: &TrustStatement,
+    tenant: TenantId,
+    op: OperationId,
+    input: &SigningInput,
+) -> Result<(), Unverified> {
+    let payload = &input.operation.payload;
+    let facts = OperationFacts {
+        tenant_id: tenant,
+        operation_id: op,
+        payload_hash: payload.hash(),
+        asset: &payload.asset,
+        amount: payload.amount,
+        risk_flags: input.operation.risk_flags.iter().copied().collect(),
+    };
+    let decisions = input
+        .decisions
+        .iter()
+        .map(|d| d.facts(tenant, op))
+        .collect::<Option<Vec<ApprovalFacts<'_>>>>()
+        .ok_or(Unverified::UnsignedDecision)?;
+    match evaluate(trust, &facts, &decisions).map_err(Unverified::Refused)? {
+        Verdict::Met { .. } => Ok(()),
+        Verdict::Short { unacknowledged, .. } if unacknowledged > 0 => {
+            Err(Unverified::RiskNotAcknowledged)
+        }
+        Verdict::Short { .. } => Err(Unverified::Insufficient),
+        Verdict::Rejected { .. } => Err(Unverified::Rejected),
+    }
+}
+
+/// Judges the withdrawal's signed screening results under `trust`: a signed failure refuses any
+/// asset, a missing pass refuses an asset the statement requires one for.
+fn check_screenings(
+    trust: &TrustStatement,
+    op: OperationId,
+    input: &SigningInput,
+) -> Result<(), Unverified> {
+    let screenings: Vec<StoredScreening<'_>> =
+        input.screenings.iter().map(|s| s.as_stored()).collect();
+    match screening::judge(trust, op, &screenings).map_err(Unverified::KytMisplaced)? {
+        Screening::Failed => Err(Unverified::KytFailed),
+        Screening::Missing if trust.kyt_required(&input.operation.payload.asset) => {
+            Err(Unverified::KytMissing)
+        }
+        Screening::Passed | Screening::Missing => Ok(()),
     }
 }

@@ -168,16 +168,10 @@ impl Witness {
         }
         let operation = self
             .store
-            .get_withdrawal(release.tenant_id, release.op_id)
-            .await?
-            .ok_or(StoreError::NotFound { what: "withdrawal" })?;
-        let payload = &operation.payload;
+            .withdrawal(release.tenant_id, release.op_id)
+            .await?;
         let stored: Vec<StoredAttempt<'_>> = attempts.iter().map(Attempt::as_stored).collect();
-        let judged = opledger_evm::evidence::judge(
-            &stored,
-            payload.destination.as_str(),
-            payload.amount.get(),
-        );
+        let judged = opledger_evm::evidence::judge_payout(&stored, &operation.payload);
         let nonce = original.signed.nonce;
         let mut verdict = match pinned {
             Ok(pinned) => {

@@ -1,32 +1,20 @@
 //! Typed configuration: defaults, then the TOML file named by `OPLEDGER_WITNESS_CONFIG`, then
 //! `OPLEDGER_WITNESS_*` environment variables, then validation.
 
-use opledger_grpc::config::{ConfigError, DatabaseUrl, ListenerConfig, Secret, check_database};
+pub use opledger_config::TrustRootConfig;
+use opledger_config::{ConfigError, Secret, ServiceBase};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// The witness's configuration.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    /// Address of the gRPC port (health and reflection only: the witness has no API).
-    pub listen: SocketAddr,
-    /// Address of the Prometheus metrics endpoint (`GET /metrics`, HTTP/1.1).
-    pub metrics_listen: SocketAddr,
-    /// Timeouts and limits of every listener of the service (`[listener]`, the same keys on every
-    /// service: see the listener section).
-    #[serde(default)]
-    pub listener: ListenerConfig,
-    /// PostgreSQL URL of a login role in `opledger_witness`: it may read what a release rests on
-    /// and record attestations and refusals, nothing else.
-    pub database_url: DatabaseUrl,
-    /// Pooled database connections.
-    pub db_max_connections: u32,
-    /// Seconds a call waits for a pooled connection.
-    pub db_acquire_timeout_secs: u64,
+    /// The keys every service has (listen addresses, database pool, listener limits).
+    #[serde(flatten)]
+    pub base: ServiceBase,
     /// Names this witness in attestations and refusals.
     pub witness_id: String,
     /// Required. Evidence per network id (`[evidence.<id>]`): the witness's own independent endpoints
@@ -62,26 +50,8 @@ pub struct Config {
     pub rpc_timeout_ms: u64,
 }
 
-/// One tenant's trust root: its administrators' pinned keys.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TrustRootConfig {
-    /// The tenant (UUID).
-    pub tenant_id: String,
-    /// Ed25519 public keys (64 hex digits each) of the tenant's administrators: a trust statement
-    /// signed by any of them is accepted.
-    pub admin_public_keys: Vec<String>,
-    /// The lowest trust statement version accepted; 1 when absent.
-    #[serde(default = "one")]
-    pub min_version: u64,
-}
-
-fn one() -> u64 {
-    1
-}
-
 /// What deposits on one network may be.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DepositAssets {
     /// The asset code of the network's native coin (`ETH`), if deposits of it are credited.
@@ -95,12 +65,7 @@ pub struct DepositAssets {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            listen: SocketAddr::from(([127, 0, 0, 1], 15057)),
-            metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9107)),
-            listener: ListenerConfig::default(),
-            database_url: DatabaseUrl::default(),
-            db_max_connections: 4,
-            db_acquire_timeout_secs: 5,
+            base: ServiceBase::loopback(15057, 9107, 4),
             witness_id: "witness".to_owned(),
             evidence: BTreeMap::new(),
             rpc_ca: None,
@@ -117,15 +82,14 @@ impl Default for Config {
 impl Config {
     /// Loads defaults, then `file` if given, then the environment, and validates.
     pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
-        let config: Config = opledger_grpc::config::load("OPLEDGER_WITNESS_", file)?;
+        let config: Config = opledger_config::load("OPLEDGER_WITNESS_", file)?;
         config.validate()?;
         Ok(config)
     }
 
     /// Checks a configuration built in code the way [`Config::load`] checks a loaded one.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        check_database(&self.database_url, self.db_max_connections)?;
-        self.listener.validate()?;
+        self.base.validate()?;
         let invalid = |field, problem| Err(ConfigError::Invalid { field, problem });
         if self.evidence.is_empty() {
             return invalid("evidence", "must name at least one network");
@@ -219,15 +183,6 @@ impl Config {
             }
         }
         Ok(())
-    }
-
-    /// The store settings this configuration implies.
-    pub fn store_config(&self) -> opledger_store::StoreConfig {
-        opledger_store::StoreConfig {
-            max_connections: self.db_max_connections,
-            acquire_timeout: Duration::from_secs(self.db_acquire_timeout_secs),
-            ..opledger_store::StoreConfig::default()
-        }
     }
 }
 

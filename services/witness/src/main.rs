@@ -2,15 +2,6 @@
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // JSON logs with trace ids; spans exported over OTLP/gRPC when OTEL_* says where.
-    let telemetry = opledger_grpc::server::init_telemetry("opledger-witness");
-    let result = serve().await;
-    telemetry.shutdown().await;
-    result
-}
-
-async fn serve() -> anyhow::Result<()> {
-    let file = std::env::var_os("OPLEDGER_WITNESS_CONFIG").map(std::path::PathBuf::from);
-    let config = opledger_witness::Config::load(file.as_deref())?;
-    Ok(opledger_witness::run(config).await?)
+    let (load, run) = (opledger_witness::Config::load, opledger_witness::run);
+    opledger_server::main("opledger-witness", "OPLEDGER_WITNESS_", load, run).await
 }

@@ -21,7 +21,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use zeroize::Zeroizing;
 
-use super::{ACCOUNTS, NETWORK, PREPARE_TASKS, Sender};
+use super::options::{ACCOUNTS, NETWORK, PREPARE_TASKS};
+use super::types::{Phase, Sender};
 
 /// The bench network, as tests/support/signer.rs configures anvil.
 pub(super) fn network() -> NetworkConfig {
@@ -110,6 +111,34 @@ pub(super) async fn new_sender(
         trust,
         address,
     })
+}
+
+/// The warm-up's sender and one phase per entry of `counts` (its senders, no work yet), each
+/// sender a new tenant with its own hot wallet in `wallets`.
+pub(super) async fn phases(
+    store: &Store,
+    wallets: &mut Wallets,
+    counts: &[usize],
+) -> anyhow::Result<(Sender, Vec<Phase>)> {
+    let warmup_sender = new_sender(store, wallets, "bench-sign-warmup").await?;
+    let mut phases = Vec::new();
+    for (p, &n) in counts.iter().enumerate() {
+        let mut senders = Vec::new();
+        for i in 0..n {
+            senders.push(new_sender(store, wallets, &format!("bench-sign-{p}-{i}")).await?);
+        }
+        let label = if n == 1 {
+            "1 sender".to_owned()
+        } else {
+            format!("{n} senders")
+        };
+        phases.push(Phase {
+            label,
+            senders,
+            work: Vec::new(),
+        });
+    }
+    Ok((warmup_sender, phases))
 }
 
 /// Creates and approves `n` withdrawals spread round-robin over `senders`; returns them in that

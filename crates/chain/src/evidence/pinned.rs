@@ -11,8 +11,11 @@ use opledger_domain::evidence::{
     agree, decide,
 };
 
+use super::EvidenceReader;
 use super::endpoint::{Endpoint, EndpointError, ReceiptAt, SentAt};
-use super::{EvidenceReader, Finality};
+
+mod absence;
+mod pin;
 
 /// Why no block could be pinned for a pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -97,52 +100,6 @@ impl EndpointPass {
             .copied()
     }
 
-    /// The sender's count after block `number`, read once per pass.
-    async fn nonce_at(
-        &self,
-        endpoint: &Endpoint,
-        sender: Address,
-        number: u64,
-    ) -> Result<u64, EndpointError> {
-        let key = (sender, number);
-        if let Some(count) = self
-            .counts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
-        {
-            return Ok(*count);
-        }
-        let count = endpoint.nonce_at(sender, number).await?;
-        self.counts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, count);
-        Ok(count)
-    }
-
-    /// The block at `number` with its transactions, read once per pass.
-    async fn transactions_at(
-        &self,
-        endpoint: &Endpoint,
-        number: u64,
-    ) -> Result<Arc<BlockSent>, EndpointError> {
-        if let Some(block) = self
-            .blocks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&number)
-        {
-            return Ok(block.clone());
-        }
-        let block = Arc::new(endpoint.transactions_at(number).await?);
-        self.blocks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(number, block.clone());
-        Ok(block)
-    }
-
     fn remember(&self, found: HashMap<u64, B256>) {
         self.hashes
             .lock()
@@ -200,125 +157,6 @@ fn agreed<T: PartialEq + Copy>(answers: &[Option<T>], quorum: usize) -> Result<T
         return Err(NoAgreement::Disagreement);
     }
     Ok(first)
-}
-
-impl EvidenceReader {
-    /// Pins a pass: every endpoint's head (at least `quorum` must answer, within
-    /// `max_lag_blocks` of each other), the lowest of them pinned, its hash named by every
-    /// endpoint that answered (all equal); then the final block by the network's finality
-    /// (`Confirmations(n)`: `n - 1` below the pinned, or genesis on a shorter chain;
-    /// `FinalizedTag`: the lowest `finalized` block named, never above the pinned), its hash
-    /// agreed likewise. An endpoint that fails any step takes no part in the pass.
-    pub async fn pin(&self) -> Result<Pinned, PinError> {
-        let inner = &self.inner;
-        let quorum = inner.quorum;
-
-        // Each endpoint's head block, number and hash in one call: when the endpoints stand at
-        // the same height (the usual case), that already names the pinned block's hash.
-        let latest: Vec<Option<(u64, B256)>> =
-            join_all(inner.endpoints.iter().map(|e| async move {
-                e.latest()
-                    .await
-                    .map_err(|error| log_silent(e.index, "head", &error))
-                    .ok()
-            }))
-            .await;
-        let heads: Vec<Option<u64>> = latest.iter().map(|l| l.map(|(n, _)| n)).collect();
-        let answered: Vec<u64> = heads.iter().flatten().copied().collect();
-        if answered.len() < quorum {
-            return Err(PinError::Head(NoAgreement::TooFewAnswers {
-                answered: answered.len(),
-                quorum,
-            }));
-        }
-        let (Some(&lowest), Some(&highest)) = (answered.iter().min(), answered.iter().max()) else {
-            return Err(PinError::Head(NoAgreement::TooFewAnswers {
-                answered: 0,
-                quorum,
-            }));
-        };
-        if highest - lowest > inner.max_lag {
-            return Err(PinError::Head(NoAgreement::Lag {
-                blocks: highest - lowest,
-                max_lag: inner.max_lag,
-            }));
-        }
-
-        let tag = inner.finality == Finality::FinalizedTag;
-        let at_pinned: Vec<Option<(B256, Option<u64>)>> = join_all(
-            inner
-                .endpoints
-                .iter()
-                .zip(&latest)
-                .map(|(e, head)| async move {
-                    let (number, hash) = (*head)?;
-                    if number == lowest && !tag {
-                        return Some((hash, None));
-                    }
-                    e.block_and_finalized(lowest, tag)
-                        .await
-                        .map_err(|error| log_silent(e.index, "pinned block", &error))
-                        .ok()
-                }),
-        )
-        .await;
-        let hashes: Vec<Option<B256>> = at_pinned.iter().map(|a| a.map(|(h, _)| h)).collect();
-        let pinned_hash = agreed(&hashes, quorum).map_err(PinError::Pinned)?;
-
-        let final_number = match inner.finality {
-            // The including block counts: `n` confirmations reach `n - 1` blocks below the
-            // pinned one. A chain shorter than that has nothing final but its genesis.
-            Finality::Confirmations(n) => (lowest + 1).saturating_sub(n),
-            Finality::FinalizedTag => at_pinned
-                .iter()
-                .flatten()
-                .filter_map(|(_, finalized)| *finalized)
-                .min()
-                .unwrap_or(0)
-                .min(lowest),
-        };
-
-        let finals: Vec<Option<B256>> = join_all(inner.endpoints.iter().zip(&hashes).map(
-            |(e, hash)| async move {
-                hash.as_ref()?;
-                if final_number == lowest {
-                    return Some(pinned_hash);
-                }
-                e.hashes(&[final_number], (lowest, pinned_hash))
-                    .await
-                    .map_err(|error| log_silent(e.index, "final block", &error))
-                    .ok()
-                    .and_then(|found| found.get(&final_number).copied())
-            },
-        ))
-        .await;
-        let final_hash = agreed(&finals, quorum).map_err(PinError::Final)?;
-
-        let endpoints = heads
-            .iter()
-            .zip(&finals)
-            .map(|(head, fin)| match (head, fin) {
-                (Some(head), Some(_)) => Some(EndpointPass {
-                    head: *head,
-                    hashes: Mutex::new(HashMap::from([
-                        (lowest, pinned_hash),
-                        (final_number, final_hash),
-                    ])),
-                    counts: Mutex::default(),
-                    blocks: Mutex::default(),
-                }),
-                _ => None,
-            })
-            .collect();
-        Ok(Pinned {
-            pinned: to_block_ref(lowest, pinned_hash),
-            final_block: to_block_ref(final_number, final_hash),
-            pass: Arc::new(Pass {
-                reader: self.clone(),
-                endpoints,
-            }),
-        })
-    }
 }
 
 /// A pass's pins, one per network, made on first use: every operation of a network examined in
@@ -514,73 +352,6 @@ impl Pinned {
             }));
         }
         Ok(readings)
-    }
-
-    /// Finds the endpoint's canonical block that consumed `nonce` of `sender` (at or below the
-    /// final block, whose count is past it) and the transaction in it that did: the reading
-    /// stands only if that transaction is none of `attempts` (a missing receipt is then evidence
-    /// of absence); if it is one of ours, or the block holds no transaction of the sender at that
-    /// nonce, this endpoint gave no answer. Searches back from the
-    /// final block in doubling steps, then halves the interval: a handful of requests for a
-    /// nonce consumed recently, at most about twice log2(height) otherwise (this path is rare).
-    async fn prove_absent(
-        &self,
-        endpoint: &Endpoint,
-        pass: &EndpointPass,
-        query: &Query,
-    ) -> Result<(), EndpointError> {
-        let Query {
-            sender,
-            nonce,
-            ref attempts,
-        } = *query;
-        // `past` has the nonce consumed; `before` (when Some) does not.
-        let mut past = self.final_block.number;
-        let mut step = 1_u64;
-        let mut before = None;
-        while past > 0 {
-            let probe = past.saturating_sub(step);
-            if pass.nonce_at(endpoint, sender, probe).await? > nonce {
-                past = probe;
-                step = step.saturating_mul(2);
-            } else {
-                before = Some(probe);
-                break;
-            }
-        }
-        if let Some(mut low) = before {
-            while past - low > 1 {
-                let mid = low + (past - low) / 2;
-                if pass.nonce_at(endpoint, sender, mid).await? > nonce {
-                    past = mid;
-                } else {
-                    low = mid;
-                }
-            }
-        }
-        let block = pass.transactions_at(endpoint, past).await?;
-        let (hash, transactions) = (block.0, &block.1);
-        // The block read by number must be the pinned chain's (the check re-reads the pinned
-        // block too, so nothing here comes from another fork).
-        if self
-            .canonical_hashes(endpoint, pass, &[past])
-            .await?
-            .get(&past)
-            != Some(&hash)
-        {
-            return Err(EndpointError::Inconsistent);
-        }
-        // The block must hold the very transaction that consumed the nonce: a node whose state
-        // ran ahead of its blocks (a nonce read as consumed before the including block is served)
-        // names no such transaction, and its reading is no evidence.
-        let consumer = transactions
-            .iter()
-            .find(|tx| tx.from == sender && tx.nonce == nonce)
-            .ok_or(EndpointError::Inconsistent)?;
-        if attempts.contains(&consumer.hash) {
-            return Err(EndpointError::ReceiptMissing);
-        }
-        Ok(())
     }
 
     /// The endpoint's canonical hashes at `numbers` (at or below the pinned block), from the

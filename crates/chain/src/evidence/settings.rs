@@ -13,7 +13,7 @@ use std::time::Duration;
 /// One network's evidence settings. `urls`, `quorum` and the finality (`confirmations` or
 /// `finalized`) are required: there is no silent default for what counts as final or how many
 /// nodes must agree.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkEvidence {
     /// Independent JSON-RPC endpoints (`https://`; `http://` only on loopback). The same URL

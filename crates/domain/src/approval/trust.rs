@@ -2,14 +2,16 @@
 //! providers), approval policy and credit policy, signed by a tenant administrator key that the
 //! signer and the witness pin in their own configuration.
 
-use super::codec::{self, Reader, Writer};
-use super::{KeyId, Signature, SigningKey, StatementError, VerifyingKey, verify, verifying_key};
+use super::codec::Writer;
+use super::{KeyId, Signature, SigningKey, StatementError, VerifyingKey, verify};
 use crate::amount::Amount;
 use crate::ids::TenantId;
 use crate::payload::AssetCode;
 use crate::policy::{ApprovalPolicy, ApprovalRule, MAX_REQUIRED_APPROVALS};
 use ed25519_dalek::Signer as _;
 use std::collections::BTreeMap;
+
+mod decode;
 
 /// Domain string of trust statements, version 1.
 pub const TRUST_DOMAIN_V1: &str = "opledger/trust-statement/v1";
@@ -135,70 +137,10 @@ impl TrustStatement {
         if version == 0 {
             return Err(StatementError::Field("version"));
         }
-        let mut keys = BTreeMap::new();
-        for key in parts.keys {
-            if key.key_id != KeyId::of(&key.public_key) {
-                return Err(StatementError::Inconsistent("key id is not its key's id"));
-            }
-            if keys.insert(key.key_id, key).is_some() {
-                return Err(StatementError::Order("keys"));
-            }
-        }
-        let mut revoked = parts.revoked;
-        revoked.sort();
-        if revoked.windows(2).any(|w| w[0] == w[1]) {
-            return Err(StatementError::Order("revoked"));
-        }
-        if revoked.iter().any(|id| keys.contains_key(id)) {
-            return Err(StatementError::Inconsistent(
-                "a revoked key is listed as active",
-            ));
-        }
-        let mut by_asset: BTreeMap<String, Vec<ApprovalRule>> = BTreeMap::new();
-        for (asset, rule) in parts.rules {
-            if rule.required_approvals == 0 || rule.required_approvals > MAX_REQUIRED_APPROVALS {
-                return Err(StatementError::Inconsistent(
-                    "required_approvals must be 1 to 10",
-                ));
-            }
-            by_asset
-                .entry(asset.as_str().to_owned())
-                .or_default()
-                .push(rule);
-        }
-        let mut policies = BTreeMap::new();
-        for (asset, rules) in by_asset {
-            let policy = ApprovalPolicy::new(rules).map_err(|e| match e {
-                crate::policy::PolicyError::NoBaseRule => {
-                    StatementError::Inconsistent("an asset with rules has no rule at min_amount 0")
-                }
-                crate::policy::PolicyError::DuplicateMinAmount => StatementError::Order("rules"),
-                crate::policy::PolicyError::RequiredOutOfRange => {
-                    StatementError::Inconsistent("required_approvals must be 1 to 10")
-                }
-            })?;
-            policies.insert(asset, policy);
-        }
-        let mut automated = parts.automated;
-        automated.sort_by(|a, b| (a.asset.as_str(), a.key_id).cmp(&(b.asset.as_str(), b.key_id)));
-        if automated
-            .windows(2)
-            .any(|w| (w[0].asset.as_str(), w[0].key_id) == (w[1].asset.as_str(), w[1].key_id))
-        {
-            return Err(StatementError::Order("automated"));
-        }
-        for a in &automated {
-            if a.below.is_zero() {
-                return Err(StatementError::Inconsistent(
-                    "an automated approver's limit is 0",
-                ));
-            }
-            if keys.get(&a.key_id).map(|k| k.kind) != Some(KeyKind::Service) {
-                return Err(StatementError::Inconsistent(
-                    "an automated approver is not a SERVICE key of the registry",
-                ));
-            }
-        }
+        let keys = registry(parts.keys)?;
+        let revoked = revoked_ids(parts.revoked, &keys)?;
+        let policies = approval_policies(parts.rules)?;
+        let automated = automated_approvers(parts.automated, &keys)?;
         let mut kyt_required = parts.kyt_required;
         kyt_required.sort_by(|a, b| a.as_str().cmp(b.as_str()));
         if kyt_required.windows(2).any(|w| w[0] == w[1]) {
@@ -354,104 +296,6 @@ impl TrustStatement {
         w.finish()
     }
 
-    /// Decodes canonical bytes (anything else is refused, non-canonical order included).
-    pub fn decode(bytes: &[u8]) -> Result<TrustStatement, StatementError> {
-        let mut r = Reader::new(bytes, TRUST_DOMAIN_V1)?;
-        let tenant_id = TenantId::from_uuid(codec::uuid(r.required(1, "tenant_id")?, "tenant_id")?);
-        let version = codec::decimal_u64(r.required(2, "version")?, "version")?;
-        let mut parts = TrustParts::default();
-        for record in r.repeated(3)? {
-            let mut k = Reader::new(record, "")?;
-            let key_id = KeyId::parse(codec::text(k.required(1, "key.key_id")?, "key.key_id")?)?;
-            let public_key = verifying_key(k.required(2, "key.public_key")?)?;
-            let kind = KeyKind::parse(codec::text(k.required(3, "key.kind")?, "key.kind")?)?;
-            k.end()?;
-            parts.keys.push(RegisteredKey {
-                key_id,
-                public_key,
-                kind,
-            });
-        }
-        for id in r.repeated(4)? {
-            parts
-                .revoked
-                .push(KeyId::parse(codec::text(id, "revoked")?)?);
-        }
-        for record in r.repeated(5)? {
-            let mut k = Reader::new(record, "")?;
-            let asset = asset(k.required(1, "rule.asset")?, "rule.asset")?;
-            let min_amount = Amount::new(codec::decimal(
-                k.required(2, "rule.min_amount")?,
-                "rule.min_amount",
-            )?);
-            let required = codec::decimal(
-                k.required(3, "rule.required_approvals")?,
-                "rule.required_approvals",
-            )?;
-            k.end()?;
-            let required_approvals = u32::try_from(required)
-                .map_err(|_| StatementError::Field("rule.required_approvals"))?;
-            parts.rules.push((
-                asset,
-                ApprovalRule {
-                    min_amount,
-                    required_approvals,
-                },
-            ));
-        }
-        for record in r.repeated(6)? {
-            let mut k = Reader::new(record, "")?;
-            let asset = asset(k.required(1, "automated.asset")?, "automated.asset")?;
-            let key_id = KeyId::parse(codec::text(
-                k.required(2, "automated.key_id")?,
-                "automated.key_id",
-            )?)?;
-            let below = Amount::new(codec::decimal(
-                k.required(3, "automated.below")?,
-                "automated.below",
-            )?);
-            k.end()?;
-            parts.automated.push(AutomatedApprover {
-                asset,
-                key_id,
-                below,
-            });
-        }
-        for value in r.repeated(7)? {
-            parts.kyt_required.push(asset(value, "kyt_required")?);
-        }
-        for record in r.repeated(8)? {
-            let mut k = Reader::new(record, "")?;
-            let asset = asset(k.required(1, "credit_rule.asset")?, "credit_rule.asset")?;
-            let min_amount = Amount::new(codec::decimal(
-                k.required(2, "credit_rule.min_amount")?,
-                "credit_rule.min_amount",
-            )?);
-            let required = codec::decimal(
-                k.required(3, "credit_rule.required_operators")?,
-                "credit_rule.required_operators",
-            )?;
-            k.end()?;
-            let required_operators = u32::try_from(required)
-                .map_err(|_| StatementError::Field("credit_rule.required_operators"))?;
-            parts.credit_rules.push((
-                asset,
-                CreditRule {
-                    min_amount,
-                    required_operators,
-                },
-            ));
-        }
-        r.end()?;
-        let statement = TrustStatement::new(tenant_id, version, parts)?;
-        // Canonical means the bytes are exactly what the decoded statement encodes to: this
-        // refuses repeated items out of order.
-        if statement.canonical_bytes() != bytes {
-            return Err(StatementError::Order("repeated fields"));
-        }
-        Ok(statement)
-    }
-
     /// Signs the canonical bytes with an administrator key.
     pub fn sign(&self, admin: &SigningKey) -> Signature {
         admin.sign(&self.canonical_bytes())
@@ -479,6 +323,97 @@ impl TrustStatement {
         }
         Ok(statement)
     }
+}
+
+/// Indexes the active keys by id; each id must be its key's id and appear once.
+fn registry(keys: Vec<RegisteredKey>) -> Result<BTreeMap<KeyId, RegisteredKey>, StatementError> {
+    let mut registry = BTreeMap::new();
+    for key in keys {
+        if key.key_id != KeyId::of(&key.public_key) {
+            return Err(StatementError::Inconsistent("key id is not its key's id"));
+        }
+        if registry.insert(key.key_id, key).is_some() {
+            return Err(StatementError::Order("keys"));
+        }
+    }
+    Ok(registry)
+}
+
+/// Sorts the revoked ids; none may repeat or be an active key.
+fn revoked_ids(
+    mut revoked: Vec<KeyId>,
+    keys: &BTreeMap<KeyId, RegisteredKey>,
+) -> Result<Vec<KeyId>, StatementError> {
+    revoked.sort();
+    if revoked.windows(2).any(|w| w[0] == w[1]) {
+        return Err(StatementError::Order("revoked"));
+    }
+    if revoked.iter().any(|id| keys.contains_key(id)) {
+        return Err(StatementError::Inconsistent(
+            "a revoked key is listed as active",
+        ));
+    }
+    Ok(revoked)
+}
+
+/// Validates approval rules (1 to 10 approvers) and groups them into a policy per asset.
+fn approval_policies(
+    rules: Vec<(AssetCode, ApprovalRule)>,
+) -> Result<BTreeMap<String, ApprovalPolicy>, StatementError> {
+    let mut by_asset: BTreeMap<String, Vec<ApprovalRule>> = BTreeMap::new();
+    for (asset, rule) in rules {
+        if rule.required_approvals == 0 || rule.required_approvals > MAX_REQUIRED_APPROVALS {
+            return Err(StatementError::Inconsistent(
+                "required_approvals must be 1 to 10",
+            ));
+        }
+        by_asset
+            .entry(asset.as_str().to_owned())
+            .or_default()
+            .push(rule);
+    }
+    let mut policies = BTreeMap::new();
+    for (asset, rules) in by_asset {
+        let policy = ApprovalPolicy::new(rules).map_err(|e| match e {
+            crate::policy::PolicyError::NoBaseRule => {
+                StatementError::Inconsistent("an asset with rules has no rule at min_amount 0")
+            }
+            crate::policy::PolicyError::DuplicateMinAmount => StatementError::Order("rules"),
+            crate::policy::PolicyError::RequiredOutOfRange => {
+                StatementError::Inconsistent("required_approvals must be 1 to 10")
+            }
+        })?;
+        policies.insert(asset, policy);
+    }
+    Ok(policies)
+}
+
+/// Sorts automated approvers by asset then key id; each must be distinct, have a limit above 0
+/// and be a `SERVICE` key of the registry.
+fn automated_approvers(
+    mut automated: Vec<AutomatedApprover>,
+    keys: &BTreeMap<KeyId, RegisteredKey>,
+) -> Result<Vec<AutomatedApprover>, StatementError> {
+    automated.sort_by(|a, b| (a.asset.as_str(), a.key_id).cmp(&(b.asset.as_str(), b.key_id)));
+    if automated
+        .windows(2)
+        .any(|w| (w[0].asset.as_str(), w[0].key_id) == (w[1].asset.as_str(), w[1].key_id))
+    {
+        return Err(StatementError::Order("automated"));
+    }
+    for a in &automated {
+        if a.below.is_zero() {
+            return Err(StatementError::Inconsistent(
+                "an automated approver's limit is 0",
+            ));
+        }
+        if keys.get(&a.key_id).map(|k| k.kind) != Some(KeyKind::Service) {
+            return Err(StatementError::Inconsistent(
+                "an automated approver is not a SERVICE key of the registry",
+            ));
+        }
+    }
+    Ok(automated)
 }
 
 /// Validates credit rules per asset with the approval policy's rules (a base rule at 0, distinct
@@ -515,8 +450,4 @@ fn credit_policies(
             Ok((asset, policy))
         })
         .collect()
-}
-
-fn asset(value: &[u8], name: &'static str) -> Result<AssetCode, StatementError> {
-    AssetCode::parse(codec::text(value, name)?).map_err(|_| StatementError::Field(name))
 }

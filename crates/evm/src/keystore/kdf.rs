@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use zeroize::Zeroizing;
 
-use super::KeystoreError;
+use super::error::KeystoreError;
 
 /// Derived key length: 16 bytes of AES key, 16 bytes of MAC key.
 pub(super) const DKLEN: u32 = 32;

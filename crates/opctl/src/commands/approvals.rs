@@ -2,7 +2,7 @@
 //! OperationsService, verify the answer against itself (`crate::review`), show what they sign and
 //! sign an approval statement over their own hash locally), `approver keygen` (local only).
 
-use super::refused;
+use super::refusal::refused;
 use super::withdrawals::fetch;
 use crate::cli::{ApproveArgs, ApproverCommand, RejectArgs, SigningArgs};
 use crate::client::{Service, Session};

@@ -4,7 +4,7 @@
 //! the signature; the policy version comes from `--policy-version` or the approvals service.
 
 use super::approvals::{policy_of, tenant_id};
-use super::refused;
+use super::refusal::refused;
 use crate::cli::{CreditCommand, CreditCreateArgs, CreditSignArgs, OperatorSigningArgs};
 use crate::client::{Service, Session};
 use crate::credit_review::{self, CreditId, Shown, signing_text, statement_json};

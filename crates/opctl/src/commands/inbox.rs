@@ -1,6 +1,6 @@
 //! `inbox issues`, `inbox replay`, `inbox resolve` (InboxService).
 
-use super::refused;
+use super::refusal::refused;
 use crate::cli::InboxCommand;
 use crate::client::{Service, Session};
 use crate::error::{Done, Failure};

@@ -6,11 +6,12 @@ mod credits;
 mod demo;
 mod inbox;
 mod operator;
+mod refusal;
 mod watch;
 mod withdrawals;
 
 use crate::cli::{Cli, Command};
-use crate::client::{Service, Session};
+use crate::client::Session;
 use crate::error::{Done, Failure};
 use crate::output::Output;
 
@@ -45,9 +46,4 @@ pub async fn run(cli: &Cli, out: &Output) -> Result<Done, Failure> {
         Command::Inbox { command } => inbox::run(&session, out, command).await,
         Command::Credit { command } => credits::run(&session, out, command).await,
     }
-}
-
-/// The failure of a call to `service`.
-fn refused(service: Service) -> impl Fn(tonic::Status) -> Failure {
-    move |status| Failure::from_status(service.name(), &status)
 }

@@ -1,6 +1,6 @@
 //! `unresolved`, `resolve` (the reconciler's OperatorService).
 
-use super::refused;
+use super::refusal::refused;
 use crate::cli::Outcome;
 use crate::client::{Service, Session};
 use crate::error::{Done, Failure};

@@ -1,6 +1,6 @@
 //! `create`, `get`, `list`, `balance` (OperationsService).
 
-use super::refused;
+use super::refusal::refused;
 use crate::cli::{CreateArgs, ListArgs};
 use crate::client::{Service, Session};
 use crate::error::{Done, Failure};

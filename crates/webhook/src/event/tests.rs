@@ -1,4 +1,5 @@
 use super::*;
+use opledger_domain::Amount;
 
 const OP: &str = "0190a0b4-5c6d-7e8f-9a0b-1c2d3e4f5a6b";
 const HASH: &str = "0x8f3cabcdef0123456789abcdef0123456789abcdef0123456789abcdef012345";

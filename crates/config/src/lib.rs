@@ -1,0 +1,26 @@
+//! The configuration base of every opledger service.
+//!
+//! Each service's configuration is one typed struct, read in layers by [`load`]: its defaults,
+//! then the TOML file named by `OPLEDGER_<SERVICE>_CONFIG` (if set), then `OPLEDGER_<SERVICE>_*`
+//! environment variables (a table as an inline TOML table), and every unknown key is refused.
+//! The keys every service has (listen addresses, the database pool, listener limits) are one
+//! [`ServiceBase`] flattened into it, so the same key means the same thing everywhere. Secrets
+//! ([`DatabaseUrl`], [`Secret`]) never show in `Debug` output, logs or errors.
+//!
+//! Every configuration type derives `schemars::JsonSchema`: the configuration reference
+//! (`docs/configuration.md`) and the deployment checks read keys and meanings from the schema.
+
+mod base;
+mod listener;
+mod load;
+mod secret;
+mod trust;
+
+pub use base::{ServiceBase, check_owner};
+pub use listener::{HARD_HEADER_LIST_BYTES, Limits, ListenerConfig};
+pub use load::{ConfigError, check_database, load};
+pub use secret::{DatabaseUrl, Secret};
+pub use trust::TrustRootConfig;
+
+/// Re-exported so services derive `JsonSchema` without naming the crate in their manifests.
+pub use schemars;
