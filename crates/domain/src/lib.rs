@@ -22,6 +22,7 @@ pub mod approval;
 pub mod evidence;
 pub mod idempotency;
 pub mod ids;
+pub mod operation;
 pub mod payload;
 pub mod policy;
 pub mod risk;

@@ -5,7 +5,7 @@
 use crate::signer::{DecodedTransaction, decode};
 use alloy_primitives::{Address, B256, keccak256};
 use opledger_domain::evidence::{
-    AttemptDefect, ContentMismatch, ExpectedTransfer, Role, StoredKind, parse_address, role_of,
+    AttemptDefect, AttemptKind, ContentMismatch, ExpectedTransfer, Role, parse_address, role_of,
 };
 
 /// The role of each attempt (`(raw bytes, stored kind)`, oldest first) against the payload's
@@ -14,20 +14,20 @@ use opledger_domain::evidence::{
 /// another nonce, paying anyone else or anything else, is a defect; an undecodable original or
 /// recipient makes every attempt defective.
 pub fn roles(
-    attempts: &[(&[u8], StoredKind)],
+    attempts: &[(&[u8], AttemptKind)],
     destination: &str,
     amount: u128,
 ) -> Vec<Result<Role, AttemptDefect>> {
     let decoded: Vec<Option<DecodedTransaction>> =
         attempts.iter().map(|(raw, _)| decode(raw).ok()).collect();
-    let kinds: Vec<StoredKind> = attempts.iter().map(|(_, kind)| *kind).collect();
+    let kinds: Vec<AttemptKind> = attempts.iter().map(|(_, kind)| *kind).collect();
     roles_of(&decoded, &kinds, destination, amount)
 }
 
 /// [`roles`] of attempts already decoded (`None`: undecodable), each signature recovered once.
 fn roles_of(
     decoded: &[Option<DecodedTransaction>],
-    kinds: &[StoredKind],
+    kinds: &[AttemptKind],
     destination: &str,
     amount: u128,
 ) -> Vec<Result<Role, AttemptDefect>> {
@@ -71,7 +71,7 @@ pub fn judge(attempts: &[StoredAttempt<'_>], destination: &str, amount: u128) ->
     // Each attempt decoded (and its signature recovered, the costly part) once.
     let decoded: Vec<Option<DecodedTransaction>> =
         attempts.iter().map(|a| decode(a.raw).ok()).collect();
-    let kinds: Vec<StoredKind> = attempts.iter().map(|a| a.kind).collect();
+    let kinds: Vec<AttemptKind> = attempts.iter().map(|a| a.kind).collect();
     let hashes: Vec<B256> = attempts.iter().map(|a| keccak256(a.raw)).collect();
     let roles = roles_of(&decoded, &kinds, destination, amount)
         .into_iter()
@@ -157,9 +157,9 @@ fn digest(attempts: &[StoredAttempt<'_>], destination: &str, amount: u128) -> B2
         part(a.raw);
         part(a.tx_hash.as_bytes());
         part(&[match a.kind {
-            StoredKind::Original => 0,
-            StoredKind::FeeBump => 1,
-            StoredKind::Cancel => 2,
+            AttemptKind::Original => 0,
+            AttemptKind::FeeBump => 1,
+            AttemptKind::Cancel => 2,
         }]);
     }
     keccak256(&bytes)
@@ -203,7 +203,7 @@ mod tests {
         let right = format!("{:#x}", signed.hash);
         let attempt = |tx_hash| StoredAttempt {
             raw: &signed.raw,
-            kind: StoredKind::Original,
+            kind: AttemptKind::Original,
             tx_hash,
         };
         let destination = format!("{to:#x}");
@@ -238,16 +238,16 @@ mod tests {
         let same = |j: &Judged, k: &Judged| {
             j.roles == k.roles && j.hashes == k.hashes && j.sender == k.sender
         };
-        let first = kept.judge(&1, &[attempt(StoredKind::Original)], &destination, 700);
-        assert!(same(&first, &fresh(StoredKind::Original, 700)));
+        let first = kept.judge(&1, &[attempt(AttemptKind::Original)], &destination, 700);
+        assert!(same(&first, &fresh(AttemptKind::Original, 700)));
         kept.end_pass();
         // Same inputs: the same judgement. Another amount or kind: judged again, not reused.
-        let again = kept.judge(&1, &[attempt(StoredKind::Original)], &destination, 700);
+        let again = kept.judge(&1, &[attempt(AttemptKind::Original)], &destination, 700);
         assert!(same(&again, &first));
-        let other_amount = kept.judge(&1, &[attempt(StoredKind::Original)], &destination, 701);
-        assert!(same(&other_amount, &fresh(StoredKind::Original, 701)));
+        let other_amount = kept.judge(&1, &[attempt(AttemptKind::Original)], &destination, 701);
+        assert!(same(&other_amount, &fresh(AttemptKind::Original, 701)));
         assert!(other_amount.roles[0].is_err(), "not the approved amount");
-        let relabelled = kept.judge(&1, &[attempt(StoredKind::Cancel)], &destination, 701);
+        let relabelled = kept.judge(&1, &[attempt(AttemptKind::Cancel)], &destination, 701);
         assert!(
             relabelled.roles[0].is_err(),
             "a transfer stored as a cancel"

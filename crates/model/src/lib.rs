@@ -5,7 +5,7 @@
 //! The model never decides anything itself. Each worker evaluation calls the domain's own
 //! `agree`, `decide`, `watcher_step`, `next_step` and `resolution_allowed`; the witness calls
 //! `attest_release`; the signer calls `replacement_sender` and `replacement_kind`; every
-//! attempt's role comes from `role_of` on its decoded content and `StoredKind::check`; every
+//! attempt's role comes from `role_of` on its decoded content and `AttemptKind::check`; every
 //! state move goes through `opledger_domain::state::check_transition` and applies the hold effect
 //! it returns, a release of the hold only when `opledger_domain::witness::release_allowed` says
 //! so over the recorded proposals and attestations. What the model adds is the world around those

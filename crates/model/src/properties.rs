@@ -2,7 +2,7 @@
 //! an `always` over [`crate::liveness`]; the `sometimes` properties show the interesting outcomes
 //! are reachable, so that a run that checks nothing cannot pass.
 
-use opledger_domain::evidence::{Escalation, ReplacementRequest, StoredKind};
+use opledger_domain::evidence::{AttemptKind, Escalation, ReplacementRequest};
 use opledger_domain::state::OperationState;
 use stateright::Property;
 
@@ -329,7 +329,7 @@ fn push_replacement_examples(config: &Config, properties: &mut Vec<Property<Payo
         ));
         properties.push(Property::sometimes(REACH_BUMP_OF_CANCEL, |_, s: &State| {
             s.store.attempts.iter().any(|a| {
-                a.requested == Some(ReplacementRequest::FeeBump) && a.kind == StoredKind::Cancel
+                a.requested == Some(ReplacementRequest::FeeBump) && a.kind == AttemptKind::Cancel
             })
         }));
         if config.rotation != Rotation::Never {

@@ -7,8 +7,8 @@
 //! out.
 
 use opledger_domain::evidence::{
-    Address, Asset, AttemptDefect, Call, Escalation, ExpectedTransfer, Hash32, Inclusion,
-    ReplacementRequest, Role, StoredKind, TxContent, role_of,
+    Address, Asset, AttemptDefect, AttemptKind, Call, Escalation, ExpectedTransfer, Hash32,
+    Inclusion, ReplacementRequest, Role, TxContent, role_of,
 };
 use opledger_domain::state::OperationState;
 use opledger_domain::witness::{Principal, Record, ReleaseEvidence, release_allowed};
@@ -36,7 +36,7 @@ pub fn address(wallet: Wallet) -> Address {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Attempt {
     /// The kind stored beside it.
-    pub kind: StoredKind,
+    pub kind: AttemptKind,
     /// The wallet that signed it.
     pub sender: Wallet,
     /// What its bytes do: pay the approved transfer, or a zero-value self-transfer.
@@ -167,7 +167,7 @@ impl Store {
             hold: Hold::Held,
             escalation: None,
             attempts: vec![Attempt {
-                kind: StoredKind::Original,
+                kind: AttemptKind::Original,
                 sender: Wallet::A,
                 content: Role::Transfer,
                 requested: None,
@@ -327,7 +327,7 @@ impl Store {
     }
 
     /// Each attempt's role from its content, checked against its stored kind, as the workers
-    /// derive it (`role_of`, `StoredKind::check`).
+    /// derive it (`role_of`, `AttemptKind::check`).
     pub fn roles(&self) -> Vec<Result<Role, AttemptDefect>> {
         let expected = self.expected();
         self.attempts

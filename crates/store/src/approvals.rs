@@ -346,10 +346,7 @@ async fn lock(tx: &mut PgConnection, request: &Approve<'_>) -> Result<Locked> {
         _ => return Err(StoreError::TrustMissing),
     };
     Ok(Locked {
-        state: row
-            .state
-            .parse()
-            .map_err(|_| StoreError::Corrupt { what: "state" })?,
+        state: crate::row::state(&row.state)?,
         payload_hash,
         flags: row
             .flags

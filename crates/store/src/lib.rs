@@ -18,6 +18,7 @@ pub mod operations;
 pub mod pass;
 pub mod probe;
 pub mod queue;
+mod row;
 mod shared;
 pub mod signing;
 pub mod transition;

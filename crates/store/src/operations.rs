@@ -25,26 +25,7 @@ pub(crate) fn parse_risk_flag(s: &str) -> Result<RiskFlag> {
     RiskFlag::parse(s).ok_or(StoreError::Corrupt { what: "risk flag" })
 }
 
-/// A withdrawal operation as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Operation {
-    /// Server-generated identity.
-    pub op_id: OperationId,
-    /// Current state.
-    pub state: OperationState,
-    /// SHA-256 of the canonical payload, immutable.
-    pub payload_hash: PayloadHash,
-    /// The stored payload fields.
-    pub payload: WithdrawalPayload,
-    /// Risk signals raised at creation.
-    pub risk_flags: Vec<RiskFlag>,
-    /// Advances by one on every change.
-    pub version: i64,
-    /// When the operation was created.
-    pub created_at: DateTime<Utc>,
-    /// When the operation last changed.
-    pub updated_at: DateTime<Utc>,
-}
+pub use opledger_domain::operation::Operation;
 
 /// What a create call asks for.
 #[derive(Debug)]
@@ -149,10 +130,7 @@ impl OperationRow {
         };
         Ok(Operation {
             op_id: OperationId::from_uuid(self.op_id),
-            state: self
-                .state
-                .parse()
-                .map_err(|_| StoreError::Corrupt { what: "state" })?,
+            state: crate::row::state(&self.state)?,
             payload_hash: PayloadHash::try_from(self.payload_hash.as_slice()).map_err(|_| {
                 StoreError::Corrupt {
                     what: "payload hash",

@@ -97,11 +97,11 @@ impl PassLocks {
                 });
             }
         };
-        let state = match state.parse() {
+        let state = match crate::row::state(&state) {
             Ok(state) => state,
-            Err(_) => {
+            Err(corrupt) => {
                 conn.close_on_drop();
-                return Err(StoreError::Corrupt { what: "state" });
+                return Err(corrupt);
             }
         };
         Ok(Some(PassLock {

@@ -118,9 +118,7 @@ impl Store {
                     due: Due {
                         tenant_id: TenantId::from_uuid(tenant),
                         op_id: OperationId::from_uuid(op),
-                        state: state
-                            .parse()
-                            .map_err(|_| StoreError::Corrupt { what: "state" })?,
+                        state: crate::row::state(&state)?,
                         network,
                     },
                     failures: u32::try_from(failures)

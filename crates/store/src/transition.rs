@@ -171,11 +171,7 @@ pub(crate) async fn move_in(
         return match current {
             None => Err(StoreError::NotFound { what: "operation" }),
             Some((state,)) => Err(StoreError::Conflict {
-                current: Some(
-                    state
-                        .parse()
-                        .map_err(|_| StoreError::Corrupt { what: "state" })?,
-                ),
+                current: Some(crate::row::state(&state)?),
             }),
         };
     };

@@ -15,7 +15,7 @@
 //! [`decide`] is pure (what the operation is and which of its attempts the webhook names, in; a
 //! verdict, out); the processor calls it inside the work item's transaction.
 
-use opledger_domain::evidence::{Role, StoredKind};
+use opledger_domain::evidence::{AttemptKind, Role};
 use opledger_domain::state::OperationState;
 use opledger_store::inbox::SignedAttemptRef;
 
@@ -27,7 +27,7 @@ pub enum Named {
     /// The operation has attempts, and the webhook's hash is none of them.
     Foreign,
     /// One of its attempts, stored as this kind.
-    Attempt(StoredKind),
+    Attempt(AttemptKind),
 }
 
 impl Named {
@@ -96,13 +96,13 @@ pub fn decide(state: OperationState, named: Named) -> Verdict {
 mod tests {
     use super::*;
 
-    const KINDS: [StoredKind; 3] = [
-        StoredKind::Original,
-        StoredKind::FeeBump,
-        StoredKind::Cancel,
+    const KINDS: [AttemptKind; 3] = [
+        AttemptKind::Original,
+        AttemptKind::FeeBump,
+        AttemptKind::Cancel,
     ];
 
-    fn attempt(tx_hash: &str, kind: StoredKind) -> SignedAttemptRef {
+    fn attempt(tx_hash: &str, kind: AttemptKind) -> SignedAttemptRef {
         SignedAttemptRef {
             tx_hash: tx_hash.to_owned(),
             kind,
@@ -115,7 +115,7 @@ mod tests {
             let final_state = state.is_final();
             for kind in KINDS {
                 let expected = match (kind, final_state) {
-                    (StoredKind::Cancel, _) => Verdict::Dead(Refusal::NotATransferAttempt),
+                    (AttemptKind::Cancel, _) => Verdict::Dead(Refusal::NotATransferAttempt),
                     (_, true) => Verdict::Dead(Refusal::EvidenceConflict),
                     (_, false) => Verdict::Hint,
                 };
@@ -148,7 +148,7 @@ mod tests {
             OperationState::Confirmed,
             OperationState::FailedTerminal,
         ] {
-            for kind in [StoredKind::Original, StoredKind::FeeBump] {
+            for kind in [AttemptKind::Original, AttemptKind::FeeBump] {
                 assert_eq!(decide(state, Named::Attempt(kind)), Verdict::Hint);
             }
         }
@@ -157,22 +157,22 @@ mod tests {
     #[test]
     fn the_named_attempt_is_found_by_hash_in_any_case() {
         let attempts = [
-            attempt("0xaa", StoredKind::Original),
-            attempt("0xbb", StoredKind::FeeBump),
-            attempt("0xcc", StoredKind::Cancel),
+            attempt("0xaa", AttemptKind::Original),
+            attempt("0xbb", AttemptKind::FeeBump),
+            attempt("0xcc", AttemptKind::Cancel),
         ];
         assert_eq!(Named::find(&[], "0xaa"), Named::NothingSigned);
         assert_eq!(
             Named::find(&attempts, "0xAA"),
-            Named::Attempt(StoredKind::Original)
+            Named::Attempt(AttemptKind::Original)
         );
         assert_eq!(
             Named::find(&attempts, "0xbb"),
-            Named::Attempt(StoredKind::FeeBump)
+            Named::Attempt(AttemptKind::FeeBump)
         );
         assert_eq!(
             Named::find(&attempts, "0xcc"),
-            Named::Attempt(StoredKind::Cancel)
+            Named::Attempt(AttemptKind::Cancel)
         );
         assert_eq!(Named::find(&attempts, "0xdd"), Named::Foreign);
     }

@@ -158,28 +158,56 @@ pub struct StoredAttempt<'a> {
     /// The signed bytes.
     pub raw: &'a [u8],
     /// The kind stored beside them.
-    pub kind: StoredKind,
+    pub kind: AttemptKind,
     /// The hash stored beside them (`0x`, lowercase).
     pub tx_hash: &'a str,
 }
 
-/// The kind stored beside an attempt.
+/// Which transaction an attempt is, as stored beside its bytes (`tx_attempts.kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StoredKind {
-    /// The first attempt.
+pub enum AttemptKind {
+    /// The withdrawal's transfer: the first attempt.
     Original,
-    /// A replacement of a transfer with higher fees.
+    /// A replacement of a transfer at the same nonce, recipient and amount, with higher fees.
     FeeBump,
-    /// A zero-value self-transfer replacing a transfer.
+    /// A zero-value self-transfer replacing a transfer at the same nonce.
     Cancel,
 }
 
-impl StoredKind {
+/// A stored attempt kind that is none of the three.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("not an attempt kind")]
+pub struct UnknownAttemptKind;
+
+impl std::str::FromStr for AttemptKind {
+    type Err = UnknownAttemptKind;
+
+    /// The stored name (`ORIGINAL`, `FEE_BUMP`, `CANCEL`).
+    fn from_str(s: &str) -> Result<AttemptKind, UnknownAttemptKind> {
+        match s {
+            "ORIGINAL" => Ok(AttemptKind::Original),
+            "FEE_BUMP" => Ok(AttemptKind::FeeBump),
+            "CANCEL" => Ok(AttemptKind::Cancel),
+            _ => Err(UnknownAttemptKind),
+        }
+    }
+}
+
+impl AttemptKind {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptKind::Original => "ORIGINAL",
+            AttemptKind::FeeBump => "FEE_BUMP",
+            AttemptKind::Cancel => "CANCEL",
+        }
+    }
+
     /// The role an attempt of this kind must have.
     pub fn role(self) -> Role {
         match self {
-            StoredKind::Original | StoredKind::FeeBump => Role::Transfer,
-            StoredKind::Cancel => Role::Cancel,
+            AttemptKind::Original | AttemptKind::FeeBump => Role::Transfer,
+            AttemptKind::Cancel => Role::Cancel,
         }
     }
 
@@ -201,7 +229,7 @@ impl StoredKind {
 #[error("attempt stored as {stored:?} is a {derived:?} by its content")]
 pub struct KindMismatch {
     /// What the row says.
-    pub stored: StoredKind,
+    pub stored: AttemptKind,
     /// What the bytes say.
     pub derived: Role,
 }
@@ -217,11 +245,11 @@ pub enum ReplacementRequest {
 
 /// The kind a replacement is stored as, given the role of the attempt it replaces: a fee bump of
 /// a cancel is a cancel (its bytes are a zero-value self-transfer), never a transfer.
-pub fn replacement_kind(requested: ReplacementRequest, latest: Role) -> StoredKind {
+pub fn replacement_kind(requested: ReplacementRequest, latest: Role) -> AttemptKind {
     match (requested, latest) {
-        (ReplacementRequest::FeeBump, Role::Transfer) => StoredKind::FeeBump,
+        (ReplacementRequest::FeeBump, Role::Transfer) => AttemptKind::FeeBump,
         (ReplacementRequest::FeeBump, Role::Cancel) | (ReplacementRequest::Cancel, _) => {
-            StoredKind::Cancel
+            AttemptKind::Cancel
         }
     }
 }

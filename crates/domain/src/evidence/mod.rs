@@ -21,8 +21,8 @@ pub mod verdict;
 mod tests;
 
 pub use content::{
-    Asset, Call, ContentMismatch, ExpectedTransfer, KindMismatch, NoKeyForSender,
-    ReplacementRequest, Role, StoredAttempt, StoredKind, TxContent, parse_address,
+    Asset, AttemptKind, Call, ContentMismatch, ExpectedTransfer, KindMismatch, NoKeyForSender,
+    ReplacementRequest, Role, StoredAttempt, TxContent, UnknownAttemptKind, parse_address,
     replacement_kind, replacement_sender, role_of,
 };
 pub use quorum::{EndpointReading, NoAgreement, Reading, agree};

@@ -104,13 +104,13 @@ fn role_comes_from_content() {
 fn a_bump_of_a_cancel_is_a_cancel() {
     assert_eq!(
         replacement_kind(ReplacementRequest::FeeBump, Role::Cancel),
-        StoredKind::Cancel
+        AttemptKind::Cancel
     );
     assert_eq!(
         replacement_kind(ReplacementRequest::FeeBump, Role::Transfer),
-        StoredKind::FeeBump
+        AttemptKind::FeeBump
     );
-    assert!(StoredKind::FeeBump.check(Role::Cancel).is_err());
+    assert!(AttemptKind::FeeBump.check(Role::Cancel).is_err());
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Unresolved operations and escalations: what the reconciler must resolve, escalating an
 //! operation to FAILED_TERMINAL with its owner, and the unresolved operations an operator sees.
 
-use crate::{Result, Store, StoreError};
+use crate::{Result, Store};
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::state::OperationState;
 
@@ -38,9 +38,7 @@ impl Store {
                 Ok(Unresolved {
                     tenant_id: TenantId::from_uuid(tenant),
                     op_id: OperationId::from_uuid(op),
-                    state: state
-                        .parse()
-                        .map_err(|_| StoreError::Corrupt { what: "state" })?,
+                    state: crate::row::state(&state)?,
                     network,
                 })
             })
@@ -136,9 +134,7 @@ impl Store {
             .map(|(op, state, network, age, owner, reason)| {
                 Ok(Listed {
                     op_id: OperationId::from_uuid(op),
-                    state: state
-                        .parse()
-                        .map_err(|_| StoreError::Corrupt { what: "state" })?,
+                    state: crate::row::state(&state)?,
                     network,
                     age_secs: age.max(0.0) as i64,
                     escalation: owner.zip(reason),

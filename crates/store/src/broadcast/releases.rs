@@ -133,9 +133,7 @@ impl Store {
                 .bind(release.op_id.as_uuid())
                 .fetch_optional(&self.pool)
                 .await?;
-                let current = state
-                    .map(|(s,)| s.parse().map_err(|_| StoreError::Corrupt { what: "state" }))
-                    .transpose()?;
+                let current = state.map(|(s,)| crate::row::state(&s)).transpose()?;
                 Err(StoreError::Conflict { current })
             }
             Err(e) => Err(e.into()),

@@ -6,7 +6,7 @@ use crate::credits::{self, CreditKind, DepositEvidence, NewProposal, Proposed};
 use crate::transition::{TransitionRequest, Transitioned, transition_in};
 use crate::{Result, Store, StoreError};
 use opledger_domain::amount::Amount;
-use opledger_domain::evidence::StoredKind;
+use opledger_domain::evidence::AttemptKind;
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::payload::{AccountName, AssetCode};
 use opledger_domain::state::OperationState;
@@ -76,14 +76,14 @@ pub struct SignedAttemptRef {
     /// Its transaction hash, `0x` + lowercase hex.
     pub tx_hash: String,
     /// The kind it is stored as: a transfer (original, fee bump) or a cancel.
-    pub kind: StoredKind,
+    pub kind: AttemptKind,
 }
 
-fn stored_kind(kind: &str) -> Result<StoredKind> {
+fn stored_kind(kind: &str) -> Result<AttemptKind> {
     match kind {
-        "ORIGINAL" => Ok(StoredKind::Original),
-        "FEE_BUMP" => Ok(StoredKind::FeeBump),
-        "CANCEL" => Ok(StoredKind::Cancel),
+        "ORIGINAL" => Ok(AttemptKind::Original),
+        "FEE_BUMP" => Ok(AttemptKind::FeeBump),
+        "CANCEL" => Ok(AttemptKind::Cancel),
         _ => Err(StoreError::Corrupt {
             what: "attempt kind",
         }),
@@ -121,13 +121,8 @@ impl WorkTx {
         .bind(op_id.as_uuid())
         .fetch_optional(&mut *self.tx)
         .await?;
-        row.map(|(state, version)| {
-            state
-                .parse()
-                .map(|s| (s, version))
-                .map_err(|_| StoreError::Corrupt { what: "state" })
-        })
-        .transpose()
+        row.map(|(state, version)| Ok((crate::row::state(&state)?, version)))
+            .transpose()
     }
 
     /// Every signed attempt of the operation, in attempt order: its transaction hash and the kind

@@ -7,47 +7,13 @@ use chrono::{DateTime, Utc};
 use opledger_domain::ids::{OperationId, TenantId};
 use sqlx::PgConnection;
 
-/// Which transaction an attempt is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AttemptKind {
-    /// The withdrawal's transfer.
-    Original,
-    /// Same nonce, recipient and amount, higher fees.
-    FeeBump,
-    /// A 0-value self-transfer at the same nonce.
-    Cancel,
-}
+pub use opledger_domain::evidence::AttemptKind;
 
-impl AttemptKind {
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AttemptKind::Original => "ORIGINAL",
-            AttemptKind::FeeBump => "FEE_BUMP",
-            AttemptKind::Cancel => "CANCEL",
-        }
-    }
-
-    /// The domain's name of this kind (what its content must be: `StoredKind::check`).
-    pub fn stored(self) -> opledger_domain::evidence::StoredKind {
-        use opledger_domain::evidence::StoredKind;
-        match self {
-            AttemptKind::Original => StoredKind::Original,
-            AttemptKind::FeeBump => StoredKind::FeeBump,
-            AttemptKind::Cancel => StoredKind::Cancel,
-        }
-    }
-
-    fn parse(s: &str) -> Result<AttemptKind> {
-        match s {
-            "ORIGINAL" => Ok(AttemptKind::Original),
-            "FEE_BUMP" => Ok(AttemptKind::FeeBump),
-            "CANCEL" => Ok(AttemptKind::Cancel),
-            _ => Err(StoreError::Corrupt {
-                what: "attempt kind",
-            }),
-        }
-    }
+/// The kind stored in a row.
+fn parse_kind(text: &str) -> Result<AttemptKind> {
+    text.parse().map_err(|_| StoreError::Corrupt {
+        what: "attempt kind",
+    })
 }
 
 /// A signed transaction to persist.
@@ -96,7 +62,7 @@ impl Attempt {
     pub fn as_stored(&self) -> opledger_domain::evidence::StoredAttempt<'_> {
         opledger_domain::evidence::StoredAttempt {
             raw: &self.signed.raw_tx,
-            kind: self.signed.kind.stored(),
+            kind: self.signed.kind,
             tx_hash: &self.signed.tx_hash,
         }
     }
@@ -133,7 +99,7 @@ impl AttemptRow {
             attempt: u32::try_from(self.attempt).map_err(corrupt)?,
             network: self.network,
             signed: NewAttempt {
-                kind: AttemptKind::parse(&self.kind)?,
+                kind: parse_kind(&self.kind)?,
                 chain_id: u64::try_from(self.chain_id).map_err(corrupt)?,
                 sender: self.sender,
                 nonce: u64::try_from(self.nonce).map_err(corrupt)?,

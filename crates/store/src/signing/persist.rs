@@ -147,9 +147,7 @@ impl Store {
         let Some((state, now)) = row else {
             return Err(StoreError::NotFound { what: "withdrawal" });
         };
-        let state: OperationState = state
-            .parse()
-            .map_err(|_| StoreError::Corrupt { what: "state" })?;
+        let state: OperationState = crate::row::state(&state)?;
         if !guard.states.contains(&state) {
             return Ok(Err(ReplacementError::Refused(GuardRefusal::State(state))));
         }

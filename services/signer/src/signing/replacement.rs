@@ -7,7 +7,7 @@ use crate::batch::new_attempt;
 use crate::config::NetworkConfig;
 use alloy_primitives::Address;
 use opledger_domain::evidence::{
-    self, AttemptDefect, ExpectedTransfer, ReplacementRequest, StoredKind,
+    self, AttemptDefect, AttemptKind, ExpectedTransfer, ReplacementRequest,
 };
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::payload::WithdrawalPayload;
@@ -15,7 +15,7 @@ use opledger_domain::state::{Actor, OperationState};
 use opledger_evm::signer::{self as evm, SignError};
 use opledger_evm::tx::{self, TransferRequest, TxError};
 use opledger_store::signing::{
-    Attempt, AttemptKind, GuardRefusal, NewAttempt, ReplacementError, ReplacementGuard,
+    Attempt, GuardRefusal, NewAttempt, ReplacementError, ReplacementGuard,
 };
 use std::time::Duration;
 
@@ -135,14 +135,7 @@ impl Signer {
         let decoded_latest = evm::decode(&latest.signed.raw_tx)?;
         let role = evidence::role_of(&decoded_latest.content(), &expected)
             .map_err(AttemptDefect::from)
-            .and_then(|role| {
-                latest
-                    .signed
-                    .kind
-                    .stored()
-                    .check(role)
-                    .map_err(AttemptDefect::from)
-            })?;
+            .and_then(|role| latest.signed.kind.check(role).map_err(AttemptDefect::from))?;
         // The original's sender (recovered from its signature, not read from its row) signs,
         // whichever wallet is the tenant's current one: the domain's rule, which the model checks.
         let network_id = payload.network.as_str();
@@ -160,11 +153,11 @@ impl Signer {
             .ok_or(SignError::Unsupported("stored attempt is not a transfer"))?;
         let kind = evidence::replacement_kind(requested, role);
         let request = match (kind, role) {
-            (StoredKind::FeeBump, _) => tx::bump(&previous, network.fee_bump_percent, fee_cap)
+            (AttemptKind::FeeBump, _) => tx::bump(&previous, network.fee_bump_percent, fee_cap)
                 .map_err(SignerError::Replacement)?,
             // A cancel of a transfer, or a fee bump of a cancel: a self-transfer of 0 with higher
             // fees, within the cancel budget.
-            (StoredKind::Cancel | StoredKind::Original, _) => {
+            (AttemptKind::Cancel | AttemptKind::Original, _) => {
                 cancel_request(&previous, network, wallet.key.address()).map_err(|e| match e {
                     SignError::Request(refused) => SignerError::Replacement(refused),
                     other => SignerError::Sign(other),
@@ -177,8 +170,8 @@ impl Signer {
             .map_err(AttemptDefect::from)?;
         kind.check(signed_role).map_err(AttemptDefect::from)?;
         let kind = match kind {
-            StoredKind::FeeBump => AttemptKind::FeeBump,
-            StoredKind::Cancel | StoredKind::Original => AttemptKind::Cancel,
+            AttemptKind::FeeBump => AttemptKind::FeeBump,
+            AttemptKind::Cancel | AttemptKind::Original => AttemptKind::Cancel,
         };
         Ok(new_attempt(kind, request.chain_id, &signed))
     }
