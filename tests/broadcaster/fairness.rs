@@ -17,9 +17,9 @@
 //! nobody listens on.
 
 use futures::StreamExt;
+use opledger_config::{DatabaseUrl, Secret};
 use opledger_domain::state::{Actor, OperationState};
 use opledger_evm::signer::LocalKey;
-use opledger_grpc::config::{DatabaseUrl, Secret};
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::signer_service_client::SignerServiceClient;
 use opledger_proto::v1::signer_service_server::{SignerService, SignerServiceServer};

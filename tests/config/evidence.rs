@@ -4,7 +4,7 @@
 //! naming the network and the depth. `finalized = true` starts without one.
 
 use super::start::{Taken, run};
-use opledger_grpc::config::ConfigError;
+use opledger_config::ConfigError;
 use opledger_testkit::{ServiceRole, TestDatabase};
 use serde_json::Value;
 use std::path::PathBuf;

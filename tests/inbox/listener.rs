@@ -2,7 +2,7 @@
 //! never end (or arrive a byte at a time) and bodies that never arrive are closed within the
 //! limits, nothing is stored for them, and a genuine delivery is accepted throughout.
 
-use opledger_grpc::config::ListenerConfig;
+use opledger_config::ListenerConfig;
 use opledger_tests::Stack;
 use opledger_tests::conn::{self, End};
 use opledger_tests::inbox::{ALL_TYPES, Inbox, Sender, World, config, deposit, endpoint};

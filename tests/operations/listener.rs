@@ -1,7 +1,7 @@
 //! Listener timeouts and limits on a gRPC port: silent, half-sent and surplus connections are
 //! closed, and a normal call is answered promptly throughout.
 
-use opledger_grpc::config::ListenerConfig;
+use opledger_config::ListenerConfig;
 use opledger_proto::v1::GetBalanceRequest;
 use opledger_tests::conn::{self, End};
 use opledger_tests::{Stack, authed, operations_config};

@@ -38,7 +38,7 @@ pub fn config(stack: &Stack) -> Config {
             ),
             ..defaults.base.clone()
         },
-        body_keys: opledger_grpc::config::Secret(body_keys()),
+        body_keys: opledger_config::Secret(body_keys()),
         poll_interval_ms: 20,
         retry_base_ms: 50,
         max_attempts: 3,

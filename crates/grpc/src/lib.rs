@@ -22,8 +22,5 @@ pub use serve_error::ServeError;
 pub use status::{ErrorReason, error_status};
 pub use store_error::{approval_refusal_status, store_status};
 
-/// The configuration base (re-exported: services name it through their gRPC edge's crate too).
-pub use opledger_config as config;
-
 /// Distributed tracing (re-exported so services trace their steps through their gRPC edge).
 pub use opledger_telemetry as telemetry;
