@@ -36,8 +36,8 @@ async fn a_hundred_withdrawals_in_eth_and_a_token_are_paid_once_each() -> anyhow
     // Submission timeouts are not this test's subject (tests/reconciler covers UNKNOWN): under a
     // loaded CI machine a 2 s budget can expire while the node is busy.
     cfg.submit_timeout_ms = 10_000;
-    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
-    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
+    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.broadcaster())?;
+    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.broadcaster())?;
 
     let mut expected: HashMap<(&str, &str), u128> = HashMap::new();
     let mut ids = Vec::new();

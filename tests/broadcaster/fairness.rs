@@ -162,7 +162,7 @@ async fn signers(
     anyhow::ensure!(wallets.insert(healthy.id, NETWORK, key(0)?, 0));
     anyhow::ensure!(wallets.insert(refused.id, NETWORK, key(1)?, 0));
     let callers = opledger_signer::callers(&config);
-    let signer = Signer::new(store, Arc::new(config), Arc::new(wallets));
+    let signer = Signer::new(store.signer(), Arc::new(config), Arc::new(wallets));
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let signer_addr = listener.local_addr()?;
     let routes = opledger_signer::routes(signer, callers);
@@ -373,8 +373,8 @@ async fn scenario(unsignable: Unsignable) -> anyhow::Result<()> {
         backoff_max_ms: u64::try_from(BACKOFF_MAX.as_millis())?,
         ..opledger_broadcaster::Config::default()
     };
-    let broadcaster = opledger_broadcaster::broadcaster(&config, stack.admin.clone())?;
-    let watcher = opledger_broadcaster::watcher(&config, stack.admin.clone())?;
+    let broadcaster = opledger_broadcaster::broadcaster(&config, stack.admin.broadcaster())?;
+    let watcher = opledger_broadcaster::watcher(&config, stack.admin.broadcaster())?;
     // The worker loop `opledger_broadcaster::run` runs; told to stop, it lets what is in flight
     // finish, so every deferral it made is recorded.
     let (stop, stopped_rx) = tokio::sync::oneshot::channel::<()>();

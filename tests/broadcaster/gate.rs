@@ -103,7 +103,7 @@ async fn gate(
     .await?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(stack, &signer, &node.rpc_url()),
-        stack.admin.clone(),
+        stack.admin.broadcaster(),
     )?;
     let before = node.balance(BOB).await?;
     let mut signer_client = client(signer.addr).await?;

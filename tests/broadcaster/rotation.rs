@@ -62,7 +62,7 @@ async fn a_rotation_while_withdrawals_are_in_flight_pays_each_once_and_retires_t
     // Three withdrawals in flight from the old wallet: submitted, pending in the node's pool.
     let old_signer = InProcessSigner::start(&stack.db, acme.id).await?;
     let cfg = broadcaster_config(&stack, &old_signer, &node.rpc_url());
-    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
+    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.broadcaster())?;
     let mut old = Vec::new();
     for amount in OLD_AMOUNTS {
         let w = stack.withdraw(&acme, &amount.to_string(), BOB).await?;
@@ -83,8 +83,8 @@ async fn a_rotation_while_withdrawals_are_in_flight_pays_each_once_and_retires_t
     // A short reorganization window (still above the three confirmations), so that the confirmed
     // withdrawals leave it within the test.
     cfg.reorg_window_blocks = 5;
-    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
-    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
+    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.broadcaster())?;
+    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.broadcaster())?;
     // The stuck transfers are fee-bumped, each by the old wallet at its own nonce.
     let bumped = broadcaster.bump_stuck(NETWORK, 0, 64).await;
     assert_eq!(

@@ -21,7 +21,7 @@ async fn an_approved_withdrawal_is_signed_submitted_and_mined_once() -> anyhow::
     } = Chain::start().await?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&stack, &signer, &node.rpc_url()),
-        stack.admin.clone(),
+        stack.admin.broadcaster(),
     )?;
     let before = node.balance(BOB).await?;
     let w = stack.withdraw(&acme, "2500000000000000", BOB).await?;
@@ -66,7 +66,7 @@ async fn already_known_is_broadcast_and_a_consumed_nonce_is_unknown() -> anyhow:
     let signer = InProcessSigner::start(&stack.db, acme.id).await?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&stack, &signer, &node.rpc_url()),
-        stack.admin.clone(),
+        stack.admin.broadcaster(),
     )?;
     let mut signer_client = opledger_tests::signer::client(signer.addr).await?;
 
@@ -151,7 +151,7 @@ async fn a_response_lost_after_the_node_accepted_becomes_unknown_with_the_hold_k
     proxy.set_mode(opledger_testkit::FaultMode::ForwardThenDropResponse);
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&stack, &signer, &proxy.url("http")),
-        stack.admin.clone(),
+        stack.admin.broadcaster(),
     )?;
     let before = node.balance(BOB).await?;
     let w = stack.withdraw(&acme, "4000000000000000", BOB).await?;

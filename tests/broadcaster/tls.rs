@@ -48,7 +48,7 @@ async fn the_broadcaster_signs_through_a_mutual_tls_signer_only_with_its_caller_
         });
         Ok(opledger_broadcaster::broadcaster(
             &config,
-            stack.admin.clone(),
+            stack.admin.broadcaster(),
         )?)
     };
     let w = stack.withdraw(&acme, "2500000000000000", BOB).await?;
@@ -84,7 +84,7 @@ async fn signer_urls_and_tls_settings_that_disagree_are_refused_at_start() -> an
     let signer = InProcessSigner::start(&stack.db, acme.id).await?;
     let mut config = broadcaster_config(&stack, &signer, "http://127.0.0.1:1");
     config.signer.signer_url = format!("https://{}", signer.addr);
-    let refused = opledger_broadcaster::broadcaster(&config, stack.admin.clone())
+    let refused = opledger_broadcaster::broadcaster(&config, stack.admin.broadcaster())
         .expect_err("https without tls settings");
     assert!(refused.to_string().contains("no tls settings"), "{refused}");
     config.signer.signer_url = format!("http://{}", signer.addr);
@@ -99,7 +99,7 @@ async fn signer_urls_and_tls_settings_that_disagree_are_refused_at_start() -> an
             signer: config.signer.clone(),
             ..opledger_tests::chain::reconciler_config(&stack, &signer, "http://127.0.0.1:1")
         },
-        stack.admin.clone(),
+        stack.admin.reconciler(),
     )
     .expect_err("tls settings with an http url");
     assert!(
@@ -142,8 +142,8 @@ async fn the_broadcaster_and_watcher_use_an_https_node_verified_against_the_conf
     let w = stack.withdraw(&acme, "2500000000000000", BOB).await?;
     approve(&stack, &acme, &w).await?;
     let right = config_trusting("node-ca.pem", node_ca.pem())?;
-    let broadcaster = opledger_broadcaster::broadcaster(&right, stack.admin.clone())?;
-    let watcher = opledger_broadcaster::watcher(&right, stack.admin.clone())?;
+    let broadcaster = opledger_broadcaster::broadcaster(&right, stack.admin.broadcaster())?;
+    let watcher = opledger_broadcaster::watcher(&right, stack.admin.broadcaster())?;
     assert_eq!(broadcaster.tick(64, 8).await, 1);
     assert_eq!(stack.state(&w.withdrawal_id).await?, "BROADCAST");
     node.mine(opledger_tests::chain::CONFIRMATIONS - 1).await?;
@@ -162,7 +162,7 @@ async fn the_broadcaster_and_watcher_use_an_https_node_verified_against_the_conf
     let doubtful = stack.withdraw(&acme, "1000000000000000", BOB).await?;
     approve(&stack, &acme, &doubtful).await?;
     let wrong = config_trusting("other-ca.pem", other_ca.pem())?;
-    let broadcaster = opledger_broadcaster::broadcaster(&wrong, stack.admin.clone())?;
+    let broadcaster = opledger_broadcaster::broadcaster(&wrong, stack.admin.broadcaster())?;
     assert_eq!(broadcaster.tick(64, 8).await, 1);
     assert_eq!(stack.state(&doubtful.withdrawal_id).await?, "UNKNOWN");
     assert_eq!(

@@ -17,8 +17,8 @@ async fn confirmation_after_three_blocks_settles_the_hold_once() -> anyhow::Resu
     } = Chain::start().await?;
     let cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
     assert_eq!(CONFIRMATIONS, 3, "the test counts three blocks");
-    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
-    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
+    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.broadcaster())?;
+    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.broadcaster())?;
     let w = stack.withdraw(&acme, "5000000000000000", BOB).await?;
     approve(&stack, &acme, &w).await?;
     assert_eq!(broadcaster.tick(64, 8).await, 1);
@@ -56,8 +56,8 @@ async fn without_a_receipt_or_an_answer_nothing_is_concluded() -> anyhow::Result
     } = Chain::start().await?;
     node.set_automine(false).await?;
     let cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
-    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
-    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
+    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.broadcaster())?;
+    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.broadcaster())?;
     let w = stack.withdraw(&acme, "5000000000000000", BOB).await?;
     approve(&stack, &acme, &w).await?;
     assert_eq!(broadcaster.tick(64, 8).await, 1);
@@ -102,8 +102,8 @@ async fn a_reorg_after_confirmation_reopens_the_hold_and_re_confirms_once() -> a
         signer,
     } = Chain::start().await?;
     let cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
-    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
-    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
+    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.broadcaster())?;
+    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.broadcaster())?;
     let (kept, gone) = (
         stack.withdraw(&acme, "1000000000000000", BOB).await?,
         stack.withdraw(&acme, "2000000000000000", BOB).await?,
@@ -176,8 +176,8 @@ async fn a_stuck_transfer_is_fee_bumped_and_paid_once() -> anyhow::Result<()> {
     } = Chain::start().await?;
     node.set_automine(false).await?;
     let cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
-    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
-    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
+    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.broadcaster())?;
+    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.broadcaster())?;
     let before = node.balance(BOB).await?;
     let w = stack.withdraw(&acme, "8000000000000000", BOB).await?;
     approve(&stack, &acme, &w).await?;
@@ -256,8 +256,8 @@ async fn the_watcher_settles_nothing_while_one_of_its_two_endpoints_lies_or_lags
         opledger_tests::signer::NETWORK.to_owned(),
         opledger_tests::chain::evidence(&[&honest.url(), &liar.url()], 2),
     );
-    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
-    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
+    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.broadcaster())?;
+    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.broadcaster())?;
     // A chain long enough for a lag of 20 blocks to be one.
     node.mine(30).await?;
     let w = stack.withdraw(&acme, "5000000000000000", BOB).await?;
@@ -305,9 +305,9 @@ async fn of_two_watchers_on_one_database_one_watches_and_the_other_takes_over_wh
         signer,
     } = Chain::start().await?;
     let cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
-    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
-    let first = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
-    let second = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
+    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.broadcaster())?;
+    let first = opledger_broadcaster::watcher(&cfg, stack.admin.broadcaster())?;
+    let second = opledger_broadcaster::watcher(&cfg, stack.admin.broadcaster())?;
     let w = stack.withdraw(&acme, "5000000000000000", BOB).await?;
     approve(&stack, &acme, &w).await?;
     assert_eq!(broadcaster.tick(64, 8).await, 1);
@@ -367,8 +367,8 @@ async fn a_mined_cancel_relabelled_as_a_fee_bump_goes_to_security_not_to_settlem
     node.set_automine(false).await?;
     let paid_before = node.balance(BOB).await?;
     let cfg = broadcaster_config(&stack, &signer, &node.rpc_url());
-    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
-    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
+    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.broadcaster())?;
+    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.broadcaster())?;
     let w = stack.withdraw(&acme, "5000000000000000", BOB).await?;
     approve(&stack, &acme, &w).await?;
     assert_eq!(

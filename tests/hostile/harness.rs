@@ -241,9 +241,10 @@ async fn start_operator(
     )
     .await
     .map_err(|e| anyhow::anyhow!("reconciler role cannot connect: {}", e.log_safe()))?;
-    let reconciler = opledger_reconciler::reconciler(&config, store.clone())
+    let reconciler = opledger_reconciler::reconciler(&config, store.reconciler())
         .map_err(|e| anyhow::anyhow!("reconciler: {e}"))?;
-    let routes = opledger_reconciler::routes(store, reconciler, Duration::from_secs(30));
+    let routes =
+        opledger_reconciler::routes(store.reconciler(), reconciler, Duration::from_secs(30));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let task = tokio::spawn(opledger_grpc::server::serve(

@@ -198,8 +198,11 @@ async fn serve_operator_api(
 ) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let routes =
-        opledger_reconciler::routes(stack.admin.clone(), reconciler, Duration::from_secs(30));
+    let routes = opledger_reconciler::routes(
+        stack.admin.reconciler(),
+        reconciler,
+        Duration::from_secs(30),
+    );
     let server = tokio::spawn(async move {
         let _ = opledger_grpc::server::serve(
             listener,
@@ -216,7 +219,7 @@ async fn serve_operator_api(
 async fn serve_inbox_api(stack: &Stack) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let routes = opledger_inbox::routes(stack.admin.clone(), Duration::from_secs(30));
+    let routes = opledger_inbox::routes(stack.admin.inbox(), Duration::from_secs(30));
     let server = tokio::spawn(async move {
         let _ = opledger_grpc::server::serve(
             listener,
@@ -238,8 +241,8 @@ async fn drive_workers(
     node: &opledger_testkit::Anvil,
 ) -> anyhow::Result<Run> {
     let cfg = broadcaster_config(stack, signer, &node.rpc_url());
-    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
-    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
+    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.broadcaster())?;
+    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.broadcaster())?;
     let started = tokio::time::Instant::now();
     while !cli.is_finished() {
         anyhow::ensure!(
@@ -416,11 +419,11 @@ async fn opctl_lists_an_unknown_and_resolves_it_only_to_what_the_chain_shows() -
     let proxy = FaultProxy::start(format!("127.0.0.1:{}", node.port()).parse()?).await?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&stack, &signer, &proxy.url("http")),
-        stack.admin.clone(),
+        stack.admin.broadcaster(),
     )?;
     let reconciler = opledger_reconciler::reconciler(
         &reconciler_config(&stack, &signer, &node.rpc_url()),
-        stack.admin.clone(),
+        stack.admin.reconciler(),
     )?;
     let w = stack.withdraw(&acme, "6000000000000000", BOB).await?;
     approve(&stack, &acme, &w).await?;

@@ -252,7 +252,13 @@ async fn service_with(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let server = tokio::spawn(async move {
-        opledger_operations::serve(listener, store, &config, std::future::pending()).await
+        opledger_operations::serve(
+            listener,
+            store.operations(),
+            &config,
+            std::future::pending(),
+        )
+        .await
     });
     Ok((
         OperationsServiceClient::connect(format!("http://{addr}")).await?,

@@ -22,11 +22,11 @@ async fn control_07_response_dropped_after_send_ends_confirmed_with_one_transfer
     let proxy = FaultProxy::start(format!("127.0.0.1:{}", node.port()).parse()?).await?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&stack, &signer, &proxy.url("http")),
-        stack.admin.clone(),
+        stack.admin.broadcaster(),
     )?;
     let reconciler = opledger_reconciler::reconciler(
         &reconciler_config(&stack, &signer, &node.rpc_url()),
-        stack.admin.clone(),
+        stack.admin.reconciler(),
     )?;
     let before = node.balance(BOB).await?;
     let w = stack.withdraw(&acme, "6000000000000000", BOB).await?;
@@ -98,11 +98,11 @@ async fn a_node_that_does_not_answer_yields_no_verdict_and_keeps_the_hold() -> a
     let proxy = FaultProxy::start(format!("127.0.0.1:{}", node.port()).parse()?).await?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&stack, &signer, &proxy.url("http")),
-        stack.admin.clone(),
+        stack.admin.broadcaster(),
     )?;
     let reconciler = opledger_reconciler::reconciler(
         &reconciler_config(&stack, &signer, &proxy.url("http")),
-        stack.admin.clone(),
+        stack.admin.reconciler(),
     )?;
     let w = stack.withdraw(&acme, "6000000000000000", BOB).await?;
     approve(&stack, &acme, &w).await?;

@@ -19,11 +19,11 @@ async fn dropped_from_the_pool_is_cancelled_and_verified_not_sent() -> anyhow::R
     node.set_automine(false).await?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&stack, &signer, &node.rpc_url()),
-        stack.admin.clone(),
+        stack.admin.broadcaster(),
     )?;
     let reconciler = opledger_reconciler::reconciler(
         &reconciler_config(&stack, &signer, &node.rpc_url()),
-        stack.admin.clone(),
+        stack.admin.reconciler(),
     )?;
     let before = node.balance(BOB).await?;
     let w = stack.withdraw(&acme, "7000000000000000", BOB).await?;

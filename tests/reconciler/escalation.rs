@@ -23,12 +23,12 @@ async fn control_09_no_verdict_within_the_window_ends_failed_terminal_with_owner
     let proxy = FaultProxy::start(format!("127.0.0.1:{}", node.port()).parse()?).await?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&stack, &signer, &proxy.url("http")),
-        stack.admin.clone(),
+        stack.admin.broadcaster(),
     )?;
     let mut cfg = reconciler_config(&stack, &signer, &proxy.url("http"));
     cfg.escalate_after_secs = 2;
     cfg.owner = "treasury-ops".into();
-    let reconciler = opledger_reconciler::reconciler(&cfg, stack.admin.clone())?;
+    let reconciler = opledger_reconciler::reconciler(&cfg, stack.admin.reconciler())?;
     let w = stack.withdraw(&acme, "9000000000000000", BOB).await?;
     approve(&stack, &acme, &w).await?;
     proxy.set_mode(FaultMode::ForwardThenDropResponse);
@@ -121,7 +121,7 @@ async fn an_approved_withdrawal_that_is_not_signed_ages_in_the_stalled_payout_me
 async fn served_metrics(stack: &opledger_tests::Stack) -> anyhow::Result<String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let router = opledger_reconciler::metrics::router(stack.admin.clone());
+    let router = opledger_reconciler::metrics::router(stack.admin.reconciler());
     let server = tokio::spawn(axum::serve(listener, router).into_future());
     let body = scrape(addr).await;
     server.abort();

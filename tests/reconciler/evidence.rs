@@ -22,7 +22,7 @@ async fn submit_losing_the_answer(chain: &Chain, w: &str) -> anyhow::Result<()> 
     let proxy = FaultProxy::start(format!("127.0.0.1:{}", chain.node.port()).parse()?).await?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&chain.stack, &chain.signer, &proxy.url("http")),
-        chain.stack.admin.clone(),
+        chain.stack.admin.broadcaster(),
     )?;
     proxy.set_mode(FaultMode::ForwardThenDropResponse);
     broadcaster
@@ -53,7 +53,7 @@ async fn endpoints_that_disagree_or_lag_give_no_verdict_until_they_agree() -> an
         NETWORK.to_owned(),
         evidence(&[&honest.url(), &other.url()], 2),
     );
-    let reconciler = opledger_reconciler::reconciler(&cfg, chain.stack.admin.clone())?;
+    let reconciler = opledger_reconciler::reconciler(&cfg, chain.stack.admin.reconciler())?;
     // A chain long enough for a lag of 20 blocks to be one (below that, a lagging endpoint is an
     // honest one at a lower pinned block).
     chain.node.mine(30).await?;
@@ -116,10 +116,10 @@ async fn a_final_cancel_is_not_released_while_an_endpoint_hides_it() -> anyhow::
         NETWORK.to_owned(),
         evidence(&[&honest.url(), &other.url()], 2),
     );
-    let reconciler = opledger_reconciler::reconciler(&cfg, chain.stack.admin.clone())?;
+    let reconciler = opledger_reconciler::reconciler(&cfg, chain.stack.admin.reconciler())?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&chain.stack, &chain.signer, &chain.node.rpc_url()),
-        chain.stack.admin.clone(),
+        chain.stack.admin.broadcaster(),
     )?;
     let w = chain
         .stack
@@ -181,11 +181,11 @@ async fn a_nonce_consumed_without_our_attempt_goes_to_security_with_the_hold() -
     chain.node.set_automine(false).await?;
     let reconciler = opledger_reconciler::reconciler(
         &reconciler_config(&chain.stack, &chain.signer, &chain.node.rpc_url()),
-        chain.stack.admin.clone(),
+        chain.stack.admin.reconciler(),
     )?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&chain.stack, &chain.signer, &chain.node.rpc_url()),
-        chain.stack.admin.clone(),
+        chain.stack.admin.broadcaster(),
     )?;
     let before = chain.node.balance(BOB).await?;
     let w = chain
@@ -277,11 +277,11 @@ async fn a_reverted_transfer_has_an_owner_and_is_released_only_on_final_evidence
     let signer = InProcessSigner::start_at_nonce(&stack.db, acme.id, 1).await?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&stack, &signer, &node.rpc_url()),
-        stack.admin.clone(),
+        stack.admin.broadcaster(),
     )?;
     let reconciler = opledger_reconciler::reconciler(
         &reconciler_config(&stack, &signer, &node.rpc_url()),
-        stack.admin.clone(),
+        stack.admin.reconciler(),
     )?;
     let mut p = payload("500", BOB);
     p.asset = "USDC".into();

@@ -24,12 +24,12 @@ async fn an_escalated_withdrawal_is_resolved_only_to_what_the_evidence_shows() -
     let proxy = FaultProxy::start(format!("127.0.0.1:{}", node.port()).parse()?).await?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&stack, &signer, &proxy.url("http")),
-        stack.admin.clone(),
+        stack.admin.broadcaster(),
     )?;
     let mut cfg = reconciler_config(&stack, &signer, &proxy.url("http"));
     cfg.escalate_after_secs = 0;
     cfg.owner = "treasury-ops".into();
-    let reconciler = opledger_reconciler::reconciler(&cfg, stack.admin.clone())?;
+    let reconciler = opledger_reconciler::reconciler(&cfg, stack.admin.reconciler())?;
     let w = stack.withdraw(&acme, "9000000000000000", BOB).await?;
     approve(&stack, &acme, &w).await?;
     // Sent and mined, but the answer is lost and the node then becomes unreachable: escalated.
@@ -53,7 +53,7 @@ async fn an_escalated_withdrawal_is_resolved_only_to_what_the_evidence_shows() -
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let routes = opledger_reconciler::routes(
-        stack.admin.clone(),
+        stack.admin.reconciler(),
         reconciler.clone(),
         std::time::Duration::from_secs(30),
     );

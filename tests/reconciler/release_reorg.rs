@@ -46,11 +46,11 @@ async fn released() -> anyhow::Result<Released> {
     let (stack, acme, node, signer) = (&chain.stack, &chain.acme, &chain.node, &chain.signer);
     node.set_automine(false).await?;
     let cfg = broadcaster_config(stack, signer, &node.rpc_url());
-    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.clone())?;
-    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.clone())?;
+    let broadcaster = opledger_broadcaster::broadcaster(&cfg, stack.admin.broadcaster())?;
+    let watcher = opledger_broadcaster::watcher(&cfg, stack.admin.broadcaster())?;
     let reconciler = opledger_reconciler::reconciler(
         &reconciler_config(stack, signer, &node.rpc_url()),
-        stack.admin.clone(),
+        stack.admin.reconciler(),
     )?;
     let witness = witness(stack, &[&node.rpc_url()], 1).await?;
     let before = node.balance(BOB).await?;

@@ -932,7 +932,8 @@ async fn forgery_on_a_real_node() -> anyhow::Result<Outcome> {
             opledger_store::StoreConfig::default(),
         )
         .await
-        .map_err(|e| anyhow::anyhow!(e.log_safe()))?,
+        .map_err(|e| anyhow::anyhow!(e.log_safe()))?
+        .broadcaster(),
     )?;
     // At least five passes, and on until the signer's refusal is recorded: under load a pass can
     // end before its signing call does.

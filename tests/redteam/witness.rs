@@ -53,7 +53,7 @@ async fn broadcast() -> anyhow::Result<Broadcast> {
     let chain = Chain::start().await?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&chain.stack, &chain.signer, &chain.node.rpc_url()),
-        chain.stack.admin.clone(),
+        chain.stack.admin.broadcaster(),
     )?;
     let w = chain
         .stack

@@ -4,6 +4,7 @@
 mod claims;
 mod distribution;
 mod freeze;
+mod handles;
 mod immutability;
 mod pass;
 mod rejections;

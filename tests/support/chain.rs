@@ -118,7 +118,7 @@ pub async fn witness(
     .map_err(|e| anyhow::anyhow!("the witness login cannot connect: {}", e.log_safe()))?;
     Ok(opledger_witness::witness(
         &config,
-        store,
+        store.witness(),
         Default::default(),
     )?)
 }
@@ -165,7 +165,7 @@ pub async fn credit_witness(
     )
     .await
     .map_err(|e| anyhow::anyhow!("the witness login cannot connect: {}", e.log_safe()))?;
-    Ok(opledger_witness::credit_witness(&config, store)?)
+    Ok(opledger_witness::credit_witness(&config, store.witness())?)
 }
 
 /// A test world for the chain-facing services: the operations and approvals services with tenant

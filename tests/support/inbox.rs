@@ -3,8 +3,8 @@
 
 use crate::{Stack, Tenant};
 use anyhow::Context;
+use opledger_inbox::Config;
 use opledger_inbox::keys::KeyRing;
-use opledger_inbox::{Config, Listeners};
 use opledger_webhook::seal::BodyKey;
 use opledger_webhook::secret::SigningSecret;
 use opledger_webhook::verify::sign_v1;
@@ -86,18 +86,16 @@ impl Inbox {
         let (metrics, metrics_addr) = loopback().await?;
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            opledger_inbox::serve(
-                &config,
+            let runtime = opledger_server::Runtime::new(
+                opledger_inbox::SERVICE_NAME,
+                grpc,
+                metrics,
                 store,
-                Listeners {
-                    grpc,
-                    http,
-                    metrics,
-                },
-                async move {
-                    let _ = rx.await;
-                },
-            )
+                config.base.listener.limits(),
+            );
+            opledger_inbox::serve(&config, runtime, http, async move {
+                let _ = rx.await;
+            })
             .await
         });
         Ok(Inbox {

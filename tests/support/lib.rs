@@ -204,9 +204,14 @@ impl Stack {
         let (tx, rx) = oneshot::channel::<()>();
         stop.push(tx);
         servers.push(tokio::spawn(async move {
-            opledger_operations::serve(listener, operations_store, &operations, async move {
-                let _ = rx.await;
-            })
+            opledger_operations::serve(
+                listener,
+                operations_store.operations(),
+                &operations,
+                async move {
+                    let _ = rx.await;
+                },
+            )
             .await
         }));
         let listener = TcpListener::bind("127.0.0.1:0").await?;
@@ -215,7 +220,7 @@ impl Stack {
         stop.push(tx);
         servers.push(tokio::spawn(serve_api(
             listener,
-            approvals,
+            approvals.approvals(),
             Duration::from_secs(30),
             opledger_approvals::SERVICE_NAME,
             opledger_approvals::routes,

@@ -295,11 +295,11 @@ impl InProcessSigner {
         }
         let callers = opledger_signer::callers(&config);
         let sweep = tokio::spawn(opledger_signer::release_sweep(
-            store.clone(),
+            store.signer(),
             std::time::Duration::from_millis(config.release_sweep_ms),
         ));
         let retire_every = std::time::Duration::from_secs(config.wallet_retire_check_secs);
-        let signer = Signer::new(store, Arc::new(config), Arc::new(wallets));
+        let signer = Signer::new(store.signer(), Arc::new(config), Arc::new(wallets));
         signer
             .register_wallets()
             .await

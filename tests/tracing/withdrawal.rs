@@ -72,11 +72,11 @@ async fn one_withdrawal_is_one_trace_across_the_five_services() -> anyhow::Resul
     } = Chain::start().await?;
     let broadcaster = opledger_broadcaster::broadcaster(
         &broadcaster_config(&stack, &signer, &node.rpc_url()),
-        stack.admin.clone(),
+        stack.admin.broadcaster(),
     )?;
     let watcher = opledger_broadcaster::watcher(
         &broadcaster_config(&stack, &signer, &node.rpc_url()),
-        stack.admin.clone(),
+        stack.admin.broadcaster(),
     )?;
     let mut reconciler_cfg = reconciler_config(&stack, &signer, &node.rpc_url());
     // Never final for the reconciler, so it examines and leaves the confirmation to the watcher.
@@ -84,7 +84,7 @@ async fn one_withdrawal_is_one_trace_across_the_five_services() -> anyhow::Resul
         evidence.confirmations = Some(1_000);
     }
     reconciler_cfg.cancel_after_secs = 3_600;
-    let reconciler = opledger_reconciler::reconciler(&reconciler_cfg, stack.admin.clone())?;
+    let reconciler = opledger_reconciler::reconciler(&reconciler_cfg, stack.admin.reconciler())?;
 
     // The caller starts the trace and sends it with the create call.
     let (trace_id, caller_span) = (random_hex(16), random_hex(8));

@@ -111,7 +111,7 @@ async fn start_signer(
     let store = Store::connect(signer_url, opledger_server::store_config(&config.base))
         .await
         .map_err(|e| anyhow::anyhow!("the signer role cannot connect: {}", e.log_safe()))?;
-    let signer = Signer::new(store, Arc::new(config), Arc::new(wallets));
+    let signer = Signer::new(store.signer(), Arc::new(config), Arc::new(wallets));
     // Originals come only from registered ACTIVE wallets (migration 24), as in the service.
     signer
         .register_wallets()

@@ -5,8 +5,8 @@
 
 use crate::status::{ErrorReason, error_status};
 use opledger_domain::ids::TenantId;
-use opledger_store::Store;
 use opledger_store::keys::{KeyRecord, PresentedKey, Role};
+use opledger_store::roles::KeysStore;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -26,16 +26,17 @@ pub struct Principal {
 /// Resolves bearer tokens to principals.
 #[derive(Debug)]
 pub struct Authenticator {
-    store: Store,
+    store: KeysStore,
     ttl: Duration,
     cache: Mutex<HashMap<String, (KeyRecord, Instant)>>,
 }
 
 impl Authenticator {
-    /// An authenticator that caches verified keys for `ttl`.
-    pub fn new(store: Store, ttl: Duration) -> Authenticator {
+    /// An authenticator that caches verified keys for `ttl`, looking them up through `store` (a
+    /// service's `keys()`, or a whole `Store`).
+    pub fn new(store: impl Into<KeysStore>, ttl: Duration) -> Authenticator {
         Authenticator {
-            store,
+            store: store.into(),
             ttl,
             cache: Mutex::new(HashMap::new()),
         }

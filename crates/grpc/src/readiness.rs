@@ -3,7 +3,6 @@
 //! once a primary answers; the server's overall status (the empty service name) stays `SERVING`
 //! while the process runs.
 
-use opledger_store::Store;
 use opledger_store::probe::DatabaseProbe;
 use std::time::Duration;
 use tonic_health::ServingStatus;
@@ -14,14 +13,13 @@ pub const PROBE_INTERVAL: Duration = Duration::from_millis(500);
 /// How long one probe may take before it counts as failed.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Probes `store`'s database every [`PROBE_INTERVAL`] and reports `service_name` through
-/// `health` accordingly, until the task is aborted.
+/// Runs `probe` (give each check [`PROBE_TIMEOUT`]) every [`PROBE_INTERVAL`] and reports
+/// `service_name` through `health` accordingly, until the task is aborted.
 pub fn spawn(
     health: HealthReporter,
     service_name: String,
-    store: &Store,
+    mut probe: DatabaseProbe,
 ) -> tokio::task::JoinHandle<()> {
-    let mut probe = DatabaseProbe::new(store, PROBE_TIMEOUT);
     tokio::spawn(async move {
         let mut ready = true;
         loop {

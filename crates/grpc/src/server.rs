@@ -3,6 +3,8 @@
 
 use crate::Authenticator;
 use crate::listener::{Acceptor, Limits};
+use opledger_store::probe::DatabaseProbe;
+use opledger_store::roles::KeysStore;
 use opledger_store::{Store, StoreConfig};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -15,17 +17,18 @@ use tonic_health::ServingStatus;
 
 pub use crate::serve_error::ServeError;
 
-/// Builds a service's routes from its store and authenticator.
-pub type MakeRoutes = fn(Store, Arc<Authenticator>) -> Routes;
+/// Builds a service's routes from its store handle (`S`: its role's) and authenticator.
+pub type MakeRoutes<S> = fn(S, Arc<Authenticator>) -> Routes;
 
-/// Serves one opledger API (`make` builds its routes) with health and reflection on `listener`
-/// until `shutdown` resolves. Tests call this in-process; [`run`] calls it from `main`.
-pub async fn serve_api(
+/// Serves one opledger API (`make` builds its routes over `store`, its role's handle) with health
+/// and reflection on `listener` until `shutdown` resolves. Tests and the benchmarks call this
+/// in-process; a service's `run` serves through `opledger_server::Runtime`.
+pub async fn serve_api<S: Clone + Into<KeysStore>>(
     listener: TcpListener,
-    store: Store,
+    store: S,
     auth_cache_ttl: Duration,
     service_name: &str,
-    make: MakeRoutes,
+    make: MakeRoutes<S>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     let auth = Arc::new(Authenticator::new(store.clone(), auth_cache_ttl));
@@ -83,33 +86,6 @@ pub fn spawn_metrics(listener: TcpListener, limits: Limits) -> tokio::task::Join
     crate::metrics::spawn_endpoint(listener, limits)
 }
 
-/// Binds `listen` and `metrics_listen`, then connects the store, and serves one API within the
-/// listener `limits` until Ctrl-C or SIGTERM, with its gRPC metrics on `metrics_listen`.
-pub async fn run(
-    database_url: &str,
-    store_config: StoreConfig,
-    (listen, metrics_listen): (SocketAddr, SocketAddr),
-    limits: Limits,
-    auth_cache_ttl: Duration,
-    service_name: &str,
-    make: MakeRoutes,
-) -> Result<(), ServeError> {
-    let [listener, metrics] = bind_all([listen, metrics_listen]).await?;
-    let store = connect(database_url, store_config).await?;
-    let _metrics = spawn_metrics(metrics, limits);
-    let auth = Arc::new(Authenticator::new(store.clone(), auth_cache_ttl));
-    serve_ready(
-        listener,
-        service_name,
-        make(store.clone(), auth),
-        None,
-        limits,
-        &store,
-        shutdown_signal(),
-    )
-    .await
-}
-
 /// Serves `routes` plus health (reporting `service_name` as serving) and reflection on
 /// `listener`, with TCP_NODELAY, until `shutdown` resolves.
 pub async fn serve(
@@ -155,7 +131,7 @@ pub async fn serve_with(
     serve_reporting(listener, service_name, routes, tls, limits, None, shutdown).await
 }
 
-/// Like [`serve_with`], with `service_name`'s health following `store`'s database
+/// Like [`serve_with`], with `service_name`'s health following the database `probe` checks
 /// ([`crate::readiness`]): `NOT_SERVING` while it takes no writes (a failover), `SERVING` again
 /// once a primary answers. Every service's `run` serves through this.
 pub async fn serve_ready(
@@ -164,7 +140,7 @@ pub async fn serve_ready(
     routes: Routes,
     tls: Option<ServerTlsConfig>,
     limits: Limits,
-    store: &Store,
+    probe: DatabaseProbe,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     serve_reporting(
@@ -173,7 +149,7 @@ pub async fn serve_ready(
         routes,
         tls,
         limits,
-        Some(store),
+        Some(probe),
         shutdown,
     )
     .await
@@ -185,7 +161,7 @@ async fn serve_reporting(
     routes: Routes,
     tls: Option<ServerTlsConfig>,
     limits: Limits,
-    store: Option<&Store>,
+    probe: Option<DatabaseProbe>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -202,7 +178,7 @@ async fn serve_reporting(
         }
     }
     let _readiness = AbortOnDrop(
-        store.map(|store| crate::readiness::spawn(health, service_name.to_owned(), store)),
+        probe.map(|probe| crate::readiness::spawn(health, service_name.to_owned(), probe)),
     );
     let routes = routes
         .add_service(health_service)

@@ -9,6 +9,7 @@
 
 use opledger_config::{Limits, ServiceBase};
 use opledger_grpc::server::{self, ServeError};
+use opledger_store::probe::DatabaseProbe;
 use opledger_store::{Store, StoreConfig};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -261,7 +262,7 @@ impl Runtime {
             routes,
             tls,
             self.limits,
-            &self.store,
+            DatabaseProbe::new(&self.store, opledger_grpc::readiness::PROBE_TIMEOUT),
             shutdown,
         )
         .await;

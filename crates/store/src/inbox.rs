@@ -23,7 +23,7 @@ pub use deliveries::{
     Delivery, DeliveryClass, RECORD_DELIVERIES_SQL, RECORD_DELIVERY_SQL, Recorded,
 };
 pub use endpoints::{Endpoint, NewSecret, SecretKind, StoredSecret, new_endpoint_id};
-pub use issues::{InboxIssue, InboxSnapshot};
+pub use issues::{InboxIssue, InboxSnapshot, IssueKind};
 pub use retention::Purged;
 pub use sealed::SealedBody;
 pub use work::{CreditOutcome, Finish, SignedAttemptRef, WorkItem, WorkTx, deposit_credit_digest};

@@ -3,6 +3,10 @@
 //! This crate knows SQL and domain types only. It never sees protobuf types, and it never changes
 //! an operation's state except through [`Store::transition`], which checks the domain transition
 //! table and the acting role before one conditional `UPDATE` executed by the database.
+//!
+//! A service reaches the store through its role's handle in [`roles`] (exactly the calls that
+//! service makes, matching its database login's grants); the whole [`Store`] is the
+//! administrator's (`opledger-admin`), the benchmarks' and the tests'.
 
 pub mod approvals;
 pub mod broadcast;
@@ -18,6 +22,7 @@ pub mod operations;
 pub mod pass;
 pub mod probe;
 pub mod queue;
+pub mod roles;
 mod row;
 mod shared;
 pub mod signing;

@@ -15,24 +15,25 @@ use opledger_grpc::server::ServeError;
 use opledger_proto::v1::approvals_service_server::ApprovalsServiceServer;
 pub use opledger_proto::v1::approvals_service_server::SERVICE_NAME;
 use opledger_server::Runtime;
-use opledger_store::Store;
+use opledger_store::roles::ApprovalsStore;
 use std::sync::Arc;
 use std::time::Duration;
 use tonic::service::Routes;
 
 /// The service's routes: what [`run`] serves, and tests serve in-process
 /// ([`opledger_grpc::server::serve_api`]).
-pub fn routes(store: Store, auth: Arc<Authenticator>) -> Routes {
+pub fn routes(store: ApprovalsStore, auth: Arc<Authenticator>) -> Routes {
     Routes::new(ApprovalsServiceServer::new(ApprovalsApi::new(store, auth)))
 }
 
 /// Binds the configured addresses, connects the store and serves until Ctrl-C or SIGTERM.
 pub async fn run(config: Config) -> Result<(), ServeError> {
     let runtime = Runtime::start(SERVICE_NAME, &config.base).await?;
+    let store = runtime.store().approvals();
     let auth = Arc::new(Authenticator::new(
-        runtime.store().clone(),
+        store.keys(),
         Duration::from_secs(config.auth_cache_ttl_secs),
     ));
-    let routes = routes(runtime.store().clone(), auth);
+    let routes = routes(store, auth);
     runtime.serve(routes, None).await
 }

@@ -12,9 +12,9 @@ use opledger_grpc::{
 };
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::approvals_service_server::ApprovalsService;
-use opledger_store::Store;
 use opledger_store::approvals::{Approve, AssetPolicy};
 use opledger_store::keys::Role;
+use opledger_store::roles::ApprovalsStore;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tonic::{Code, Request, Response, Status};
@@ -26,13 +26,13 @@ const MAX_REASON_LEN: usize = 200;
 /// The handlers' shared state.
 #[derive(Debug, Clone)]
 pub struct ApprovalsApi {
-    store: Store,
+    store: ApprovalsStore,
     auth: Arc<Authenticator>,
 }
 
 impl ApprovalsApi {
     /// Handlers over this store and authenticator.
-    pub fn new(store: Store, auth: Arc<Authenticator>) -> ApprovalsApi {
+    pub fn new(store: ApprovalsStore, auth: Arc<Authenticator>) -> ApprovalsApi {
         ApprovalsApi { store, auth }
     }
 }

@@ -28,7 +28,7 @@ pub const SERVICE_NAME: &str = "opledger.v1.Broadcaster";
 /// SIGTERM.
 pub async fn run(config: Config) -> Result<(), StartError> {
     let mut runtime = Runtime::start(SERVICE_NAME, &config.base).await?;
-    let store = runtime.store().clone();
+    let store = runtime.store().broadcaster();
     let worker = broadcaster(&config, store.clone())?;
     runtime.metrics(metrics_router(worker.clone()));
     let chain = watcher(&config, store)?;

@@ -4,12 +4,12 @@
 use crate::Config;
 use crate::worker::Broadcaster;
 use opledger_server::StartError;
-use opledger_store::Store;
+use opledger_store::roles::BroadcasterStore;
 use std::collections::HashMap;
 use std::time::Duration;
 
 /// A broadcaster for `config` over `store`.
-pub fn broadcaster(config: &Config, store: Store) -> Result<Broadcaster, StartError> {
+pub fn broadcaster(config: &Config, store: BroadcasterStore) -> Result<Broadcaster, StartError> {
     let timeout = Duration::from_millis(config.submit_timeout_ms);
     let locks = store.pass_locks(pass_connections(config.concurrency));
     let rpcs: HashMap<_, _> = config
@@ -40,7 +40,10 @@ fn pass_connections(concurrency: usize) -> u32 {
 
 /// A chain watcher for `config` over `store`, watching each network while it holds the
 /// network's lease on the database (one watcher per network among the instances).
-pub fn watcher(config: &Config, store: Store) -> Result<crate::watcher::Watcher, StartError> {
+pub fn watcher(
+    config: &Config,
+    store: BroadcasterStore,
+) -> Result<crate::watcher::Watcher, StartError> {
     let timeout = Duration::from_millis(config.submit_timeout_ms);
     let networks = config
         .chain

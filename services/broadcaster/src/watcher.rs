@@ -17,8 +17,8 @@ use opledger_domain::evidence::Step;
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::state::OperationState;
 use opledger_evm::evidence::Judgements;
-use opledger_store::Store;
 use opledger_store::pass::WatchLease;
+use opledger_store::roles::BroadcasterStore;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -44,7 +44,7 @@ pub struct Owners {
 /// Watches BROADCAST operations on every configured network.
 #[derive(Debug)]
 pub struct Watcher {
-    store: Store,
+    store: BroadcasterStore,
     networks: HashMap<String, Watched>,
     worker_id: String,
     owners: Owners,
@@ -97,7 +97,7 @@ pub struct Stages {
 impl Watcher {
     /// A watcher of `networks`; escalations name `owners`.
     pub fn new(
-        store: Store,
+        store: BroadcasterStore,
         networks: HashMap<String, Watched>,
         worker_id: String,
         owners: Owners,

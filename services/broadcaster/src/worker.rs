@@ -1,7 +1,7 @@
 //! The broadcast loop: get APPROVED operations signed, submit the stored bytes of SIGNED ones,
 //! and move each by compare-and-swap according to the classified result.
 //!
-//! Work comes from the store's fair queue ([`Store::next_due`]): every tenant's due operations in
+//! Work comes from the store's fair queue ([`BroadcasterStore::next_due`]): every tenant's due operations in
 //! turn, without those in back-off. [`Broadcaster::run`] starts the next one whenever one of its
 //! `concurrency` slots frees up, each tenant within its share of the slots while others have
 //! work, so no pass of one tenant's slow calls holds another's back. A pass that cannot move an
@@ -24,12 +24,13 @@ use opledger_domain::state::{Actor, OperationState};
 use opledger_grpc::client::SignerClient;
 use opledger_grpc::telemetry;
 use opledger_proto::v1::ErrorReason;
+use opledger_store::StoreError;
 use opledger_store::broadcast::Due;
 use opledger_store::pass::PassLocks;
 use opledger_store::queue::{BackOff, Backoff, Queued};
+use opledger_store::roles::BroadcasterStore;
 use opledger_store::signing::Attempt;
 use opledger_store::transition::TransitionRequest;
-use opledger_store::{Store, StoreError};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,7 +39,7 @@ use tracing::Instrument as _;
 /// A broadcaster worker.
 #[derive(Debug, Clone)]
 pub struct Broadcaster {
-    store: Store,
+    store: BroadcasterStore,
     signer: SignerClient,
     rpcs: Arc<HashMap<String, Rpc>>,
     worker_id: String,
@@ -52,7 +53,7 @@ impl Broadcaster {
     /// A worker over this store, signer client and RPC endpoints, with the default back-off
     /// (see [`Broadcaster::with_backoff`]).
     pub fn new(
-        store: Store,
+        store: BroadcasterStore,
         signer: SignerClient,
         rpcs: HashMap<String, Rpc>,
         worker_id: String,

@@ -27,8 +27,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use opledger_domain::ids::OperationId;
-use opledger_store::Store;
 use opledger_store::inbox::{Endpoint, Recorded};
+use opledger_store::roles::InboxStore;
 use opledger_webhook::event::{self, Event, Parsed};
 use opledger_webhook::secret::VerificationKey;
 use opledger_webhook::verify::{self, Headers, Verified};
@@ -59,7 +59,7 @@ type EndpointCache = HashMap<String, (Instant, Arc<Resolved>)>;
 /// The ingress's shared state.
 #[derive(Debug, Clone)]
 pub struct Ingress {
-    store: Store,
+    store: InboxStore,
     recorder: Recorder,
     ring: Arc<KeyRing>,
     cache: Arc<Mutex<EndpointCache>>,
@@ -86,7 +86,7 @@ pub struct IngressSettings {
 
 /// The ingress router.
 pub fn router(
-    store: Store,
+    store: InboxStore,
     ring: Arc<KeyRing>,
     stats: Arc<IngressStats>,
     settings: IngressSettings,

@@ -17,12 +17,12 @@ mod recorder;
 mod setup;
 
 pub use config::Config;
-pub use setup::{Listeners, StartError, key_ring, processor};
+pub use setup::{StartError, key_ring, processor};
 use setup::{spawn_processors, spawn_retention};
 
 use opledger_grpc::server;
 use opledger_server::Runtime;
-use opledger_store::Store;
+use opledger_store::roles::InboxStore;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -31,8 +31,8 @@ use tonic::service::Routes;
 pub use opledger_proto::v1::inbox_service_server::SERVICE_NAME;
 
 /// The operator API's routes (API keys cached for `auth_ttl`).
-pub fn routes(store: Store, auth_ttl: Duration) -> Routes {
-    let auth = Arc::new(opledger_grpc::Authenticator::new(store.clone(), auth_ttl));
+pub fn routes(store: InboxStore, auth_ttl: Duration) -> Routes {
+    let auth = Arc::new(opledger_grpc::Authenticator::new(store.keys(), auth_ttl));
     Routes::new(
         opledger_proto::v1::inbox_service_server::InboxServiceServer::new(operator::InboxApi::new(
             store, auth,
@@ -50,35 +50,19 @@ pub async fn run(config: Config) -> Result<(), StartError> {
         store_config,
     )
     .await?;
-    serve_on(&config, runtime, http, server::shutdown_signal()).await
+    serve(&config, runtime, http, server::shutdown_signal()).await
 }
 
-/// Serves the ingress, the operator API and metrics on `listeners`, and runs the processors and
-/// the retention job, until `shutdown` resolves. Tests call this in-process.
+/// Serves the ingress on `http`, and the operator API and metrics on `runtime`'s listeners, and
+/// runs the processors and the retention job, until `shutdown` resolves. [`run`] calls it; tests
+/// call it in-process over a `Runtime::new`.
 pub async fn serve(
-    config: &Config,
-    store: Store,
-    listeners: Listeners,
-    shutdown: impl std::future::Future<Output = ()> + Send,
-) -> Result<(), StartError> {
-    let limits = config.base.listener.limits();
-    let runtime = Runtime::new(
-        SERVICE_NAME,
-        listeners.grpc,
-        listeners.metrics,
-        store,
-        limits,
-    );
-    serve_on(config, runtime, listeners.http, shutdown).await
-}
-
-async fn serve_on(
     config: &Config,
     mut runtime: Runtime,
     http: TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), StartError> {
-    let store = runtime.store().clone();
+    let store = runtime.store().inbox();
     let ring = key_ring(config)?;
     let stats = Arc::new(metrics::IngressStats::default());
     let ingress = ingress::router(

@@ -7,8 +7,8 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use opledger_store::Store;
 use opledger_store::inbox::InboxSnapshot;
+use opledger_store::roles::InboxStore;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -83,13 +83,15 @@ impl IngressStats {
 }
 
 /// The metrics router.
-pub fn router(store: Store, stats: Arc<IngressStats>) -> Router {
+pub fn router(store: InboxStore, stats: Arc<IngressStats>) -> Router {
     Router::new()
         .route("/metrics", get(scrape))
         .with_state((store, stats))
 }
 
-async fn scrape(State((store, stats)): State<(Store, Arc<IngressStats>)>) -> impl IntoResponse {
+async fn scrape(
+    State((store, stats)): State<(InboxStore, Arc<IngressStats>)>,
+) -> impl IntoResponse {
     let mut out = String::new();
     write_counters(&mut out, &stats);
     let status = match store.inbox_snapshot().await {

@@ -5,21 +5,22 @@ use opledger_grpc::status::invalid_field;
 use opledger_grpc::{Authenticator, store_status};
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::inbox_service_server::InboxService;
-use opledger_store::Store;
+use opledger_store::inbox::IssueKind;
 use opledger_store::keys::Role;
+use opledger_store::roles::InboxStore;
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
 /// The handlers.
 #[derive(Debug, Clone)]
 pub struct InboxApi {
-    store: Store,
+    store: InboxStore,
     auth: Arc<Authenticator>,
 }
 
 impl InboxApi {
     /// Handlers over this store and authenticator.
-    pub fn new(store: Store, auth: Arc<Authenticator>) -> InboxApi {
+    pub fn new(store: InboxStore, auth: Arc<Authenticator>) -> InboxApi {
         InboxApi { store, auth }
     }
 }
@@ -42,11 +43,11 @@ fn inbox_id_of(id: i64) -> Result<i64, Status> {
     Ok(id)
 }
 
-fn kind_to_wire(kind: &str) -> pb::InboxIssueKind {
+fn kind_to_wire(kind: IssueKind) -> pb::InboxIssueKind {
     match kind {
-        "DEAD_LETTER" => pb::InboxIssueKind::DeadLetter,
-        "QUARANTINED" => pb::InboxIssueKind::Quarantined,
-        _ => pb::InboxIssueKind::Unhandled,
+        IssueKind::DeadLetter => pb::InboxIssueKind::DeadLetter,
+        IssueKind::Quarantined => pb::InboxIssueKind::Quarantined,
+        IssueKind::Unhandled => pb::InboxIssueKind::Unhandled,
     }
 }
 

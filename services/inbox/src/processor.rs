@@ -34,10 +34,11 @@ use crate::keys::KeyRing;
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::state::{Actor, OperationState, check_transition};
 use opledger_grpc::telemetry;
+use opledger_store::StoreError;
 use opledger_store::credits::DepositEvidence;
 use opledger_store::inbox::{CreditOutcome, Finish, WorkTx};
+use opledger_store::roles::InboxStore;
 use opledger_store::transition::TransitionRequest;
-use opledger_store::{Store, StoreError};
 use opledger_webhook::event::{
     self, DepositConfirmed, Event, KytResult, KytVerdict, Parsed, TransferStatus,
 };
@@ -63,7 +64,7 @@ pub struct Policy {
 /// One processor.
 #[derive(Debug, Clone)]
 pub struct Processor {
-    store: Store,
+    store: InboxStore,
     ring: Arc<KeyRing>,
     policy: Arc<Policy>,
 }
@@ -124,7 +125,7 @@ impl From<StoreError> for Retry {
 
 impl Processor {
     /// A processor over this store and key ring.
-    pub fn new(store: Store, ring: Arc<KeyRing>, policy: Policy) -> Processor {
+    pub fn new(store: InboxStore, ring: Arc<KeyRing>, policy: Policy) -> Processor {
         Processor {
             store,
             ring,

@@ -10,8 +10,9 @@
 //! The recording runs in its own task: a sender that hangs up does not cut a commit short.
 
 use opledger_domain::ids::OperationId;
+use opledger_store::StoreError;
 use opledger_store::inbox::{Delivery, DeliveryClass, Endpoint, Recorded, SealedBody};
-use opledger_store::{Store, StoreError};
+use opledger_store::roles::InboxStore;
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
@@ -101,13 +102,13 @@ struct Queue {
 /// The queue of deliveries to record, over one store.
 #[derive(Debug, Clone)]
 pub(crate) struct Recorder {
-    store: Store,
+    store: InboxStore,
     queue: Arc<Mutex<Queue>>,
 }
 
 impl Recorder {
     /// An empty queue over `store`.
-    pub fn new(store: Store) -> Recorder {
+    pub fn new(store: InboxStore) -> Recorder {
         Recorder {
             store,
             queue: Arc::default(),

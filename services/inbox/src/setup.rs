@@ -5,10 +5,9 @@ use crate::keys;
 use opledger_config::ConfigError;
 use opledger_grpc::server::ServeError;
 use opledger_server::Runtime;
-use opledger_store::Store;
+use opledger_store::roles::InboxStore;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
 
 /// Why the inbox could not start.
 #[derive(Debug, thiserror::Error)]
@@ -34,7 +33,7 @@ pub fn key_ring(config: &Config) -> Result<Arc<keys::KeyRing>, ConfigError> {
 /// The processor `config` describes.
 pub fn processor(
     config: &Config,
-    store: Store,
+    store: InboxStore,
     ring: Arc<keys::KeyRing>,
 ) -> crate::processor::Processor {
     crate::processor::Processor::new(
@@ -50,21 +49,10 @@ pub fn processor(
     )
 }
 
-/// The three listening sockets of the service.
-#[derive(Debug)]
-pub struct Listeners {
-    /// gRPC (InboxService, health, reflection).
-    pub grpc: TcpListener,
-    /// The webhook ingress.
-    pub http: TcpListener,
-    /// `/metrics`.
-    pub metrics: TcpListener,
-}
-
 /// The processors and the waker of parked items (`processors` of them; none: ingress only).
 pub(crate) fn spawn_processors(config: &Config, runtime: &mut Runtime, ring: &Arc<keys::KeyRing>) {
     let poll = Duration::from_millis(config.poll_interval_ms);
-    let store = runtime.store().clone();
+    let store = runtime.store().inbox();
     // Parked items are woken on a timer, not before every item: the wake-up is a join over the
     // parked items and their operations.
     if config.processors == 0 {
@@ -94,7 +82,7 @@ pub(crate) fn spawn_processors(config: &Config, runtime: &mut Runtime, ring: &Ar
 /// The retention job: raw bodies and refused-request counts older than configured are purged
 /// every `retention_interval_secs`.
 pub(crate) fn spawn_retention(config: &Config, runtime: &mut Runtime) {
-    let retention = runtime.store().clone();
+    let retention = runtime.store().inbox();
     let (processed, quarantined, rejections, every) = (
         Duration::from_secs(u64::from(config.retention_processed_days) * 86_400),
         Duration::from_secs(u64::from(config.retention_quarantined_days) * 86_400),

@@ -5,7 +5,8 @@
 use crate::config::{Config, NetworkPolicy};
 use opledger_domain::ids::TenantId;
 use opledger_domain::payload::WithdrawalPayload;
-use opledger_store::{Store, StoreError};
+use opledger_store::StoreError;
+use opledger_store::roles::OperationsStore;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -73,7 +74,7 @@ impl CreateChecks {
     /// The first check `payload` fails, if any (`Ok(Err(..))`); a store failure is `Err`.
     pub async fn check(
         &self,
-        store: &Store,
+        store: &OperationsStore,
         payload: &WithdrawalPayload,
     ) -> Result<Result<(), Refusal>, StoreError> {
         if let Err(refusal) = registry_verdict(&self.networks, payload) {

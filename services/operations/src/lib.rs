@@ -21,7 +21,7 @@ use opledger_grpc::server::{self, ServeError};
 use opledger_proto::v1::operations_service_server::OperationsServiceServer;
 pub use opledger_proto::v1::operations_service_server::SERVICE_NAME;
 use opledger_server::Runtime;
-use opledger_store::Store;
+use opledger_store::roles::OperationsStore;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,12 +31,16 @@ use tonic::service::Routes;
 /// The service's routes without create checks (no network registry, no executor check): for
 /// embedders that provision no signer, such as benchmarks. A deployment serves [`routes_with`]
 /// the checks of its configuration, through [`run`] or [`serve`].
-pub fn routes(store: Store, auth: Arc<Authenticator>) -> Routes {
+pub fn routes(store: OperationsStore, auth: Arc<Authenticator>) -> Routes {
     routes_with(store, auth, Arc::new(CreateChecks::none()))
 }
 
 /// The service's routes, refusing the creates `checks` refuses.
-pub fn routes_with(store: Store, auth: Arc<Authenticator>, checks: Arc<CreateChecks>) -> Routes {
+pub fn routes_with(
+    store: OperationsStore,
+    auth: Arc<Authenticator>,
+    checks: Arc<CreateChecks>,
+) -> Routes {
     Routes::new(OperationsServiceServer::new(OperationsApi::with_checks(
         store, auth, checks,
     )))
@@ -47,7 +51,7 @@ pub fn routes_with(store: Store, auth: Arc<Authenticator>, checks: Arc<CreateChe
 /// call it in-process.
 pub async fn serve(
     listener: TcpListener,
-    store: Store,
+    store: OperationsStore,
     config: &Config,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
@@ -58,14 +62,14 @@ pub async fn serve(
         routes,
         None,
         config.base.listener.limits(),
-        &store,
+        store.probe(opledger_grpc::readiness::PROBE_TIMEOUT),
         shutdown,
     )
     .await
 }
 
 /// The routes `config` sets up: its create checks, its API-key cache.
-fn routes_for(store: Store, config: &Config) -> Routes {
+fn routes_for(store: OperationsStore, config: &Config) -> Routes {
     let checks = CreateChecks::from_config(config);
     if checks.accepts_every_network() {
         tracing::warn!(
@@ -74,7 +78,7 @@ fn routes_for(store: Store, config: &Config) -> Routes {
         );
     }
     let auth = Arc::new(Authenticator::new(
-        store.clone(),
+        store.keys(),
         Duration::from_secs(config.auth_cache_ttl_secs),
     ));
     routes_with(store, auth, Arc::new(checks))
@@ -85,6 +89,6 @@ fn routes_for(store: Store, config: &Config) -> Routes {
 pub async fn run(config: Config) -> Result<(), ServeError> {
     let (runtime, []) =
         Runtime::start_with(SERVICE_NAME, &config.base, [], config.store_config()).await?;
-    let routes = routes_for(runtime.store().clone(), &config);
+    let routes = routes_for(runtime.store().operations(), &config);
     runtime.serve(routes, None).await
 }

@@ -8,10 +8,10 @@ use opledger_grpc::Authenticator;
 use opledger_grpc::store_status;
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::operations_service_server::OperationsService;
-use opledger_store::Store;
 use opledger_store::credits::{CreditState, NewProposal, OperatorSignature};
 use opledger_store::keys::Role;
 use opledger_store::operations::{Created, ListQuery, NewWithdrawal};
+use opledger_store::roles::OperationsStore;
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
@@ -20,7 +20,7 @@ const ALL_ROLES: &[Role] = &[Role::Client, Role::Approver, Role::Operator, Role:
 /// The handlers' shared state.
 #[derive(Debug, Clone)]
 pub struct OperationsApi {
-    store: Store,
+    store: OperationsStore,
     auth: Arc<Authenticator>,
     checks: Arc<CreateChecks>,
 }
@@ -28,13 +28,13 @@ pub struct OperationsApi {
 impl OperationsApi {
     /// Handlers over this store and authenticator, without create checks
     /// ([`CreateChecks::none`]).
-    pub fn new(store: Store, auth: Arc<Authenticator>) -> OperationsApi {
+    pub fn new(store: OperationsStore, auth: Arc<Authenticator>) -> OperationsApi {
         OperationsApi::with_checks(store, auth, Arc::new(CreateChecks::none()))
     }
 
     /// Handlers over this store and authenticator, refusing the creates `checks` refuses.
     pub fn with_checks(
-        store: Store,
+        store: OperationsStore,
         auth: Arc<Authenticator>,
         checks: Arc<CreateChecks>,
     ) -> OperationsApi {

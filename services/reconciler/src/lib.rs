@@ -13,15 +13,15 @@ pub use setup::reconciler;
 
 use opledger_server::Runtime;
 pub use opledger_server::StartError;
-use opledger_store::Store;
+use opledger_store::roles::ReconcilerStore;
 use std::time::Duration;
 use tonic::service::Routes;
 
 pub use opledger_proto::v1::operator_service_server::SERVICE_NAME;
 
 /// The operator API's routes over this store and reconciler (API keys cached for `auth_ttl`).
-pub fn routes(store: Store, reconciler: Reconciler, auth_ttl: Duration) -> Routes {
-    let auth = std::sync::Arc::new(opledger_grpc::Authenticator::new(store.clone(), auth_ttl));
+pub fn routes(store: ReconcilerStore, reconciler: Reconciler, auth_ttl: Duration) -> Routes {
+    let auth = std::sync::Arc::new(opledger_grpc::Authenticator::new(store.keys(), auth_ttl));
     Routes::new(
         opledger_proto::v1::operator_service_server::OperatorServiceServer::new(
             operator::OperatorApi::new(store, auth, reconciler),
@@ -33,7 +33,7 @@ pub fn routes(store: Store, reconciler: Reconciler, auth_ttl: Duration) -> Route
 /// Ctrl-C or SIGTERM.
 pub async fn run(config: Config) -> Result<(), StartError> {
     let mut runtime = Runtime::start(SERVICE_NAME, &config.base).await?;
-    let store = runtime.store().clone();
+    let store = runtime.store().reconciler();
     let worker = reconciler(&config, store.clone())?;
     let api = routes(store.clone(), worker.clone(), Duration::from_secs(30));
     runtime.metrics(metrics::router(store));

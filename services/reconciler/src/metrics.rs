@@ -9,16 +9,16 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use opledger_store::Store;
+use opledger_store::roles::ReconcilerStore;
 
 /// The metrics router over `store`.
-pub fn router(store: Store) -> Router {
+pub fn router(store: ReconcilerStore) -> Router {
     Router::new()
         .route("/metrics", get(scrape))
         .with_state(store)
 }
 
-async fn scrape(State(store): State<Store>) -> impl IntoResponse {
+async fn scrape(State(store): State<ReconcilerStore>) -> impl IntoResponse {
     let read = async {
         Ok((
             store.metrics_snapshot().await?,

@@ -7,23 +7,27 @@ use opledger_grpc::status::{ErrorReason, error_status, invalid_field};
 use opledger_grpc::{Authenticator, convert, store_status};
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::operator_service_server::OperatorService;
-use opledger_store::Store;
 use opledger_store::broadcast::Unresolved;
 use opledger_store::keys::Role;
+use opledger_store::roles::ReconcilerStore;
 use std::sync::Arc;
 use tonic::{Code, Request, Response, Status};
 
 /// The handlers.
 #[derive(Debug, Clone)]
 pub struct OperatorApi {
-    store: Store,
+    store: ReconcilerStore,
     auth: Arc<Authenticator>,
     reconciler: Reconciler,
 }
 
 impl OperatorApi {
     /// Handlers over this store, authenticator and reconciler.
-    pub fn new(store: Store, auth: Arc<Authenticator>, reconciler: Reconciler) -> OperatorApi {
+    pub fn new(
+        store: ReconcilerStore,
+        auth: Arc<Authenticator>,
+        reconciler: Reconciler,
+    ) -> OperatorApi {
         OperatorApi {
             store,
             auth,

@@ -19,9 +19,9 @@ use opledger_domain::evidence::{NoAgreement, Role, Step, Timing, Verdict, next_s
 use opledger_domain::state::OperationState;
 use opledger_grpc::client::SignerClient;
 use opledger_grpc::telemetry;
-use opledger_store::Store;
 use opledger_store::broadcast::Unresolved;
 use opledger_store::pass::PassLocks;
+use opledger_store::roles::ReconcilerStore;
 use std::collections::HashMap;
 use std::time::Duration;
 use tracing::Instrument as _;
@@ -59,7 +59,7 @@ pub struct EscalationPolicy {
 /// The reconciler.
 #[derive(Debug, Clone)]
 pub struct Reconciler {
-    store: Store,
+    store: ReconcilerStore,
     networks: HashMap<String, Network>,
     signer: SignerClient,
     cancel_after: Duration,
@@ -71,7 +71,7 @@ pub struct Reconciler {
 impl Reconciler {
     /// A reconciler over this store, networks and signer.
     pub fn new(
-        store: Store,
+        store: ReconcilerStore,
         networks: HashMap<String, Network>,
         signer: SignerClient,
         policy: Policy,

@@ -4,12 +4,12 @@ use crate::config::Config;
 use crate::reconcile;
 use crate::reconcile::Reconciler;
 use opledger_server::StartError;
-use opledger_store::Store;
+use opledger_store::roles::ReconcilerStore;
 use std::collections::HashMap;
 use std::time::Duration;
 
 /// A reconciler for `config` over `store`.
-pub fn reconciler(config: &Config, store: Store) -> Result<Reconciler, StartError> {
+pub fn reconciler(config: &Config, store: ReconcilerStore) -> Result<Reconciler, StartError> {
     let timeout = Duration::from_millis(config.rpc_timeout_ms);
     let mut readers: HashMap<_, _> = config
         .chain

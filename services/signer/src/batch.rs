@@ -13,8 +13,9 @@
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_evm::signer::{self as evm, KeyProvider, SignError};
 use opledger_evm::tx::TransferRequest;
+use opledger_store::StoreError;
+use opledger_store::roles::SignerStore;
 use opledger_store::signing::{Attempt, AttemptKind, NewAttempt, Sender, SignClaim};
-use opledger_store::{Store, StoreError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
@@ -57,13 +58,13 @@ type Lane = Vec<(Job, oneshot::Sender<Persisted>)>;
 /// The lanes of every sender of this signer.
 #[derive(Debug, Clone)]
 pub struct Lanes {
-    store: Store,
+    store: SignerStore,
     lanes: Arc<Mutex<HashMap<LaneKey, Lane>>>,
 }
 
 impl Lanes {
     /// No lanes yet, over this store.
-    pub fn new(store: Store) -> Lanes {
+    pub fn new(store: SignerStore) -> Lanes {
         Lanes {
             store,
             lanes: Arc::default(),

@@ -48,7 +48,7 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     }
     let tls = config.tls.as_ref().map(tls_config).transpose()?;
     let mut runtime = Runtime::start(SERVICE_NAME, &config.base).await?;
-    let store = runtime.store().clone();
+    let store = runtime.store().signer();
     let sweep = std::time::Duration::from_millis(config.release_sweep_ms);
     runtime.background(release_sweep(store.clone(), sweep));
     let retire_every = std::time::Duration::from_secs(config.wallet_retire_check_secs);

@@ -28,9 +28,9 @@ pub enum StartError {
 }
 
 /// The signed-bytes gate's sweep: every `every`, releases the signed attempts at least `every`
-/// old that are still held back (`Store::release_held`: a probe commit first, then the release).
+/// old that are still held back (`SignerStore::release_held`: a probe commit first, then the release).
 /// Runs until dropped (the service spawns it for its lifetime).
-pub async fn release_sweep(store: opledger_store::Store, every: std::time::Duration) {
+pub async fn release_sweep(store: opledger_store::roles::SignerStore, every: std::time::Duration) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

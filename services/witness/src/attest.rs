@@ -13,9 +13,10 @@ use opledger_chain::evidence::{
 use opledger_domain::evidence::{NoVerdict, Verdict, decide};
 use opledger_domain::witness::{Record, Refusal, attest_release};
 use opledger_evm::evidence::StoredAttempt;
+use opledger_store::StoreError;
+use opledger_store::roles::WitnessStore;
 use opledger_store::signing::Attempt;
 use opledger_store::witness::PendingRelease;
-use opledger_store::{Store, StoreError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use tracing::Instrument as _;
@@ -31,7 +32,7 @@ pub enum WitnessError {
 /// The witness over a store and its own evidence readers.
 #[derive(Debug, Clone)]
 pub struct Witness {
-    store: Store,
+    store: WitnessStore,
     networks: HashMap<String, EvidenceReader>,
     witness_id: String,
     counters: Arc<Counters>,
@@ -42,7 +43,7 @@ pub struct Witness {
 impl Witness {
     /// A witness reading `networks` (its own endpoints) and recording as `witness_id`.
     pub fn new(
-        store: Store,
+        store: WitnessStore,
         networks: HashMap<String, EvidenceReader>,
         witness_id: String,
         counters: Arc<Counters>,

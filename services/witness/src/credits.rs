@@ -27,10 +27,11 @@ use opledger_domain::approval::{
 use opledger_domain::evidence::content::Asset;
 use opledger_domain::ids::TenantId;
 use opledger_domain::witness::deposit::{DepositClaim, DepositVerdict, judge_deposit};
+use opledger_store::StoreError;
 use opledger_store::credits::{
     CreditCursor, CreditKind, CreditRecord, CreditToWitness, DepositEvidence,
 };
-use opledger_store::{Store, StoreError};
+use opledger_store::roles::WitnessStore;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use tracing::Instrument as _;
@@ -69,7 +70,7 @@ impl Roots {
     /// now). `Err(reason)`: the stored statement must not be trusted.
     async fn trust(
         &self,
-        store: &Store,
+        store: &WitnessStore,
         tenant: TenantId,
     ) -> Result<Result<Option<TrustStatement>, &'static str>, StoreError> {
         let Some((keys, min_version)) = self.roots.get(&tenant) else {
@@ -97,7 +98,7 @@ impl Roots {
 /// The witness's credit pass.
 #[derive(Debug, Clone)]
 pub struct CreditWitness {
-    store: Store,
+    store: WitnessStore,
     networks: Arc<HashMap<String, EvidenceReader>>,
     assets: Arc<BTreeMap<String, crate::config::DepositAssets>>,
     roots: Arc<Roots>,
@@ -110,7 +111,7 @@ impl CreditWitness {
     /// A credit pass over `store` reading `networks` (the witness's own endpoints).
     pub fn new(
         config: &Config,
-        store: Store,
+        store: WitnessStore,
         networks: Arc<HashMap<String, EvidenceReader>>,
     ) -> CreditWitness {
         CreditWitness {

@@ -33,7 +33,7 @@ pub const SERVICE_NAME: &str = "opledger.witness";
 /// Ctrl-C or SIGTERM.
 pub async fn run(config: Config) -> Result<(), StartError> {
     let mut runtime = Runtime::start(SERVICE_NAME, &config.base).await?;
-    let store = runtime.store().clone();
+    let store = runtime.store().witness();
     let counters = Arc::new(metrics::Counters::default());
     runtime.metrics(metrics::router(store.clone(), counters.clone()));
     // One reader per network, shared by both passes (built once: its settings warn once).

@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use opledger_store::Store;
+use opledger_store::roles::WitnessStore;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -103,12 +103,12 @@ impl Counters {
 
 #[derive(Clone)]
 struct Scrape {
-    store: Store,
+    store: WitnessStore,
     counters: Arc<Counters>,
 }
 
 /// The metrics router over `store` and the witness's `counters`.
-pub fn router(store: Store, counters: Arc<Counters>) -> Router {
+pub fn router(store: WitnessStore, counters: Arc<Counters>) -> Router {
     Router::new()
         .route("/metrics", get(scrape))
         .with_state(Scrape { store, counters })

@@ -5,7 +5,7 @@ use crate::config::Config;
 use crate::credits::CreditWitness;
 use crate::metrics;
 use opledger_grpc::server::ServeError;
-use opledger_store::Store;
+use opledger_store::roles::WitnessStore;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,7 +56,7 @@ pub(crate) fn readers(
 /// A witness of releases for `config` over `store`, counting into `counters`.
 pub fn witness(
     config: &Config,
-    store: Store,
+    store: WitnessStore,
     counters: Arc<metrics::Counters>,
 ) -> Result<Witness, StartError> {
     Ok(Witness::new(
@@ -68,7 +68,7 @@ pub fn witness(
 }
 
 /// A witness of credits for `config` over `store`.
-pub fn credit_witness(config: &Config, store: Store) -> Result<CreditWitness, StartError> {
+pub fn credit_witness(config: &Config, store: WitnessStore) -> Result<CreditWitness, StartError> {
     Ok(CreditWitness::new(
         config,
         store,

@@ -170,9 +170,9 @@ impl Services {
             worker_id: broadcaster_id(i),
             ..w.broadcaster.clone()
         };
-        let worker = opledger_broadcaster::broadcaster(&config, store.clone())?;
+        let worker = opledger_broadcaster::broadcaster(&config, store.broadcaster())?;
         let bumper = worker.clone();
-        let watcher = opledger_broadcaster::watcher(&config, store)?;
+        let watcher = opledger_broadcaster::watcher(&config, store.broadcaster())?;
         let (batch, concurrency, poll) = (config.batch_size, config.concurrency, w.poll);
         let worker_task = tokio::spawn(async move {
             worker
@@ -197,7 +197,7 @@ impl Services {
             worker_id: reconciler_id(i),
             ..self.workers.reconciler.clone()
         };
-        let reconciler = opledger_reconciler::reconciler(&config, store)?;
+        let reconciler = opledger_reconciler::reconciler(&config, store.reconciler())?;
         let (stale, batch, poll) = (
             config.stale_broadcast_secs,
             config.batch_size,
@@ -220,7 +220,8 @@ impl Services {
             witness_id: witness_id(i),
             ..w.witness.clone()
         };
-        let witness_worker = opledger_witness::witness(&config, store, w.witness_counters.clone())?;
+        let witness_worker =
+            opledger_witness::witness(&config, store.witness(), w.witness_counters.clone())?;
         Ok(witness::spawn(
             witness_worker,
             config.batch_size,

@@ -11,8 +11,8 @@ use sqlx::PgConnection;
 pub struct InboxIssue {
     /// The inbox row (the handle for replay and resolve).
     pub inbox_id: i64,
-    /// DEAD_LETTER, QUARANTINED or UNHANDLED.
-    pub kind: &'static str,
+    /// Why it needs an operator.
+    pub kind: IssueKind,
     /// Provider label.
     pub source: String,
     /// Declared event type, if any.
@@ -25,6 +25,39 @@ pub struct InboxIssue {
     pub reason: String,
     /// Processing attempts (dead letters).
     pub attempts: i32,
+}
+
+/// Why an inbox item needs an operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IssueKind {
+    /// A work item that exhausted its attempts or failed permanently (`inbox_work.status` DEAD).
+    DeadLetter,
+    /// A delivery that reused an event id with a different body: kept apart, never processed.
+    Quarantined,
+    /// A verified event of a type or state nothing handles.
+    Unhandled,
+}
+
+impl IssueKind {
+    /// The name the issue query (and the operator CLI's JSON) uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IssueKind::DeadLetter => "DEAD_LETTER",
+            IssueKind::Quarantined => "QUARANTINED",
+            IssueKind::Unhandled => "UNHANDLED",
+        }
+    }
+
+    fn from_row(kind: &str) -> Result<IssueKind> {
+        match kind {
+            "DEAD_LETTER" => Ok(IssueKind::DeadLetter),
+            "QUARANTINED" => Ok(IssueKind::Quarantined),
+            "UNHANDLED" => Ok(IssueKind::Unhandled),
+            _ => Err(StoreError::Corrupt {
+                what: "inbox issue kind",
+            }),
+        }
+    }
 }
 
 /// Gauges of the inbox for the metrics endpoint.
@@ -81,27 +114,22 @@ impl Store {
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .into_iter()
+        rows.into_iter()
             .map(
                 |(inbox_id, kind, source, event_type, received_at, owner, reason, attempts)| {
-                    InboxIssue {
+                    Ok(InboxIssue {
                         inbox_id,
-                        kind: match kind.as_str() {
-                            "DEAD_LETTER" => "DEAD_LETTER",
-                            "QUARANTINED" => "QUARANTINED",
-                            _ => "UNHANDLED",
-                        },
+                        kind: IssueKind::from_row(&kind)?,
                         source,
                         event_type,
                         received_at,
                         owner,
                         reason: reason.unwrap_or_default(),
                         attempts,
-                    }
+                    })
                 },
             )
-            .collect())
+            .collect()
     }
 
     /// Puts a dead letter back to PENDING with fresh attempts, logging who and why.

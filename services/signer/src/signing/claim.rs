@@ -58,7 +58,7 @@ impl Signer {
 
     /// The latest persisted attempt, if the operation was signed. One still held back (its
     /// signing commit's answer was lost, or its release failed) is released first when a probe
-    /// commit is acknowledged now ([`opledger_store::Store::release_held_of`]); otherwise it is
+    /// commit is acknowledged now ([`opledger_store::roles::SignerStore::release_held_of`]); otherwise it is
     /// answered held back, without its bytes.
     pub(super) async fn stored(
         &self,

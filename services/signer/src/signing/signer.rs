@@ -6,7 +6,7 @@ use crate::batch::Lanes;
 use crate::config::Config;
 use crate::trust::TrustRoots;
 use crate::wallets::Wallets;
-use opledger_store::Store;
+use opledger_store::roles::SignerStore;
 use opledger_store::signing::Attempt;
 use opledger_store::wallets::{RetireAfter, WalletStatus};
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use std::time::Duration;
 /// The signer's state: store, configuration and keys.
 #[derive(Debug, Clone)]
 pub struct Signer {
-    pub(super) store: Store,
+    pub(super) store: SignerStore,
     pub(super) config: Arc<Config>,
     pub(super) wallets: Arc<Wallets>,
     pub(super) lanes: Lanes,
@@ -33,7 +33,7 @@ pub struct Signed {
 
 impl Signer {
     /// A signer over this store, configuration and wallets.
-    pub fn new(store: Store, config: Arc<Config>, wallets: Arc<Wallets>) -> Signer {
+    pub fn new(store: SignerStore, config: Arc<Config>, wallets: Arc<Wallets>) -> Signer {
         Signer {
             lanes: Lanes::new(store.clone()),
             trust: TrustRoots::from_config(&config),

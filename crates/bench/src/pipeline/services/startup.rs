@@ -8,7 +8,6 @@ use opledger_grpc::client::SignerLink;
 use opledger_grpc::server::{serve, serve_api};
 use opledger_signer::config::TrustRootConfig;
 use opledger_signer::{Signer, Wallets};
-use opledger_store::Store;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -77,13 +76,17 @@ pub async fn start(
     let mut tasks = Vec::new();
     let operations = serve_grpc_api(
         &mut tasks,
-        connect(&urls.operations, OPERATIONS_CONNECTIONS, "operations").await?,
+        connect(&urls.operations, OPERATIONS_CONNECTIONS, "operations")
+            .await?
+            .operations(),
         opledger_operations::SERVICE_NAME,
         opledger_operations::routes,
     )?;
     let approvals = serve_grpc_api(
         &mut tasks,
-        connect(&urls.approvals, APPROVALS_CONNECTIONS, "approvals").await?,
+        connect(&urls.approvals, APPROVALS_CONNECTIONS, "approvals")
+            .await?
+            .approvals(),
         opledger_approvals::SERVICE_NAME,
         opledger_approvals::routes,
     )?;
@@ -136,12 +139,15 @@ fn evidence(urls: &[String]) -> opledger_chain::NetworkEvidence {
 
 /// Serves one gRPC API (`make`'s routes, authenticated against `store`) on a free loopback port,
 /// its task added to `tasks`; its URL.
-fn serve_grpc_api(
+fn serve_grpc_api<S>(
     tasks: &mut Vec<JoinHandle<()>>,
-    store: Store,
+    store: S,
     name: &'static str,
-    make: opledger_grpc::server::MakeRoutes,
-) -> anyhow::Result<String> {
+    make: opledger_grpc::server::MakeRoutes<S>,
+) -> anyhow::Result<String>
+where
+    S: Clone + Into<opledger_store::roles::KeysStore> + Send + 'static,
+{
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
@@ -193,7 +199,7 @@ async fn start_signer(
     };
     let store = connect(url, connections, "signer").await?;
     let callers = opledger_signer::callers(&config);
-    let signer = Signer::new(store, Arc::new(config), Arc::new(wallets));
+    let signer = Signer::new(store.signer(), Arc::new(config), Arc::new(wallets));
     signer
         .register_wallets()
         .await
