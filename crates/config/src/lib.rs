@@ -10,12 +10,14 @@
 //! Every configuration type derives `schemars::JsonSchema`: the configuration reference
 //! (`docs/configuration.md`) and the deployment checks read keys and meanings from the schema.
 
+mod api_keys;
 mod base;
 mod listener;
 mod load;
 mod secret;
 mod trust;
 
+pub use api_keys::ApiKeyCache;
 pub use base::{ServiceBase, check_owner};
 pub use listener::{HARD_HEADER_LIST_BYTES, Limits, ListenerConfig};
 pub use load::{ConfigError, check_database, load};

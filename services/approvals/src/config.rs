@@ -1,7 +1,7 @@
 //! Typed configuration: defaults, then an optional TOML file, then `OPLEDGER_APPROVALS_*`
 //! environment variables, then validation.
 
-use opledger_config::{ConfigError, ServiceBase};
+use opledger_config::{ApiKeyCache, ConfigError, ServiceBase};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -13,15 +13,16 @@ pub struct Config {
     /// The keys every service has (listen addresses, database pool, listener limits).
     #[serde(flatten)]
     pub base: ServiceBase,
-    /// Seconds a verified API key stays cached (a revoked key works at most this long).
-    pub auth_cache_ttl_secs: u64,
+    /// How long a verified API key stays cached (`auth_cache_ttl_secs`).
+    #[serde(flatten)]
+    pub api_keys: ApiKeyCache,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             base: ServiceBase::loopback(15052, 9102, 16),
-            auth_cache_ttl_secs: 30,
+            api_keys: ApiKeyCache::default(),
         }
     }
 }

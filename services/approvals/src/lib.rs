@@ -17,7 +17,6 @@ pub use opledger_proto::v1::approvals_service_server::SERVICE_NAME;
 use opledger_server::Runtime;
 use opledger_store::roles::ApprovalsStore;
 use std::sync::Arc;
-use std::time::Duration;
 use tonic::service::Routes;
 
 /// The service's routes: what [`run`] serves, and tests serve in-process
@@ -30,10 +29,7 @@ pub fn routes(store: ApprovalsStore, auth: Arc<Authenticator>) -> Routes {
 pub async fn run(config: Config) -> Result<(), ServeError> {
     let runtime = Runtime::start(SERVICE_NAME, &config.base).await?;
     let store = runtime.store().approvals();
-    let auth = Arc::new(Authenticator::new(
-        store.keys(),
-        Duration::from_secs(config.auth_cache_ttl_secs),
-    ));
+    let auth = Arc::new(Authenticator::new(store.keys(), config.api_keys.ttl()));
     let routes = routes(store, auth);
     runtime.serve(routes, None).await
 }

@@ -16,6 +16,13 @@ pub struct Config {
     /// The keys every service has (listen addresses, database pool, listener limits).
     #[serde(flatten)]
     pub base: ServiceBase,
+    /// The team that owns a withdrawal the watcher escalates because its attempt reverted.
+    #[serde(default = "default_owner")]
+    pub owner: String,
+    /// The team that owns a withdrawal the watcher escalates on evidence of a compromised key or
+    /// a tampered attempt.
+    #[serde(default = "default_security_owner")]
+    pub security_owner: String,
     /// Names this worker in transition logs.
     pub worker_id: String,
     /// How the signer is reached (`signer_url`, `signer_token`, `signer_tls`).
@@ -24,13 +31,6 @@ pub struct Config {
     /// How each network's nodes are reached (`rpc`, `rpc_ca`, `rpc_headers`, `evidence`).
     #[serde(flatten)]
     pub chain: ChainLinks,
-    /// The team that owns a withdrawal the watcher escalates because its attempt reverted.
-    #[serde(default = "default_owner")]
-    pub owner: String,
-    /// The team that owns a withdrawal the watcher escalates on evidence of a compromised key or
-    /// a tampered attempt.
-    #[serde(default = "default_security_owner")]
-    pub security_owner: String,
     /// Seconds a BROADCAST transfer may stay unmined before it is fee-bumped.
     pub bump_after_secs: u64,
     /// Blocks below the head within which confirmed inclusions are re-checked for reorganizations.

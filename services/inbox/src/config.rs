@@ -1,7 +1,7 @@
 //! Typed configuration: defaults, then the TOML file named by `OPLEDGER_INBOX_CONFIG`, then
 //! `OPLEDGER_INBOX_*` environment variables, then validation.
 
-use opledger_config::{ConfigError, Secret, ServiceBase};
+use opledger_config::{ApiKeyCache, ConfigError, Secret, ServiceBase};
 use opledger_webhook::seal::BodyKey;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -62,6 +62,9 @@ pub struct Config {
     pub retention_rejections_days: u32,
     /// Seconds between retention passes.
     pub retention_interval_secs: u64,
+    /// How long a verified API key of an operator stays cached (`auth_cache_ttl_secs`).
+    #[serde(flatten)]
+    pub api_keys: ApiKeyCache,
 }
 
 impl Default for Config {
@@ -85,6 +88,7 @@ impl Default for Config {
             retention_quarantined_days: DEFAULT_RETENTION_QUARANTINED_DAYS,
             retention_rejections_days: DEFAULT_RETENTION_REJECTIONS_DAYS,
             retention_interval_secs: 3600,
+            api_keys: ApiKeyCache::default(),
         }
     }
 }

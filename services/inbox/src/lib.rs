@@ -85,6 +85,6 @@ pub async fn serve(
     runtime.metrics(metrics::router(store.clone(), stats));
     spawn_processors(config, &mut runtime, &ring);
     spawn_retention(config, &mut runtime);
-    let routes = routes(store, Duration::from_secs(30));
+    let routes = routes(store, config.api_keys.ttl());
     Ok(runtime.serve_until(routes, None, shutdown).await?)
 }

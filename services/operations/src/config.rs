@@ -1,7 +1,7 @@
 //! Typed configuration: defaults, then an optional TOML file, then `OPLEDGER_OPERATIONS_*`
 //! environment variables, then validation.
 
-use opledger_config::{ConfigError, ServiceBase};
+use opledger_config::{ApiKeyCache, ConfigError, ServiceBase};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -15,8 +15,6 @@ pub struct Config {
     /// The keys every service has (listen addresses, database pool, listener limits).
     #[serde(flatten)]
     pub base: ServiceBase,
-    /// Seconds a verified API key stays cached (a revoked key works at most this long).
-    pub auth_cache_ttl_secs: u64,
     /// Seconds the same-destination-and-amount risk signal looks back.
     pub risk_window_secs: u64,
     /// The network registry, one `[networks.<id>]` table per network withdrawals may name, with
@@ -35,6 +33,9 @@ pub struct Config {
     /// Seconds a found executor is remembered (a retired wallet may still be accepted this long;
     /// a missing one is looked up again at every create). 0: looked up at every create.
     pub executor_cache_ttl_secs: u64,
+    /// How long a verified API key stays cached (`auth_cache_ttl_secs`).
+    #[serde(flatten)]
+    pub api_keys: ApiKeyCache,
 }
 
 /// What the platform knows of one network (`[networks.<id>]`).
@@ -51,11 +52,11 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             base: ServiceBase::loopback(15051, 9101, 32),
-            auth_cache_ttl_secs: 30,
             risk_window_secs: 24 * 3600,
             networks: BTreeMap::new(),
             require_executor: true,
             executor_cache_ttl_secs: 30,
+            api_keys: ApiKeyCache::default(),
         }
     }
 }

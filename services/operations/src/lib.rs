@@ -24,7 +24,6 @@ use opledger_server::Runtime;
 use opledger_store::roles::OperationsStore;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::net::TcpListener;
 use tonic::service::Routes;
 
@@ -77,10 +76,7 @@ fn routes_for(store: OperationsStore, config: &Config) -> Routes {
              memos are not checked"
         );
     }
-    let auth = Arc::new(Authenticator::new(
-        store.keys(),
-        Duration::from_secs(config.auth_cache_ttl_secs),
-    ));
+    let auth = Arc::new(Authenticator::new(store.keys(), config.api_keys.ttl()));
     routes_with(store, auth, Arc::new(checks))
 }
 

@@ -2,7 +2,7 @@
 //! `OPLEDGER_RECONCILER_*` environment variables, then validation.
 
 use opledger_chain::ChainLinks;
-use opledger_config::{ConfigError, ServiceBase};
+use opledger_config::{ApiKeyCache, ConfigError, ServiceBase};
 use opledger_grpc::client::SignerLink;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -42,6 +42,9 @@ pub struct Config {
     pub batch_size: u32,
     /// Milliseconds a node may take to answer.
     pub rpc_timeout_ms: u64,
+    /// How long a verified API key of an operator stays cached (`auth_cache_ttl_secs`).
+    #[serde(flatten)]
+    pub api_keys: ApiKeyCache,
 }
 
 fn default_security_owner() -> String {
@@ -63,6 +66,7 @@ impl Default for Config {
             poll_interval_ms: 1_000,
             batch_size: 64,
             rpc_timeout_ms: 5_000,
+            api_keys: ApiKeyCache::default(),
         }
     }
 }

@@ -35,7 +35,7 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     let mut runtime = Runtime::start(SERVICE_NAME, &config.base).await?;
     let store = runtime.store().reconciler();
     let worker = reconciler(&config, store.clone())?;
-    let api = routes(store.clone(), worker.clone(), Duration::from_secs(30));
+    let api = routes(store.clone(), worker.clone(), config.api_keys.ttl());
     runtime.metrics(metrics::router(store));
     let (stale, batch) = (config.stale_broadcast_secs, config.batch_size);
     runtime.every(Duration::from_millis(config.poll_interval_ms), move || {
