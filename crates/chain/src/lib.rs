@@ -13,5 +13,5 @@ pub use classify::{SubmitClass, Verdict};
 pub use evidence::{
     EvidenceConfig, EvidenceReader, EvidenceSetupError, Finality, NetworkEvidence, PinError, Pinned,
 };
-pub use links::ChainLinks;
+pub use links::{ChainLinks, LinksError, NetworkLinks};
 pub use rpc::{Rpc, RpcSetupError, install_crypto_provider};

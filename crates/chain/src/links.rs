@@ -10,6 +10,31 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// One network's clients ([`ChainLinks::networks`]).
+#[derive(Debug)]
+pub struct NetworkLinks {
+    /// The network id.
+    pub network: String,
+    /// Where its transactions are submitted.
+    pub rpc: Rpc,
+    /// Its evidence quorum.
+    pub evidence: EvidenceReader,
+}
+
+/// Why a network's clients could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum LinksError {
+    /// Its submission client.
+    #[error("rpc client: {0}")]
+    Rpc(#[from] RpcSetupError),
+    /// Its evidence reader.
+    #[error("evidence: {0}")]
+    Evidence(#[from] ReaderError),
+    /// A network of `rpc` without evidence settings (refused by `validate` already).
+    #[error("network {0:?} has no evidence settings")]
+    NoEvidence(String),
+}
+
 /// The node settings of a service that submits to or reads from chains.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ChainLinks {
@@ -71,6 +96,27 @@ impl ChainLinks {
             .collect()
     }
 
+    /// Both clients of every configured network, each call bounded by `timeout`: where its
+    /// replacements are submitted and the reader whose quorum is its evidence (`validate` made
+    /// sure every network has both).
+    pub fn networks(&self, timeout: Duration) -> Result<Vec<NetworkLinks>, LinksError> {
+        let mut readers: BTreeMap<String, EvidenceReader> =
+            self.readers(timeout)?.into_iter().collect();
+        self.rpcs(timeout)?
+            .into_iter()
+            .map(|(network, rpc)| {
+                let evidence = readers
+                    .remove(&network)
+                    .ok_or_else(|| LinksError::NoEvidence(network.clone()))?;
+                Ok(NetworkLinks {
+                    network,
+                    rpc,
+                    evidence,
+                })
+            })
+            .collect()
+    }
+
     /// The evidence reader of every configured network, each call bounded by `timeout`.
     pub fn readers(&self, timeout: Duration) -> Result<Vec<(String, EvidenceReader)>, ReaderError> {
         self.rpc
@@ -86,5 +132,61 @@ impl ChainLinks {
                 Ok((network.clone(), reader))
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ChainLinks, LinksError, NetworkEvidence};
+    use std::time::Duration;
+
+    fn evidence() -> NetworkEvidence {
+        NetworkEvidence {
+            urls: vec!["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()],
+            quorum: 2,
+            confirmations: Some(12),
+            finalized: false,
+            min_confirmations: 12,
+            allow_shallow_finality: false,
+            max_lag_blocks: 8,
+            insecure_clear_text: false,
+        }
+    }
+
+    #[test]
+    fn every_network_comes_with_its_submission_client_and_its_evidence_reader() {
+        let mut links = ChainLinks::default();
+        for network in ["dev", "mainnet"] {
+            links
+                .rpc
+                .insert(network.into(), "http://127.0.0.1:8545".into());
+            links.evidence.insert(network.into(), evidence());
+        }
+        assert!(links.validate().is_ok());
+        let networks = links.networks(Duration::from_secs(1));
+        let names: Vec<String> = networks
+            .iter()
+            .flatten()
+            .map(|n| n.network.clone())
+            .collect();
+        assert_eq!(names, ["dev", "mainnet"]);
+    }
+
+    #[test]
+    fn a_network_without_evidence_is_refused_not_dropped() {
+        let mut links = ChainLinks::default();
+        links
+            .rpc
+            .insert("dev".into(), "http://127.0.0.1:8545".into());
+        assert!(links.validate().is_err());
+        // Built without validation, the network is refused rather than silently left out.
+        let refused = links.networks(Duration::from_secs(1));
+        assert!(
+            matches!(
+                refused,
+                Err(LinksError::Evidence(_) | LinksError::NoEvidence(_))
+            ),
+            "{refused:?}"
+        );
     }
 }

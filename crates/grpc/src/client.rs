@@ -167,6 +167,42 @@ mod tests {
         assert!(matches!(refused, Err(ClientError::Mismatch { .. })));
         Ok(())
     }
+
+    #[tokio::test]
+    async fn a_token_that_cannot_be_sent_is_refused_at_configuration_and_at_start() {
+        for bad in [
+            "line\nbreak",
+            "cr\rhere",
+            "tab\there",
+            "two words",
+            "caf\u{e9}",
+            "nul\0",
+        ] {
+            let link = SignerLink {
+                signer_token: opledger_config::Secret(format!("secret-{bad}")),
+                ..SignerLink::default()
+            };
+            let refused = link.validate().map_err(|e| e.to_string());
+            assert_eq!(
+                refused,
+                Err(
+                    "configuration: signer_token must be printable ASCII (it is sent as a bearer token)"
+                        .into()
+                ),
+                "{bad:?}"
+            );
+            let started = link.client().map(|_| ()).map_err(|e| e.to_string());
+            assert_eq!(started, Err("signer_token must be printable ASCII".into()));
+        }
+        let empty = SignerLink::default().validate().map_err(|e| e.to_string());
+        assert_eq!(empty, Err("configuration: signer_token is required".into()));
+        let good = SignerLink {
+            signer_token: opledger_config::Secret("printable-token_0123".into()),
+            ..SignerLink::default()
+        };
+        assert!(good.validate().is_ok());
+        assert!(good.client().is_ok());
+    }
 }
 
 /// How a caller reaches the signer (flattened into the broadcaster's and the reconciler's
@@ -221,8 +257,14 @@ impl SignerLink {
     }
 }
 
-/// The `authorization` value carrying `token`.
+/// The `authorization` value carrying `token`: printable ASCII without spaces only (an HTTP
+/// header would also take tabs and bytes above 0x7f, which a proxy may rewrite or drop).
 fn bearer(token: &opledger_config::Secret) -> Result<MetadataValue<Ascii>, ClientError> {
+    if !token.0.chars().all(|c| c.is_ascii_graphic()) {
+        return Err(ClientError::Token {
+            field: "signer_token",
+        });
+    }
     let value = Zeroizing::new(format!("Bearer {}", token.0));
     value.parse().map_err(|_| ClientError::Token {
         field: "signer_token",

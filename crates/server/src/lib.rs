@@ -276,3 +276,6 @@ impl Runtime {
         served
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -11,22 +11,19 @@ use std::time::Duration;
 /// A reconciler for `config` over `store`.
 pub fn reconciler(config: &Config, store: ReconcilerStore) -> Result<Reconciler, StartError> {
     let timeout = Duration::from_millis(config.rpc_timeout_ms);
-    let mut readers: HashMap<_, _> = config
+    let networks: HashMap<_, _> = config
         .chain
-        .readers(timeout)
-        .map_err(StartError::setup("evidence"))?
+        .networks(timeout)
+        .map_err(StartError::setup("chain clients"))?
         .into_iter()
+        .map(|n| {
+            let network = reconcile::Network {
+                rpc: n.rpc,
+                evidence: n.evidence,
+            };
+            (n.network, network)
+        })
         .collect();
-    let mut networks = HashMap::new();
-    for (network, rpc) in config
-        .chain
-        .rpcs(timeout)
-        .map_err(StartError::setup("rpc client"))?
-    {
-        if let Some(evidence) = readers.remove(&network) {
-            networks.insert(network, reconcile::Network { rpc, evidence });
-        }
-    }
     // Examinations are one at a time: one lock connection, and one spare.
     let locks = store.pass_locks(2);
     Ok(Reconciler::new(
