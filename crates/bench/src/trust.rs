@@ -8,7 +8,7 @@ use opledger_domain::approval::{
 };
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::payload::PayloadHash;
-use opledger_domain::risk::{RiskFlag, RiskFlags};
+use opledger_domain::risk::RiskFlags;
 use opledger_signer::config::TrustRootConfig;
 use opledger_store::Store;
 use std::sync::Arc;
@@ -96,18 +96,4 @@ impl TenantTrust {
             .to_vec();
         Ok((statement, signature))
     }
-}
-
-/// The risk flags of a withdrawal as the API returns them (unknown values left out: the
-/// approvals service then refuses the approval, which the benchmark reports).
-pub fn flags_from_wire(flags: &[i32]) -> RiskFlags {
-    flags
-        .iter()
-        .filter_map(|&f| match opledger_proto::v1::RiskFlag::try_from(f) {
-            Ok(opledger_proto::v1::RiskFlag::SameDestinationAndAmount) => {
-                Some(RiskFlag::SameDestinationAndAmount)
-            }
-            _ => None,
-        })
-        .collect()
 }

@@ -4,12 +4,13 @@
 use crate::status::invalid_field;
 use opledger_domain::amount::Amount;
 use opledger_domain::ids::{OperationId, TenantId};
+use opledger_domain::operation::Operation;
 use opledger_domain::payload::{
     AccountName, AssetCode, Destination, Memo, NetworkId, WithdrawalPayload,
 };
+use opledger_domain::risk::{RiskFlag, RiskFlags};
 use opledger_domain::state::OperationState;
 use opledger_proto::v1 as pb;
-use opledger_store::operations::{Operation, RiskFlag};
 use tonic::Status;
 
 /// Builds the domain payload for the authenticated tenant from the wire payload.
@@ -69,6 +70,13 @@ pub fn risk_flag_from_wire(field: &str, raw: i32) -> Result<RiskFlag, Status> {
         Ok(pb::RiskFlag::SameDestinationAndAmount) => Ok(RiskFlag::SameDestinationAndAmount),
         Ok(pb::RiskFlag::Unspecified) | Err(_) => Err(invalid_field(field, "is not a risk flag")),
     }
+}
+
+/// The domain risk flags of a wire list (`field` names it in the error); UNSPECIFIED and unknown
+/// numbers are refused. Services read requests with it; clients (the benchmarks, the tests) read
+/// the flags a withdrawal shows with it.
+pub fn risk_flags_from_wire(field: &str, raw: &[i32]) -> Result<RiskFlags, Status> {
+    raw.iter().map(|&f| risk_flag_from_wire(field, f)).collect()
 }
 
 /// The wire form of a stored operation.

@@ -4,7 +4,6 @@ use opledger_domain::approval::{ApprovalStatement, Decision, Refusal};
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::payload::AssetCode;
 use opledger_domain::policy::ApprovalPolicy;
-use opledger_domain::risk::RiskFlags;
 use opledger_grpc::status::invalid_field;
 use opledger_grpc::{
     Authenticator, ErrorReason, approval_refusal_status, convert, error_status, store_status,
@@ -188,11 +187,10 @@ impl ApprovalsService for ApprovalsApi {
         // The acknowledgement that counts is the one inside the signed statement; the request's
         // list, when sent, must say the same (a client that signs one thing and sends another is
         // refused rather than half believed).
-        let acknowledged = body
-            .acknowledged_risk_flags
-            .iter()
-            .map(|f| convert::risk_flag_from_wire("acknowledged_risk_flags", *f))
-            .collect::<Result<RiskFlags, _>>()?;
+        let acknowledged = convert::risk_flags_from_wire(
+            "acknowledged_risk_flags",
+            &body.acknowledged_risk_flags,
+        )?;
         if !body.acknowledged_risk_flags.is_empty() && acknowledged != statement.acknowledged {
             return Err(invalid_field(
                 "acknowledged_risk_flags",

@@ -99,13 +99,11 @@ async fn one(
         .map_err(|_| "create: the withdrawal id is not a uuid".to_owned())?;
     let payload_hash = PayloadHash::from_hex(&created.payload_hash)
         .map_err(|_| "create: the payload hash is not 32 bytes of hex".to_owned())?;
+    let shown = opledger_grpc::convert::risk_flags_from_wire("risk_flags", &created.risk_flags)
+        .map_err(|e| format!("create: {}", e.message()))?;
     let (statement, signature) = sender
         .trust
-        .approval(
-            OperationId::from_uuid(op_id),
-            payload_hash,
-            crate::trust::flags_from_wire(&created.risk_flags),
-        )
+        .approval(OperationId::from_uuid(op_id), payload_hash, shown)
         .map_err(|e| format!("approve: {e}"))?;
     let approved = approvals
         .approve_withdrawal(authed(
