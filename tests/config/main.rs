@@ -245,3 +245,25 @@ fn the_schema_lists_flattened_keys_with_their_docs() {
 
 mod evidence;
 mod start;
+
+#[test]
+fn a_fee_is_read_once_as_an_amount_of_wei_and_anything_else_is_refused_naming_it() {
+    let network = |fee: &str| {
+        toml::from_str::<opledger_signer::config::NetworkConfig>(&format!(
+            "chain_id = 31337\nnative_asset = \"ETH\"\ngas_limit_native = 21000\n\
+             gas_limit_erc20 = 65000\nmax_fee_per_gas = {fee}\n\
+             max_priority_fee_per_gas = \"1000000000\"\nfee_bump_percent = 25\n\
+             cancel_max_fee_per_gas = \"20000000000\"\n"
+        ))
+    };
+    let read = network("\"2000000000\"").map(|n| n.max_fee_per_gas);
+    assert_eq!(read.ok(), Some(opledger_config::Wei(2_000_000_000)));
+    for bad in ["\"2 gwei\"", "\"-1\"", "\"\"", "2000000000", "\"0x77359400\""] {
+        let refused = network(bad).map(|_| ()).map_err(|e| e.to_string());
+        let message = refused.err().unwrap_or_default();
+        assert!(
+            message.contains("max_fee_per_gas"),
+            "{bad}: the error names the key: {message}"
+        );
+    }
+}

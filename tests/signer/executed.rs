@@ -130,13 +130,11 @@ fn assert_executed_as_approved(
     }
     // fee cap -> the configured fees, and the most the transfer can spend fits the cap.
     assert_eq!(
-        tx.max_fee_per_gas,
-        net.max_fee_per_gas.parse::<u128>()?,
+        tx.max_fee_per_gas, net.max_fee_per_gas.0,
         "{id}: max fee per gas"
     );
     assert_eq!(
-        tx.max_priority_fee_per_gas,
-        net.max_priority_fee_per_gas.parse::<u128>()?,
+        tx.max_priority_fee_per_gas, net.max_priority_fee_per_gas.0,
         "{id}: priority fee per gas"
     );
     let fee_cap: u128 = e.approved.fee_cap.parse()?;

@@ -16,6 +16,7 @@ mod listener;
 mod load;
 mod secret;
 mod trust;
+mod wei;
 
 pub use api_keys::ApiKeyCache;
 pub use base::{ServiceBase, check_owner};
@@ -23,6 +24,7 @@ pub use listener::{HARD_HEADER_LIST_BYTES, Limits, ListenerConfig};
 pub use load::{ConfigError, check_database, load};
 pub use secret::{DatabaseUrl, Secret};
 pub use trust::TrustRootConfig;
+pub use wei::{NotWei, Wei};
 
 /// Re-exported so services derive `JsonSchema` without naming the crate in their manifests.
 pub use schemars;

@@ -34,8 +34,8 @@ pub(super) async fn measure(
             value: U256::from(100_u64),
         },
         gas_limit: network.gas_limit_native,
-        max_fee_per_gas: network.max_fee_per_gas.parse()?,
-        max_priority_fee_per_gas: network.max_priority_fee_per_gas.parse()?,
+        max_fee_per_gas: network.max_fee_per_gas.0,
+        max_priority_fee_per_gas: network.max_priority_fee_per_gas.0,
     };
     let raws = tokio::task::spawn_blocking(move || {
         (0..n)

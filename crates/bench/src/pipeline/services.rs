@@ -239,10 +239,10 @@ pub fn network() -> NetworkConfig {
         tokens: BTreeMap::new(),
         gas_limit_native: 21_000,
         gas_limit_erc20: 100_000,
-        max_fee_per_gas: "2000000000".into(),
-        max_priority_fee_per_gas: "1000000000".into(),
+        max_fee_per_gas: opledger_config::Wei(2_000_000_000),
+        max_priority_fee_per_gas: opledger_config::Wei(1_000_000_000),
         fee_bump_percent: 25,
-        cancel_max_fee_per_gas: "20000000000".into(),
+        cancel_max_fee_per_gas: opledger_config::Wei(20_000_000_000),
     }
 }
 

@@ -46,8 +46,8 @@ fn baseline(
             value: U256::from(100_u64),
         },
         gas_limit: network.gas_limit_native,
-        max_fee_per_gas: network.max_fee_per_gas.parse()?,
-        max_priority_fee_per_gas: network.max_priority_fee_per_gas.parse()?,
+        max_fee_per_gas: network.max_fee_per_gas.0,
+        max_priority_fee_per_gas: network.max_priority_fee_per_gas.0,
     };
     let keys = (0..threads)
         .map(|_| LocalKey::from_secret_bytes(random_secret()))

@@ -65,18 +65,14 @@ impl Signer {
                 network.gas_limit_erc20,
             )
         };
-        let fee = |s: &str| {
-            s.parse::<u128>()
-                .map_err(|_| SignerError::NotConfigured("fees"))
-        };
         let request = TransferRequest {
             chain_id: network.chain_id,
             nonce: 0,
             to,
             kind,
             gas_limit,
-            max_fee_per_gas: fee(&network.max_fee_per_gas)?,
-            max_priority_fee_per_gas: fee(&network.max_priority_fee_per_gas)?,
+            max_fee_per_gas: network.max_fee_per_gas.0,
+            max_priority_fee_per_gas: network.max_priority_fee_per_gas.0,
         };
         tx::build(&request).map_err(SignError::from)?;
         if tx::max_network_fee(&request) > payload.fee_cap.get() {

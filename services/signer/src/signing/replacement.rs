@@ -214,10 +214,7 @@ fn cancel_request(
     network: &NetworkConfig,
     from: Address,
 ) -> Result<TransferRequest, SignError> {
-    let budget: u128 = network
-        .cancel_max_fee_per_gas
-        .parse()
-        .map_err(|_| SignError::Unsupported("cancel budget"))?;
+    let budget = network.cancel_max_fee_per_gas.0;
     let raise = |fee: u128| fee.saturating_add(fee.div_ceil(10));
     let max_fee = raise(previous.max_fee_per_gas);
     if max_fee > budget {
