@@ -121,7 +121,8 @@ fn listener_section() -> anyhow::Result<String> {
     let mut out = String::from(
         "## listener (every service)\n\nThe `[listener]` table of every service's file, or \
          `OPLEDGER_<SERVICE>_LISTENER='{idle_timeout_ms = 40000, max_connections = 512}'` in the \
-         environment (an inline table; the keys not named keep their defaults). It applies to \
+         environment (an inline table; the keys not named keep their defaults), or one key: \
+         `OPLEDGER_<SERVICE>_LISTENER__MAX_CONNECTIONS=512`. It applies to \
          each listener of the service: gRPC, the inbox's webhook ingress, metrics.\n\n\
          | key | default | meaning |\n|---|---|---|\n",
     );
@@ -185,7 +186,8 @@ fn reference() -> anyhow::Result<String> {
          `tests/config`, which fails when this file differs from the code: regenerate it with \
          `OPLEDGER_BLESS=1 cargo test -p opledger-tests --test config`.\n\n\
          Each service reads its defaults, then the TOML file named by `OPLEDGER_<SERVICE>_CONFIG` \
-         (if set), then `OPLEDGER_<SERVICE>_<KEY>` environment variables, and refuses unknown \
+         (if set), then `OPLEDGER_<SERVICE>_<KEY>` environment variables (a key of a table \
+         with `__`: `OPLEDGER_INBOX_LISTENER__MAX_CONNECTIONS=512`), and refuses unknown \
          keys. Secrets (database URLs, tokens, keys) are never printed in logs or errors. \
          Tracing is configured by the standard `OTEL_*` variables (README, Distributed tracing).\n\n",
     );
@@ -258,7 +260,13 @@ fn a_fee_is_read_once_as_an_amount_of_wei_and_anything_else_is_refused_naming_it
     };
     let read = network("\"2000000000\"").map(|n| n.max_fee_per_gas);
     assert_eq!(read.ok(), Some(opledger_config::Wei(2_000_000_000)));
-    for bad in ["\"2 gwei\"", "\"-1\"", "\"\"", "2000000000", "\"0x77359400\""] {
+    for bad in [
+        "\"2 gwei\"",
+        "\"-1\"",
+        "\"\"",
+        "2000000000",
+        "\"0x77359400\"",
+    ] {
         let refused = network(bad).map(|_| ()).map_err(|e| e.to_string());
         let message = refused.err().unwrap_or_default();
         assert!(

@@ -2,7 +2,8 @@
 //!
 //! Each service's configuration is one typed struct, read in layers by [`load`]: its defaults,
 //! then the TOML file named by `OPLEDGER_<SERVICE>_CONFIG` (if set), then `OPLEDGER_<SERVICE>_*`
-//! environment variables (a table as an inline TOML table), and every unknown key is refused.
+//! environment variables (a table as an inline TOML table, or one of its keys with `__`:
+//! `OPLEDGER_INBOX_LISTENER__MAX_CONNECTIONS`), and every unknown key is refused.
 //! The keys every service has (listen addresses, the database pool, listener limits) are one
 //! [`ServiceBase`] flattened into it, so the same key means the same thing everywhere. Secrets
 //! ([`DatabaseUrl`], [`Secret`]) never show in `Debug` output, logs or errors.

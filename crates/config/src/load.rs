@@ -22,7 +22,10 @@ pub enum ConfigError {
     },
 }
 
-/// Loads `T::default()`, then `file` if given, then environment variables named `{prefix}KEY`.
+/// Loads `T::default()`, then `file` if given, then environment variables named `{prefix}KEY`: a
+/// table's key is reached with `__` (`{prefix}LISTENER__MAX_CONNECTIONS=64`), or a whole table is
+/// given inline (`{prefix}LISTENER="{max_connections = 64}"`), the keys it does not name keeping
+/// their values.
 pub fn load<T>(prefix: &str, file: Option<&Path>) -> Result<T, ConfigError>
 where
     T: Default + Serialize + DeserializeOwned,
@@ -33,7 +36,7 @@ where
     }
     // `{prefix}CONFIG` names the file itself; it is not a setting.
     Ok(figment
-        .merge(Env::prefixed(prefix).ignore(&["config"]))
+        .merge(Env::prefixed(prefix).ignore(&["config"]).split("__"))
         .extract()
         .map_err(Box::new)?)
 }
@@ -95,6 +98,27 @@ mod tests {
                 config.listener.validate().is_err(),
                 "an idle timeout below the keep-alive interval would close healthy clients"
             );
+            Ok(())
+        });
+        assert!(loaded.is_ok(), "{loaded:?}");
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment::Jail's closure returns figment::Error
+    fn a_double_underscore_reaches_one_key_of_a_table_and_a_typo_in_it_is_refused() {
+        let loaded = figment::Jail::try_with(|jail| {
+            jail.set_env("OPLNTEST_LISTENER__MAX_CONNECTIONS", "64");
+            jail.set_env("OPLNTEST_LISTENER__IDLE_TIMEOUT_MS", "45000");
+            let config: WithListener = load("OPLNTEST_", None).map_err(|e| e.to_string())?;
+            let expected = ListenerConfig {
+                max_connections: 64,
+                idle_timeout_ms: 45_000,
+                ..ListenerConfig::default()
+            };
+            assert_eq!(config.listener, expected);
+            jail.set_env("OPLNTEST_LISTENER__MAX_CONECTIONS", "8");
+            let refused = load::<WithListener>("OPLNTEST_", None).map(|_| ());
+            assert!(refused.is_err(), "a misspelt nested key is refused");
             Ok(())
         });
         assert!(loaded.is_ok(), "{loaded:?}");
