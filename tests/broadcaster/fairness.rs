@@ -167,7 +167,7 @@ async fn signers(
     let signer_addr = listener.local_addr()?;
     let routes = opledger_signer::routes(signer, callers);
     tasks.0.push(tokio::spawn(async move {
-        let _ = opledger_grpc::server::serve(
+        let _ = opledger_server::serve::serve(
             listener,
             opledger_signer::SERVICE_NAME,
             routes,
@@ -196,7 +196,7 @@ async fn signers(
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let front_addr = listener.local_addr()?;
     tasks.0.push(tokio::spawn(async move {
-        let _ = opledger_grpc::server::serve(
+        let _ = opledger_server::serve::serve(
             listener,
             opledger_signer::SERVICE_NAME,
             Routes::new(SignerServiceServer::new(front)),

@@ -77,7 +77,7 @@ pub struct Suite {
     pub signer: InProcessSigner,
     /// The reconciler's operator API.
     pub operator: SocketAddr,
-    operator_task: JoinHandle<Result<(), opledger_grpc::server::ServeError>>,
+    operator_task: JoinHandle<Result<(), opledger_server::serve::ServeError>>,
 }
 
 impl Drop for Suite {
@@ -228,7 +228,7 @@ async fn start_operator(
     signer: &InProcessSigner,
 ) -> anyhow::Result<(
     SocketAddr,
-    JoinHandle<Result<(), opledger_grpc::server::ServeError>>,
+    JoinHandle<Result<(), opledger_server::serve::ServeError>>,
 )> {
     let stack = &world.stack;
     let config = opledger_tests::chain::reconciler_config(stack, signer, "http://127.0.0.1:9");
@@ -247,7 +247,7 @@ async fn start_operator(
         opledger_reconciler::routes(store.reconciler(), reconciler, Duration::from_secs(30));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let task = tokio::spawn(opledger_grpc::server::serve(
+    let task = tokio::spawn(opledger_server::serve::serve(
         listener,
         opledger_reconciler::SERVICE_NAME,
         routes,

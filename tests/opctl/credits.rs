@@ -611,7 +611,7 @@ impl LyingOperations {
         let addr = listener.local_addr()?;
         let routes = tonic::service::Routes::new(OperationsServiceServer::new(liar));
         let server = tokio::spawn(async move {
-            let _ = opledger_grpc::server::serve(
+            let _ = opledger_server::serve::serve(
                 listener,
                 opledger_proto::v1::operations_service_server::SERVICE_NAME,
                 routes,

@@ -204,7 +204,7 @@ async fn serve_operator_api(
         Duration::from_secs(30),
     );
     let server = tokio::spawn(async move {
-        let _ = opledger_grpc::server::serve(
+        let _ = opledger_server::serve::serve(
             listener,
             opledger_reconciler::SERVICE_NAME,
             routes,
@@ -221,7 +221,7 @@ async fn serve_inbox_api(stack: &Stack) -> anyhow::Result<(SocketAddr, JoinHandl
     let addr = listener.local_addr()?;
     let routes = opledger_inbox::routes(stack.admin.inbox(), Duration::from_secs(30));
     let server = tokio::spawn(async move {
-        let _ = opledger_grpc::server::serve(
+        let _ = opledger_server::serve::serve(
             listener,
             opledger_inbox::SERVICE_NAME,
             routes,

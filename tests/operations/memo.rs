@@ -244,7 +244,7 @@ async fn service_with(
     config: opledger_operations::Config,
 ) -> anyhow::Result<(
     OperationsServiceClient<Channel>,
-    tokio::task::JoinHandle<Result<(), opledger_grpc::server::ServeError>>,
+    tokio::task::JoinHandle<Result<(), opledger_server::serve::ServeError>>,
 )> {
     let store = Store::connect(&stack.url(ServiceRole::Operations), StoreConfig::default())
         .await

@@ -57,7 +57,7 @@ async fn an_escalated_withdrawal_is_resolved_only_to_what_the_evidence_shows() -
         reconciler.clone(),
         std::time::Duration::from_secs(30),
     );
-    let server = tokio::spawn(opledger_grpc::server::serve(
+    let server = tokio::spawn(opledger_server::serve::serve(
         listener,
         opledger_reconciler::SERVICE_NAME,
         routes,

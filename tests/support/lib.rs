@@ -13,10 +13,10 @@ pub mod tls;
 
 use anyhow::Context;
 use opledger_domain::ids::TenantId;
-use opledger_grpc::server::serve_api;
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::approvals_service_client::ApprovalsServiceClient;
 use opledger_proto::v1::operations_service_client::OperationsServiceClient;
+use opledger_server::serve::serve_api;
 use opledger_store::keys::Role;
 use opledger_store::{Store, StoreConfig};
 use opledger_testkit::{ServiceRole, TestDatabase};
@@ -40,7 +40,7 @@ pub struct Stack {
     /// The approvals service's address.
     pub approvals_addr: SocketAddr,
     stop: Vec<oneshot::Sender<()>>,
-    servers: Vec<JoinHandle<Result<(), opledger_grpc::server::ServeError>>>,
+    servers: Vec<JoinHandle<Result<(), opledger_server::serve::ServeError>>>,
 }
 
 /// An ApproveWithdrawal request for `w` signed by approver key `key` of the tenant

@@ -185,7 +185,7 @@ pub fn write_keystore(dir: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
 pub struct InProcessSigner {
     /// Its address.
     pub addr: SocketAddr,
-    server: tokio::task::JoinHandle<Result<(), opledger_grpc::server::ServeError>>,
+    server: tokio::task::JoinHandle<Result<(), opledger_server::serve::ServeError>>,
     sweep: tokio::task::JoinHandle<()>,
     retirement: tokio::task::JoinHandle<()>,
 }
@@ -310,7 +310,7 @@ impl InProcessSigner {
         ));
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let server = tokio::spawn(opledger_grpc::server::serve_tls(
+        let server = tokio::spawn(opledger_server::serve::serve_tls(
             listener,
             opledger_signer::SERVICE_NAME,
             opledger_signer::routes(signer, callers),

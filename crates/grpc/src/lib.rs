@@ -1,7 +1,8 @@
 //! The gRPC edge shared by opledger services: API-key authentication, typed error statuses with
 //! `google.rpc.ErrorInfo`, the one mapping of store errors to statuses, conversions of the shared
-//! wire types, and the standard server furniture (health, reflection, logging, tracing, request
-//! metrics, readiness that follows the database).
+//! wire types, the clients of the signer, the listener limits and the layers every server stacks
+//! (request metrics, typed answers to malformed requests). Serving itself (health, reflection,
+//! readiness that follows the database) is `opledger-server`'s.
 //!
 //! Services use this crate at their edge only. It never decides business outcomes.
 
@@ -11,14 +12,10 @@ pub mod convert;
 pub mod edge;
 pub mod listener;
 pub mod metrics;
-pub mod readiness;
-mod serve_error;
-pub mod server;
 pub mod status;
 mod store_error;
 
 pub use auth::{Authenticator, Principal};
-pub use serve_error::ServeError;
 pub use status::{ErrorReason, error_status};
 pub use store_error::{approval_refusal_status, store_status};
 

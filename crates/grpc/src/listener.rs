@@ -12,7 +12,6 @@
 //!   bytes is closed too);
 //! - a gRPC call is cancelled after `request_timeout`; a webhook body must arrive whole within it.
 
-use crate::serve_error::ServeError;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -177,13 +176,14 @@ impl Acceptor {
 }
 
 /// Serves an HTTP/1.1 router (the webhook ingress, a metrics endpoint) on `listener` within
-/// `limits` until `shutdown` resolves; then stops accepting and lets open requests finish.
+/// `limits` until `shutdown` resolves; then stops accepting and lets open requests finish (a
+/// failed connection ends that connection only).
 pub async fn serve_http(
     listener: TcpListener,
     router: axum::Router,
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send,
-) -> Result<(), ServeError> {
+) {
     use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
     let acceptor = Acceptor::new(listener, &limits);
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
@@ -221,7 +221,6 @@ pub async fn serve_http(
     }
     // Open requests get a bounded time to finish.
     let _ = tokio::time::timeout(limits.request_timeout, graceful.shutdown()).await;
-    Ok(())
 }
 
 /// A request body that fails once `budget` has passed since the request arrived without the body

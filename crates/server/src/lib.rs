@@ -8,9 +8,9 @@
 //! exits.
 
 use opledger_config::{Limits, ServiceBase};
-use opledger_grpc::server::{self, ServeError};
 use opledger_store::probe::DatabaseProbe;
 use opledger_store::{Store, StoreConfig};
+use serve as server;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -19,6 +19,11 @@ use tokio::task::JoinHandle;
 use tonic::service::Routes;
 use tonic::transport::ServerTlsConfig;
 
+pub mod readiness;
+pub mod serve;
+mod serve_error;
+
+pub use serve_error::ServeError;
 pub use tokio_util::sync::CancellationToken;
 
 /// A service binary's whole `main`: starts JSON logs with trace ids (spans exported over
@@ -36,7 +41,7 @@ where
     RunError: std::error::Error + Send + Sync + 'static,
     Fut: Future<Output = Result<(), RunError>>,
 {
-    let telemetry = opledger_grpc::server::init_telemetry(binary);
+    let telemetry = serve::init_telemetry(binary);
     let file = std::env::var_os(format!("{prefix}CONFIG")).map(std::path::PathBuf::from);
     let result = match load(file.as_deref()) {
         Ok(config) => run(config).await.map_err(anyhow::Error::from),
@@ -182,7 +187,7 @@ impl Runtime {
         if let Some(listener) = self.metrics_listener.take() {
             let limits = self.limits;
             self.metrics = Some(tokio::spawn(async move {
-                let _ = opledger_grpc::listener::serve_http(
+                opledger_grpc::listener::serve_http(
                     listener,
                     router,
                     limits,
@@ -262,7 +267,7 @@ impl Runtime {
             routes,
             tls,
             self.limits,
-            DatabaseProbe::new(&self.store, opledger_grpc::readiness::PROBE_TIMEOUT),
+            DatabaseProbe::new(&self.store, readiness::PROBE_TIMEOUT),
             shutdown,
         )
         .await;

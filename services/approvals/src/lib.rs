@@ -11,16 +11,16 @@ pub use config::Config;
 pub use service::ApprovalsApi;
 
 use opledger_grpc::Authenticator;
-use opledger_grpc::server::ServeError;
 use opledger_proto::v1::approvals_service_server::ApprovalsServiceServer;
 pub use opledger_proto::v1::approvals_service_server::SERVICE_NAME;
 use opledger_server::Runtime;
+use opledger_server::ServeError;
 use opledger_store::roles::ApprovalsStore;
 use std::sync::Arc;
 use tonic::service::Routes;
 
 /// The service's routes: what [`run`] serves, and tests serve in-process
-/// ([`opledger_grpc::server::serve_api`]).
+/// ([`opledger_server::serve::serve_api`]).
 pub fn routes(store: ApprovalsStore, auth: Arc<Authenticator>) -> Routes {
     Routes::new(ApprovalsServiceServer::new(ApprovalsApi::new(store, auth)))
 }

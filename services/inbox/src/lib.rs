@@ -20,8 +20,8 @@ pub use config::Config;
 pub use setup::{StartError, key_ring, processor};
 use setup::{spawn_processors, spawn_retention};
 
-use opledger_grpc::server;
 use opledger_server::Runtime;
+use opledger_server::serve as server;
 use opledger_store::roles::InboxStore;
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,8 +79,7 @@ pub async fn serve(
     );
     let limits = runtime.limits();
     runtime.background(async move {
-        let _ = opledger_grpc::listener::serve_http(http, ingress, limits, std::future::pending())
-            .await;
+        opledger_grpc::listener::serve_http(http, ingress, limits, std::future::pending()).await;
     });
     runtime.metrics(metrics::router(store.clone(), stats));
     spawn_processors(config, &mut runtime, &ring);

@@ -3,8 +3,8 @@
 use crate::config::Config;
 use crate::keys;
 use opledger_config::ConfigError;
-use opledger_grpc::server::ServeError;
 use opledger_server::Runtime;
+use opledger_server::ServeError;
 use opledger_store::roles::InboxStore;
 use std::sync::Arc;
 use std::time::Duration;

@@ -17,10 +17,11 @@ pub use config::Config;
 pub use service::OperationsApi;
 
 use opledger_grpc::Authenticator;
-use opledger_grpc::server::{self, ServeError};
 use opledger_proto::v1::operations_service_server::OperationsServiceServer;
 pub use opledger_proto::v1::operations_service_server::SERVICE_NAME;
 use opledger_server::Runtime;
+use opledger_server::ServeError;
+use opledger_server::serve as server;
 use opledger_store::roles::OperationsStore;
 use std::future::Future;
 use std::sync::Arc;
@@ -61,7 +62,7 @@ pub async fn serve(
         routes,
         None,
         config.base.listener.limits(),
-        store.probe(opledger_grpc::readiness::PROBE_TIMEOUT),
+        store.probe(opledger_server::readiness::PROBE_TIMEOUT),
         shutdown,
     )
     .await

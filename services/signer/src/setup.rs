@@ -2,7 +2,7 @@
 
 use crate::signing::Signer;
 use crate::{config, signing, wallets};
-use opledger_grpc::server::ServeError;
+use opledger_server::ServeError;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 /// Why the signer could not start.

@@ -4,7 +4,7 @@ use crate::attest::Witness;
 use crate::config::Config;
 use crate::credits::CreditWitness;
 use crate::metrics;
-use opledger_grpc::server::ServeError;
+use opledger_server::ServeError;
 use opledger_store::roles::WitnessStore;
 use std::collections::HashMap;
 use std::sync::Arc;

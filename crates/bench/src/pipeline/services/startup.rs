@@ -5,7 +5,7 @@
 use opledger_chain::ChainLinks;
 use opledger_config::{DatabaseUrl, Secret, ServiceBase};
 use opledger_grpc::client::SignerLink;
-use opledger_grpc::server::{serve, serve_api};
+use opledger_server::serve::{serve, serve_api};
 use opledger_signer::config::TrustRootConfig;
 use opledger_signer::{Signer, Wallets};
 use sha2::{Digest, Sha256};
@@ -143,7 +143,7 @@ fn serve_grpc_api<S>(
     tasks: &mut Vec<JoinHandle<()>>,
     store: S,
     name: &'static str,
-    make: opledger_grpc::server::MakeRoutes<S>,
+    make: opledger_server::serve::MakeRoutes<S>,
 ) -> anyhow::Result<String>
 where
     S: Clone + Into<opledger_store::roles::KeysStore> + Send + 'static,

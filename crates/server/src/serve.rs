@@ -1,8 +1,8 @@
 //! Standard server furniture: logging and tracing, health, reflection, and serving a service's
 //! routes (every served call is traced by `opledger_telemetry::grpc::ServerLayer`).
 
-use crate::Authenticator;
-use crate::listener::{Acceptor, Limits};
+use opledger_grpc::Authenticator;
+use opledger_grpc::listener::{Acceptor, Limits};
 use opledger_store::probe::DatabaseProbe;
 use opledger_store::roles::KeysStore;
 use opledger_store::{Store, StoreConfig};
@@ -83,7 +83,7 @@ pub async fn connect(database_url: &str, store_config: StoreConfig) -> Result<St
 
 /// Serves this process's gRPC metrics on `listener` within `limits` in the background.
 pub fn spawn_metrics(listener: TcpListener, limits: Limits) -> tokio::task::JoinHandle<()> {
-    crate::metrics::spawn_endpoint(listener, limits)
+    opledger_grpc::metrics::spawn_endpoint(listener, limits)
 }
 
 /// Serves `routes` plus health (reporting `service_name` as serving) and reflection on
@@ -118,8 +118,8 @@ pub async fn serve_tls(
 }
 
 /// Serves `routes` plus health and reflection on `listener` (over TLS when `tls` is given)
-/// within the listener `limits` (see [`crate::listener`]; metadata over the limit and malformed
-/// requests get typed answers, see [`crate::edge`]), until `shutdown` resolves.
+/// within the listener `limits` (see [`opledger_grpc::listener`]; metadata over the limit and malformed
+/// requests get typed answers, see [`opledger_grpc::edge`]), until `shutdown` resolves.
 pub async fn serve_with(
     listener: TcpListener,
     service_name: &str,
@@ -190,15 +190,15 @@ async fn serve_reporting(
         .timeout(limits.request_timeout)
         .http2_keepalive_interval(Some(limits.http2_keepalive_interval))
         .http2_keepalive_timeout(Some(limits.http2_keepalive_timeout))
-        .http2_max_header_list_size(crate::edge::HARD_HEADER_LIST_BYTES);
+        .http2_max_header_list_size(opledger_grpc::edge::HARD_HEADER_LIST_BYTES);
     if let Some(tls) = tls {
         builder = builder.tls_config(tls)?;
     }
     let max_header_list_bytes = usize::try_from(limits.max_header_list_bytes).unwrap_or(usize::MAX);
     builder
-        .layer(crate::metrics::MetricsLayer::new(service_name))
+        .layer(opledger_grpc::metrics::MetricsLayer::new(service_name))
         .layer(opledger_telemetry::grpc::ServerLayer::new(service_name))
-        .layer(crate::edge::EdgeLayer::new(max_header_list_bytes))
+        .layer(opledger_grpc::edge::EdgeLayer::new(max_header_list_bytes))
         .add_routes(routes)
         .serve_with_incoming_shutdown(Acceptor::new(listener, &limits).into_incoming(), shutdown)
         .await?;
