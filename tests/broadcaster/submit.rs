@@ -136,33 +136,68 @@ async fn already_known_is_broadcast_and_a_consumed_nonce_is_unknown() -> anyhow:
     stack.assert_invariants().await
 }
 
-#[tokio::test]
-async fn a_response_lost_after_the_node_accepted_becomes_unknown_with_the_hold_kept()
--> anyhow::Result<()> {
-    let Chain {
-        stack,
-        acme,
-        node,
-        signer,
-    } = Chain::start().await?;
-    let upstream: std::net::SocketAddr = format!("127.0.0.1:{}", node.port()).parse()?;
+/// An approved withdrawal of `amount` wei to BOB, handled once by a broadcaster that reaches the
+/// node through a fault proxy in `mode`.
+struct Faulted {
+    chain: Chain,
+    proxy: opledger_testkit::FaultProxy,
+    broadcaster: opledger_broadcaster::worker::Broadcaster,
+    withdrawal_id: String,
+    outcome: Outcome,
+    /// BOB's balance on the node before the withdrawal was handled.
+    bob_before: u128,
+}
+
+async fn handled_through(
+    mode: opledger_testkit::FaultMode,
+    amount: &str,
+) -> anyhow::Result<Faulted> {
+    let chain = Chain::start().await?;
+    let upstream: std::net::SocketAddr = format!("127.0.0.1:{}", chain.node.port()).parse()?;
     let proxy = opledger_testkit::FaultProxy::start(upstream).await?;
-    // The node receives and accepts the transaction; the broadcaster never sees the answer.
-    proxy.set_mode(opledger_testkit::FaultMode::ForwardThenDropResponse);
+    proxy.set_mode(mode);
     let broadcaster = opledger_broadcaster::broadcaster(
-        &broadcaster_config(&stack, &signer, &proxy.url("http")),
-        stack.admin.broadcaster(),
+        &broadcaster_config(&chain.stack, &chain.signer, &proxy.url("http")),
+        chain.stack.admin.broadcaster(),
     )?;
-    let before = node.balance(BOB).await?;
-    let w = stack.withdraw(&acme, "4000000000000000", BOB).await?;
-    approve(&stack, &acme, &w).await?;
+    let w = chain.stack.withdraw(&chain.acme, amount, BOB).await?;
+    approve(&chain.stack, &chain.acme, &w).await?;
     let due = Due {
-        tenant_id: acme.id,
+        tenant_id: chain.acme.id,
         op_id: w.withdrawal_id.parse()?,
         state: OperationState::Approved,
         network: NETWORK.into(),
     };
+    let bob_before = chain.node.balance(BOB).await?;
     let outcome = broadcaster.handle(&due).await?;
+    Ok(Faulted {
+        chain,
+        proxy,
+        broadcaster,
+        withdrawal_id: w.withdrawal_id,
+        outcome,
+        bob_before,
+    })
+}
+
+#[tokio::test]
+async fn a_response_lost_after_the_node_accepted_becomes_unknown_with_the_hold_kept()
+-> anyhow::Result<()> {
+    // The node receives and accepts the transaction; the broadcaster never sees the answer.
+    let Faulted {
+        chain: Chain {
+            stack, acme, node, ..
+        },
+        proxy,
+        broadcaster,
+        withdrawal_id,
+        outcome,
+        bob_before,
+    } = handled_through(
+        opledger_testkit::FaultMode::ForwardThenDropResponse,
+        "4000000000000000",
+    )
+    .await?;
     assert!(
         matches!(
             outcome,
@@ -173,12 +208,12 @@ async fn a_response_lost_after_the_node_accepted_becomes_unknown_with_the_hold_k
         ),
         "{outcome:?}"
     );
-    assert_eq!(stack.state(&w.withdrawal_id).await?, "UNKNOWN");
+    assert_eq!(stack.state(&withdrawal_id).await?, "UNKNOWN");
     // The transfer happened exactly once; nothing was signed again; the funds stay held.
     node.mine(1).await?;
-    assert_eq!(node.balance(BOB).await? - before, 4_000_000_000_000_000);
+    assert_eq!(node.balance(BOB).await? - bob_before, 4_000_000_000_000_000);
     assert_eq!(node.nonce(HOT_WALLET, "latest").await?, 1);
-    assert_eq!(attempts(&stack, &w.withdrawal_id).await?, 1);
+    assert_eq!(attempts(&stack, &withdrawal_id).await?, 1);
     assert_eq!(
         stack.balance(acme.id, "treasury", "ETH").await?.1,
         4_000_000_000_000_000
@@ -194,5 +229,48 @@ async fn a_response_lost_after_the_node_accepted_becomes_unknown_with_the_hold_k
     proxy.set_mode(opledger_testkit::FaultMode::Pass);
     assert_eq!(broadcaster.tick(64, 8).await, 0);
     assert_eq!(node.nonce(HOT_WALLET, "latest").await?, 1);
+    stack.assert_invariants().await
+}
+
+#[tokio::test]
+async fn a_node_that_never_answers_is_a_timeout_unknown_with_the_hold_kept() -> anyhow::Result<()> {
+    // The request is read and never answered: the broadcaster gives up after its timeout.
+    let Faulted {
+        chain: Chain {
+            stack, acme, node, ..
+        },
+        proxy,
+        broadcaster,
+        withdrawal_id,
+        outcome,
+        ..
+    } = handled_through(opledger_testkit::FaultMode::Blackhole, "5000000000000000").await?;
+    assert!(
+        matches!(
+            outcome,
+            Outcome::Submitted(SubmitClass::Timeout, OperationState::Unknown)
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(stack.state(&withdrawal_id).await?, "UNKNOWN");
+    assert_eq!(attempts(&stack, &withdrawal_id).await?, 1);
+    assert_eq!(
+        stack.balance(acme.id, "treasury", "ETH").await?.1,
+        5_000_000_000_000_000,
+        "the hold is kept"
+    );
+    assert!(
+        broadcaster
+            .metrics()
+            .contains("opledger_submissions_total{class=\"timeout\"} 1"),
+        "{}",
+        broadcaster.metrics()
+    );
+    // The node never heard of it, and UNKNOWN is not re-sent when the node answers again: the
+    // reconciler decides.
+    proxy.set_mode(opledger_testkit::FaultMode::Pass);
+    assert_eq!(broadcaster.tick(64, 8).await, 0);
+    node.mine(1).await?;
+    assert_eq!(node.nonce(HOT_WALLET, "latest").await?, 0);
     stack.assert_invariants().await
 }

@@ -10,8 +10,8 @@
 //! those blocks. An endpoint that fails in any way did not answer; too few answers, heads too far
 //! apart or any difference between answers is [`NoAgreement`]: no verdict.
 //!
-//! Built on alloy's provider and RPC types (typed hashes, receipts, block ids and errors); the
-//! submissions keep using [`crate::rpc::Rpc`]. Nothing here shows a URL, a header value, an
+//! Built on alloy's provider and RPC types (typed hashes, receipts, block ids and errors), like
+//! the submissions of [`crate::rpc::Rpc`]. Nothing here shows a URL, a header value, an
 //! address or a hash in `Debug`, `Display` or a log line.
 
 mod deposit;

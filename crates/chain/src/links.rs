@@ -27,12 +27,9 @@ pub enum LinksError {
     /// Its submission client.
     #[error("rpc client: {0}")]
     Rpc(#[from] RpcSetupError),
-    /// Its evidence reader.
+    /// Its evidence reader (or its missing evidence settings).
     #[error("evidence: {0}")]
     Evidence(#[from] ReaderError),
-    /// A network of `rpc` without evidence settings (refused by `validate` already).
-    #[error("network {0:?} has no evidence settings")]
-    NoEvidence(String),
 }
 
 /// The node settings of a service that submits to or reads from chains.
@@ -87,31 +84,22 @@ impl ChainLinks {
     /// The submission client of every configured network, each call bounded by `timeout`.
     pub fn rpcs(&self, timeout: Duration) -> Result<Vec<(String, Rpc)>, RpcSetupError> {
         self.rpc
-            .iter()
-            .map(|(network, url)| {
-                let rpc =
-                    Rpc::configured(url, timeout, self.rpc_ca.as_deref(), self.headers(network))?;
-                Ok((network.clone(), rpc))
-            })
+            .keys()
+            .map(|network| Ok((network.clone(), self.rpc_of(network, timeout)?)))
             .collect()
     }
 
     /// Both clients of every configured network, each call bounded by `timeout`: where its
-    /// replacements are submitted and the reader whose quorum is its evidence (`validate` made
-    /// sure every network has both).
+    /// replacements are submitted and the reader whose quorum is its evidence. A network without
+    /// evidence settings is refused (as `validate` refuses it), never left out.
     pub fn networks(&self, timeout: Duration) -> Result<Vec<NetworkLinks>, LinksError> {
-        let mut readers: BTreeMap<String, EvidenceReader> =
-            self.readers(timeout)?.into_iter().collect();
-        self.rpcs(timeout)?
-            .into_iter()
-            .map(|(network, rpc)| {
-                let evidence = readers
-                    .remove(&network)
-                    .ok_or_else(|| LinksError::NoEvidence(network.clone()))?;
+        self.rpc
+            .keys()
+            .map(|network| {
                 Ok(NetworkLinks {
-                    network,
-                    rpc,
-                    evidence,
+                    network: network.clone(),
+                    rpc: self.rpc_of(network, timeout)?,
+                    evidence: self.reader_of(network, timeout)?,
                 })
             })
             .collect()
@@ -121,17 +109,25 @@ impl ChainLinks {
     pub fn readers(&self, timeout: Duration) -> Result<Vec<(String, EvidenceReader)>, ReaderError> {
         self.rpc
             .keys()
-            .map(|network| {
-                let reader = service_reader(
-                    network,
-                    self.evidence.get(network),
-                    timeout,
-                    self.rpc_ca.as_deref(),
-                    self.headers(network),
-                )?;
-                Ok((network.clone(), reader))
-            })
+            .map(|network| Ok((network.clone(), self.reader_of(network, timeout)?)))
             .collect()
+    }
+
+    /// `network`'s submission client.
+    fn rpc_of(&self, network: &str, timeout: Duration) -> Result<Rpc, RpcSetupError> {
+        let url = self.rpc.get(network).map_or("", String::as_str);
+        Rpc::configured(url, timeout, self.rpc_ca.as_deref(), self.headers(network))
+    }
+
+    /// `network`'s evidence reader.
+    fn reader_of(&self, network: &str, timeout: Duration) -> Result<EvidenceReader, ReaderError> {
+        service_reader(
+            network,
+            self.evidence.get(network),
+            timeout,
+            self.rpc_ca.as_deref(),
+            self.headers(network),
+        )
     }
 }
 
@@ -184,7 +180,7 @@ mod tests {
         assert!(
             matches!(
                 refused,
-                Err(LinksError::Evidence(_) | LinksError::NoEvidence(_))
+                Err(LinksError::Evidence(super::ReaderError::Missing))
             ),
             "{refused:?}"
         );

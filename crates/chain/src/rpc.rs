@@ -1,7 +1,11 @@
-//! A minimal EVM JSON-RPC client: submitting raw transactions, with every failure classified.
+//! Submitting raw transactions on alloy's provider (the same provider, HTTP client and TLS stack
+//! as the evidence reader), with every result classified.
 
 use crate::classify::SubmitClass;
-use serde_json::{Value, json};
+use alloy_provider::transport::{RpcError, TransportError, TransportErrorKind};
+use alloy_provider::{Provider, RootProvider};
+use alloy_rpc_client::RpcClient;
+use std::fmt;
 use std::time::Duration;
 
 /// Installs ring as the process's rustls crypto provider. reqwest's TLS needs one before any
@@ -14,6 +18,8 @@ pub fn install_crypto_provider() {
 /// Why a configured JSON-RPC client could not be set up.
 #[derive(Debug)]
 pub enum RpcSetupError {
+    /// The URL is not a valid absolute URL.
+    Url,
     /// The CA file could not be read.
     ReadCa(std::io::Error),
     /// The HTTP client refused the settings (an unparsable CA certificate, say).
@@ -22,9 +28,10 @@ pub enum RpcSetupError {
     Header,
 }
 
-impl std::fmt::Display for RpcSetupError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Display for RpcSetupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            RpcSetupError::Url => f.write_str("the rpc URL is not a valid absolute URL"),
             RpcSetupError::ReadCa(e) => write!(f, "cannot read the rpc_ca file: {e}"),
             RpcSetupError::Client => f.write_str("the rpc client refused its tls settings"),
             RpcSetupError::Header => f.write_str("an rpc_headers name or value is not valid HTTP"),
@@ -34,40 +41,31 @@ impl std::fmt::Display for RpcSetupError {
 
 impl std::error::Error for RpcSetupError {}
 
-/// A JSON-RPC endpoint of one network.
-#[derive(Debug, Clone)]
+/// The JSON-RPC endpoint where one network's transactions are submitted. Cheap to clone (shared
+/// connections); `Debug` shows neither its URL nor its headers, which may carry a key.
+#[derive(Clone)]
 pub struct Rpc {
-    http: reqwest::Client,
-    url: String,
+    provider: RootProvider,
+}
+
+impl fmt::Debug for Rpc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rpc").finish_non_exhaustive()
+    }
 }
 
 impl Rpc {
-    /// A client of `url` whose calls give up after `timeout`. An `https://` URL is verified
-    /// against the system's root certificates.
-    pub fn new(url: &str, timeout: Duration) -> Result<Rpc, reqwest::Error> {
-        Rpc::build(url, timeout, None, reqwest::header::HeaderMap::new())
-    }
-
-    /// A client of an `https://` `url` whose certificate must chain to the CA in `ca_pem` (and
-    /// to no other root): a node behind a private CA.
-    pub fn with_ca(url: &str, timeout: Duration, ca_pem: &[u8]) -> Result<Rpc, reqwest::Error> {
-        Rpc::build(
-            url,
-            timeout,
-            Some(ca_pem),
-            reqwest::header::HeaderMap::new(),
-        )
-    }
-
-    /// A client as a service configures it: `ca_file`, when set, names the PEM CA that alone is
-    /// trusted for an `https://` `url`; `headers` go with every call (a node provider's API key),
-    /// marked sensitive so the HTTP client never shows their values.
+    /// A client as a service configures it: every call (connect included) gives up after
+    /// `timeout`; `ca_file`, when set, names the PEM CA that alone is trusted for an `https://`
+    /// `url` (otherwise the system's roots); `headers` go with every call (a node provider's API
+    /// key), marked sensitive so the HTTP client never shows their values. No call is retried.
     pub fn configured<K: AsRef<str>, V: AsRef<str>>(
         url: &str,
         timeout: Duration,
         ca_file: Option<&std::path::Path>,
         headers: impl IntoIterator<Item = (K, V)>,
     ) -> Result<Rpc, RpcSetupError> {
+        let url = reqwest::Url::parse(url).map_err(|_| RpcSetupError::Url)?;
         let mut map = reqwest::header::HeaderMap::new();
         for (name, value) in headers {
             let name = reqwest::header::HeaderName::from_bytes(name.as_ref().as_bytes())
@@ -77,61 +75,66 @@ impl Rpc {
             value.set_sensitive(true);
             map.insert(name, value);
         }
-        let pem = match ca_file {
-            None => None,
-            Some(path) => Some(std::fs::read(path).map_err(RpcSetupError::ReadCa)?),
-        };
-        Rpc::build(url, timeout, pem.as_deref(), map).map_err(|_| RpcSetupError::Client)
-    }
-
-    fn build(
-        url: &str,
-        timeout: Duration,
-        ca_pem: Option<&[u8]>,
-        headers: reqwest::header::HeaderMap,
-    ) -> Result<Rpc, reqwest::Error> {
         install_crypto_provider();
         let mut builder = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout)
-            .default_headers(headers);
-        if let Some(pem) = ca_pem {
-            builder = builder.tls_certs_only(reqwest::Certificate::from_pem_bundle(pem)?);
+            .default_headers(map);
+        if let Some(path) = ca_file {
+            let pem = std::fs::read(path).map_err(RpcSetupError::ReadCa)?;
+            let certs =
+                reqwest::Certificate::from_pem_bundle(&pem).map_err(|_| RpcSetupError::Client)?;
+            builder = builder.tls_certs_only(certs);
         }
-        Ok(Rpc {
-            http: builder.build()?,
-            url: url.to_owned(),
-        })
+        let http = builder.build().map_err(|_| RpcSetupError::Client)?;
+        let provider = RootProvider::new(RpcClient::new_http_with_client(http, url));
+        Ok(Rpc { provider })
     }
 
     /// `eth_sendRawTransaction` of exactly `raw`, classified.
     pub async fn send_raw_transaction(&self, raw: &[u8]) -> SubmitClass {
-        let body = json!({
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "eth_sendRawTransaction",
-            "params": [format!("0x{}", hex::encode(raw))],
-        });
-        let response = match self.http.post(&self.url).json(&body).send().await {
-            Ok(response) => response,
-            Err(e) if e.is_timeout() => return SubmitClass::Timeout,
-            Err(_) => return SubmitClass::ConnectionFailed,
-        };
-        let value: Value = match response.json().await {
-            Ok(value) => value,
-            Err(e) if e.is_timeout() => return SubmitClass::Timeout,
-            // The body was cut or is not JSON: the request may still have been accepted.
-            Err(_) => return SubmitClass::ConnectionFailed,
-        };
-        if value.get("result").and_then(Value::as_str).is_some() {
-            return SubmitClass::Accepted;
+        match self.provider.send_raw_transaction(raw).await {
+            Ok(_) => SubmitClass::Accepted,
+            Err(e) => classify(&e),
         }
-        let message = value
-            .pointer("/error/message")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        SubmitClass::from_rpc_message(message)
     }
+}
+
+/// The class of a failed submission. Exhaustive over alloy's error kinds, with one wildcard only
+/// where alloy itself reserves room for new transport kinds (each ambiguous: the request may have
+/// arrived). Only an error the node answered in words is classified by its words.
+fn classify(error: &TransportError) -> SubmitClass {
+    match error {
+        // The node answered with a JSON-RPC error (with any HTTP status).
+        RpcError::ErrorResp(payload) => SubmitClass::from_rpc_message(&payload.message),
+        // A whole answer, but no hash (`null`, a short string): not an acceptance, and no known
+        // refusal either.
+        RpcError::NullResp => SubmitClass::Unclassified,
+        RpcError::DeserError { text, .. } if is_json(text) => SubmitClass::Unclassified,
+        // The body was cut or is not JSON: the request may still have been accepted.
+        RpcError::DeserError { .. } => SubmitClass::ConnectionFailed,
+        // Refused before anything was sent.
+        RpcError::SerError(_) | RpcError::LocalUsageError(_) | RpcError::UnsupportedFeature(_) => {
+            SubmitClass::Unclassified
+        }
+        RpcError::Transport(TransportErrorKind::Custom(cause)) => {
+            let timed_out = cause
+                .downcast_ref::<reqwest::Error>()
+                .is_some_and(reqwest::Error::is_timeout);
+            if timed_out {
+                SubmitClass::Timeout
+            } else {
+                SubmitClass::ConnectionFailed
+            }
+        }
+        // An HTTP status without a JSON-RPC error, a lost backend, a missing batch answer.
+        RpcError::Transport(_) => SubmitClass::ConnectionFailed,
+    }
+}
+
+/// Whether `text` is one whole JSON value.
+fn is_json(text: &str) -> bool {
+    serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
 }
 
 #[cfg(test)]
@@ -139,8 +142,30 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// Answers one JSON-RPC request with `null` and returns the request as received.
-    async fn one_request(listener: tokio::net::TcpListener) -> std::io::Result<String> {
+    /// What the test node does once it has read the whole request.
+    enum Answer {
+        /// Writes these bytes and closes.
+        Raw(String),
+        /// Keeps the connection open and says nothing.
+        Silent,
+        /// Closes the connection without a byte.
+        Close,
+    }
+
+    /// A `200 OK` (or `status`) answer with `body` and its exact length.
+    fn http(status: &str, body: &str) -> Answer {
+        Answer::Raw(format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        ))
+    }
+
+    /// Reads one whole HTTP request from a fresh connection, answers it with `answer`, and
+    /// returns the request as received.
+    async fn node_once(
+        listener: tokio::net::TcpListener,
+        answer: Answer,
+    ) -> std::io::Result<String> {
         let (mut stream, _) = listener.accept().await?;
         let mut seen = Vec::new();
         let mut buf = [0_u8; 4096];
@@ -163,17 +188,163 @@ mod tests {
                 }
             }
         }
-        let answer = r#"{"jsonrpc":"2.0","id":1,"result":null}"#;
-        stream
-            .write_all(
-                format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
-                    answer.len()
-                )
-                .as_bytes(),
-            )
-            .await?;
+        match answer {
+            Answer::Raw(bytes) => stream.write_all(bytes.as_bytes()).await?,
+            Answer::Silent => tokio::time::sleep(Duration::from_secs(30)).await,
+            Answer::Close => {}
+        }
         Ok(String::from_utf8_lossy(&seen).into_owned())
+    }
+
+    /// Submits `[1, 2, 3]` through a client of a test node answering with `answer`.
+    async fn submit_to(
+        answer: Answer,
+    ) -> Result<(SubmitClass, String), Box<dyn std::error::Error>> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let node = tokio::spawn(node_once(listener, answer));
+        let rpc = Rpc::configured(
+            &url,
+            Duration::from_millis(500),
+            None,
+            std::iter::empty::<(&str, &str)>(),
+        )?;
+        let class = rpc.send_raw_transaction(&[1, 2, 3]).await;
+        node.abort();
+        let request = match node.await {
+            Ok(seen) => seen?,
+            // Still holding a silent connection.
+            Err(_) => String::new(),
+        };
+        Ok((class, request))
+    }
+
+    #[tokio::test]
+    async fn every_answer_is_classified_and_only_a_hash_is_an_acceptance()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let hash = format!("0x{}", "ab".repeat(32));
+        let rpc_error = |code: i64, message: &str| {
+            format!(r#"{{"jsonrpc":"2.0","id":0,"error":{{"code":{code},"message":"{message}"}}}}"#)
+        };
+        let cases = [
+            (
+                "a hash",
+                http(
+                    "200 OK",
+                    &format!(r#"{{"jsonrpc":"2.0","id":0,"result":"{hash}"}}"#),
+                ),
+                SubmitClass::Accepted,
+            ),
+            (
+                "already known",
+                http("200 OK", &rpc_error(-32000, "already known")),
+                SubmitClass::AlreadyKnown,
+            ),
+            (
+                "a refusal under an HTTP error status",
+                http(
+                    "500 Internal Server Error",
+                    &rpc_error(-32000, "nonce too low"),
+                ),
+                SubmitClass::NonceTooLow,
+            ),
+            (
+                "replacement underpriced",
+                http(
+                    "200 OK",
+                    &rpc_error(-32000, "replacement transaction underpriced"),
+                ),
+                SubmitClass::ReplacementUnderpriced,
+            ),
+            (
+                "an unknown refusal",
+                http("200 OK", &rpc_error(-32000, "insufficient funds")),
+                SubmitClass::Unclassified,
+            ),
+            (
+                "a null result",
+                http("200 OK", r#"{"jsonrpc":"2.0","id":0,"result":null}"#),
+                SubmitClass::Unclassified,
+            ),
+            (
+                "a result that is not a hash",
+                http("200 OK", r#"{"jsonrpc":"2.0","id":0,"result":"0x12"}"#),
+                SubmitClass::Unclassified,
+            ),
+            (
+                "a body that is not JSON",
+                http("200 OK", "<html>gateway</html>"),
+                SubmitClass::ConnectionFailed,
+            ),
+            (
+                "an HTTP error without a JSON-RPC error",
+                http("503 Service Unavailable", "busy"),
+                SubmitClass::ConnectionFailed,
+            ),
+            (
+                "a cut body",
+                Answer::Raw(format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 200\r\nconnection: close\r\n\r\n{{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":\"{hash}"
+                )),
+                SubmitClass::ConnectionFailed,
+            ),
+            (
+                "a closed connection",
+                Answer::Close,
+                SubmitClass::ConnectionFailed,
+            ),
+            ("no answer in time", Answer::Silent, SubmitClass::Timeout),
+        ];
+        for (what, answer, expected) in cases {
+            let (class, _) = submit_to(answer).await?;
+            assert_eq!(class, expected, "{what}");
+            assert_eq!(
+                class.verdict(),
+                expected.verdict(),
+                "{what}: only a hash or the node's 'already known' is BROADCAST"
+            );
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn the_exact_bytes_are_sent_once() -> Result<(), Box<dyn std::error::Error>> {
+        let hash = format!("0x{}", "cd".repeat(32));
+        let (class, request) = submit_to(http(
+            "200 OK",
+            &format!(r#"{{"jsonrpc":"2.0","id":0,"result":"{hash}"}}"#),
+        ))
+        .await?;
+        assert_eq!(class, SubmitClass::Accepted);
+        let body = request
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b)
+            .unwrap_or_default();
+        let value: serde_json::Value = serde_json::from_str(body)?;
+        assert_eq!(value["method"], "eth_sendRawTransaction");
+        assert_eq!(value["params"], serde_json::json!(["0x010203"]));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_node_that_is_not_listening_is_a_failed_connection()
+    -> Result<(), Box<dyn std::error::Error>> {
+        // Bound, then dropped: nothing listens on the port.
+        let port = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await?
+            .local_addr()?
+            .port();
+        let rpc = Rpc::configured(
+            &format!("http://127.0.0.1:{port}"),
+            Duration::from_secs(2),
+            None,
+            std::iter::empty::<(&str, &str)>(),
+        )?;
+        assert_eq!(
+            rpc.send_raw_transaction(&[1]).await,
+            SubmitClass::ConnectionFailed
+        );
+        Ok(())
     }
 
     #[tokio::test]
@@ -181,7 +352,10 @@ mod tests {
     -> Result<(), Box<dyn std::error::Error>> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}", listener.local_addr()?);
-        let server = tokio::spawn(one_request(listener));
+        let node = tokio::spawn(node_once(
+            listener,
+            http("200 OK", r#"{"jsonrpc":"2.0","id":0,"result":null}"#),
+        ));
         let rpc = Rpc::configured(
             &url,
             Duration::from_secs(5),
@@ -193,20 +367,22 @@ mod tests {
             rpc.send_raw_transaction(&[1, 2, 3]).await,
             SubmitClass::Accepted
         );
-        let request = server.await??.to_ascii_lowercase();
+        let request = node.await??.to_ascii_lowercase();
         assert!(
             request.contains("x-api-key: provider-secret-1234"),
             "{request}"
         );
+        let shown = format!("{rpc:?}");
+        assert!(!shown.contains("provider-secret-1234"), "{shown}");
         assert!(
-            !format!("{rpc:?}").contains("provider-secret-1234"),
-            "the client's Debug shows the key"
+            !shown.contains("127.0.0.1"),
+            "the client's Debug shows its URL: {shown}"
         );
         Ok(())
     }
 
     #[test]
-    fn invalid_headers_are_refused() {
+    fn invalid_headers_and_urls_are_refused() {
         for (name, value) in [("bad name", "v"), ("x-api-key", "line\nbreak")] {
             assert!(matches!(
                 Rpc::configured(
@@ -217,6 +393,20 @@ mod tests {
                 ),
                 Err(RpcSetupError::Header)
             ));
+        }
+        for url in ["", "127.0.0.1:8545", "not a url"] {
+            assert!(
+                matches!(
+                    Rpc::configured(
+                        url,
+                        Duration::from_secs(1),
+                        None,
+                        std::iter::empty::<(&str, &str)>()
+                    ),
+                    Err(RpcSetupError::Url)
+                ),
+                "{url:?}"
+            );
         }
     }
 }
