@@ -143,6 +143,24 @@ fn listener_section() -> anyhow::Result<String> {
     Ok(out)
 }
 
+fn telemetry_section() -> String {
+    let fields = fields(&opledger_config::TelemetryConfig::default());
+    let mut out = String::from(
+        "## telemetry (every service)\n\nThe `[telemetry]` table of every service's file, or one \
+         key in the environment: `OPLEDGER_<SERVICE>_TELEMETRY__OTLP_ENDPOINT=http://collector:4317`. \
+         A key that is set wins over the `OTEL_*` variable it replaces; unset, that variable \
+         decides.\n\n| key | default | meaning |\n|---|---|---|\n",
+    );
+    for (name, doc) in &fields {
+        out.push_str(&format!(
+            "| `{name}` | (none) | {} |\n",
+            doc.replace('|', "\\|")
+        ));
+    }
+    out.push('\n');
+    out
+}
+
 /// The `[evidence.<network>]` table of every chain-facing service (`opledger_chain`'s
 /// `NetworkEvidence`).
 fn evidence_section() -> anyhow::Result<String> {
@@ -189,7 +207,8 @@ fn reference() -> anyhow::Result<String> {
          (if set), then `OPLEDGER_<SERVICE>_<KEY>` environment variables (a key of a table \
          with `__`: `OPLEDGER_INBOX_LISTENER__MAX_CONNECTIONS=512`), and refuses unknown \
          keys. Secrets (database URLs, tokens, keys) are never printed in logs or errors. \
-         Tracing is configured by the standard `OTEL_*` variables (README, Distributed tracing).\n\n",
+         Span export is configured by the `[telemetry]` keys every service has, or, where \
+         they are unset, by the standard `OTEL_*` variables (README, Distributed tracing).\n\n",
     );
     doc.push_str(&section::<opledger_operations::Config>("operations", "")?);
     doc.push_str(&section::<opledger_approvals::Config>("approvals", "")?);
@@ -203,6 +222,7 @@ fn reference() -> anyhow::Result<String> {
     doc.push_str(&section::<opledger_inbox::Config>("inbox", "")?);
     doc.push_str(&section::<opledger_witness::Config>("witness", "")?);
     doc.push_str(&listener_section()?);
+    doc.push_str(&telemetry_section());
     doc.push_str(&evidence_section()?);
     Ok(doc)
 }
@@ -236,6 +256,7 @@ fn the_schema_lists_flattened_keys_with_their_docs() {
             "database_url",
             "db_max_connections",
             "db_acquire_timeout_secs",
+            "telemetry",
             "auth_cache_ttl_secs"
         ]
     );

@@ -249,6 +249,7 @@ fn start() -> anyhow::Result<Harness> {
                         &opledger_grpc::telemetry::Options {
                             service_name: "opledger-tests".into(),
                             endpoint: Some(endpoint.clone()),
+                            ..Default::default()
                         },
                         logs.clone(),
                     )?;

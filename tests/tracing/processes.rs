@@ -1,5 +1,6 @@
-//! The real service processes, configured by the standard `OTEL_*` variables only: the operations
-//! and approvals binaries export to the collector under their own `service.name`, the approval
+//! The real service processes, one configured by the standard `OTEL_*` variables only, the other
+//! by its `[telemetry]` keys only (with an `OTEL_SERVICE_NAME` those keys must win over): the
+//! operations and approvals binaries export to the collector under their own `service.name`, the approval
 //! (called without a trace context) joins the create's trace through the context stored with the
 //! operation, each process flushes its spans when stopped with SIGTERM, and each log line inside a
 //! traced span carries its trace and span ids.
@@ -13,26 +14,55 @@ use opledger_tests::{ALICE, Stack, authed, new_key, payload};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+/// How a process is told where its spans go.
+enum Export {
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` and `OTEL_SERVICE_NAME`.
+    OtelVariables,
+    /// `[telemetry] otlp_endpoint` and `service_name` (as `{prefix}TELEMETRY__*` variables),
+    /// beside an `OTEL_SERVICE_NAME` they win over.
+    TelemetryKeys,
+}
+
 async fn start(
     stack: &Stack,
     name: &str,
     role: opledger_testkit::ServiceRole,
     prefix: &str,
-    endpoint: &str,
+    (endpoint, export): (&str, Export),
 ) -> anyhow::Result<(ChildService, u16)> {
     let port = free_port();
-    let child = ChildService::spawn(
-        &format!("opledger-{name}"),
-        &[
-            (&format!("{prefix}DATABASE_URL"), stack.url(role)),
-            (&format!("{prefix}LISTEN"), format!("127.0.0.1:{port}")),
-            (&format!("{prefix}METRICS_LISTEN"), "127.0.0.1:0".to_owned()),
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.to_owned()),
-            ("OTEL_SERVICE_NAME", format!("test-{name}")),
-            ("OTEL_TRACES_SAMPLER", "parentbased_always_on".to_owned()),
-            ("RUST_LOG", "info".to_owned()),
-        ],
-    )?;
+    let mut env = vec![
+        (format!("{prefix}DATABASE_URL"), stack.url(role)),
+        (format!("{prefix}LISTEN"), format!("127.0.0.1:{port}")),
+        (format!("{prefix}METRICS_LISTEN"), "127.0.0.1:0".to_owned()),
+        (
+            "OTEL_TRACES_SAMPLER".to_owned(),
+            "parentbased_always_on".to_owned(),
+        ),
+        ("RUST_LOG".to_owned(), "info".to_owned()),
+    ];
+    match export {
+        Export::OtelVariables => env.extend([
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT".to_owned(),
+                endpoint.to_owned(),
+            ),
+            ("OTEL_SERVICE_NAME".to_owned(), format!("test-{name}")),
+        ]),
+        Export::TelemetryKeys => env.extend([
+            (
+                format!("{prefix}TELEMETRY__OTLP_ENDPOINT"),
+                endpoint.to_owned(),
+            ),
+            (
+                format!("{prefix}TELEMETRY__SERVICE_NAME"),
+                format!("test-{name}"),
+            ),
+            ("OTEL_SERVICE_NAME".to_owned(), "not-this-name".to_owned()),
+        ]),
+    }
+    let env: Vec<(&str, String)> = env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    let child = ChildService::spawn(&format!("opledger-{name}"), &env)?;
     wait_for_tcp(
         SocketAddr::from(([127, 0, 0, 1], port)),
         Duration::from_secs(20),
@@ -42,7 +72,8 @@ async fn start(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn service_processes_export_one_trace_configured_by_otel_variables() -> anyhow::Result<()> {
+async fn service_processes_export_one_trace_configured_by_otel_variables_or_telemetry_keys()
+-> anyhow::Result<()> {
     let harness = harness()?;
     let stack = Stack::start().await?;
     let acme = stack.tenant("acme").await?;
@@ -52,7 +83,7 @@ async fn service_processes_export_one_trace_configured_by_otel_variables() -> an
         "operations",
         opledger_testkit::ServiceRole::Operations,
         "OPLEDGER_OPERATIONS_",
-        &harness.endpoint,
+        (&harness.endpoint, Export::OtelVariables),
     )
     .await?;
     let (mut approvals, approvals_port) = start(
@@ -60,7 +91,7 @@ async fn service_processes_export_one_trace_configured_by_otel_variables() -> an
         "approvals",
         opledger_testkit::ServiceRole::Approvals,
         "OPLEDGER_APPROVALS_",
-        &harness.endpoint,
+        (&harness.endpoint, Export::TelemetryKeys),
     )
     .await?;
 

@@ -1,6 +1,7 @@
-//! The keys every service has: where it listens, its database pool, its listener limits.
+//! The keys every service has: where it listens, its database pool, its listener limits, where
+//! its spans go.
 
-use crate::{ConfigError, DatabaseUrl, ListenerConfig};
+use crate::{ConfigError, DatabaseUrl, ListenerConfig, TelemetryConfig};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -26,6 +27,16 @@ pub struct ServiceBase {
     pub db_max_connections: u32,
     /// Seconds a call waits for a pooled connection before failing UNAVAILABLE.
     pub db_acquire_timeout_secs: u64,
+    /// Span export (`[telemetry]`, the same keys on every service: see the telemetry section).
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
+}
+
+/// A service's whole configuration, which flattens a [`ServiceBase`]: what the runtime reads
+/// before anything else (span export, then addresses and the database).
+pub trait ServiceConfig {
+    /// The service's base section.
+    fn base(&self) -> &ServiceBase;
 }
 
 impl ServiceBase {
@@ -39,13 +50,16 @@ impl ServiceBase {
             database_url: DatabaseUrl::default(),
             db_max_connections,
             db_acquire_timeout_secs: 5,
+            telemetry: TelemetryConfig::default(),
         }
     }
 
-    /// Refuses a missing database URL, an empty pool and unusable listener limits.
+    /// Refuses a missing database URL, an empty pool, unusable listener limits and unusable span
+    /// export settings.
     pub fn validate(&self) -> Result<(), ConfigError> {
         crate::check_database(&self.database_url, self.db_max_connections)?;
-        self.listener.validate()
+        self.listener.validate()?;
+        self.telemetry.validate()
     }
 
     /// How long a call waits for a pooled connection.
@@ -107,6 +121,29 @@ mod tests {
             assert_eq!(s.base.db_max_connections, 9);
             assert_eq!(s.base.listener.max_connections, 5);
             assert_eq!(s.worker_id, "a");
+            assert_eq!(
+                s.base.telemetry,
+                TelemetryConfig::default(),
+                "unset: OTEL_* decide"
+            );
+            jail.set_env("OPLBASE_TELEMETRY__OTLP_ENDPOINT", "http://collector:4317");
+            jail.set_env("OPLBASE_TELEMETRY__SERVICE_NAME", "payments-signer");
+            let s: Service = crate::load("OPLBASE_", None).map_err(|e| e.to_string())?;
+            assert_eq!(
+                s.base.telemetry.otlp_endpoint.as_deref(),
+                Some("http://collector:4317")
+            );
+            assert_eq!(
+                s.base.telemetry.service_name.as_deref(),
+                Some("payments-signer")
+            );
+            jail.set_env("OPLBASE_TELEMETRY__ENDPOINT", "http://collector:4317");
+            let typo = crate::load::<Service>("OPLBASE_", None).map(|_| ());
+            assert!(
+                typo.is_err_and(|e| e.to_string().contains("endpoint")),
+                "a misspelt telemetry key is refused"
+            );
+            jail.clear_env();
             jail.set_env("OPLBASE_LISTN", "127.0.0.1:8");
             let typo = crate::load::<Service>("OPLBASE_", None).map(|_| ());
             assert!(

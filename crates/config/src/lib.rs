@@ -4,8 +4,9 @@
 //! then the TOML file named by `OPLEDGER_<SERVICE>_CONFIG` (if set), then `OPLEDGER_<SERVICE>_*`
 //! environment variables (a table as an inline TOML table, or one of its keys with `__`:
 //! `OPLEDGER_INBOX_LISTENER__MAX_CONNECTIONS`), and every unknown key is refused.
-//! The keys every service has (listen addresses, the database pool, listener limits) are one
-//! [`ServiceBase`] flattened into it, so the same key means the same thing everywhere. Secrets
+//! The keys every service has (listen addresses, the database pool, listener limits, span export)
+//! are one [`ServiceBase`] flattened into it (each service's configuration says so through
+//! [`ServiceConfig`]), so the same key means the same thing everywhere. Secrets
 //! ([`DatabaseUrl`], [`Secret`]) never show in `Debug` output, logs or errors.
 //!
 //! Every configuration type derives `schemars::JsonSchema`: the configuration reference
@@ -16,14 +17,16 @@ mod base;
 mod listener;
 mod load;
 mod secret;
+mod telemetry;
 mod trust;
 mod wei;
 
 pub use api_keys::ApiKeyCache;
-pub use base::{ServiceBase, check_owner};
+pub use base::{ServiceBase, ServiceConfig, check_owner};
 pub use listener::{HARD_HEADER_LIST_BYTES, Limits, ListenerConfig};
 pub use load::{ConfigError, check_database, load};
 pub use secret::{DatabaseUrl, Secret};
+pub use telemetry::TelemetryConfig;
 pub use trust::TrustRootConfig;
 pub use wei::{NotWei, Wei};
 

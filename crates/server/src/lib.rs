@@ -7,7 +7,7 @@
 //! cancellation token: serving ends, every worker finishes the pass it is in, then the process
 //! exits.
 
-use opledger_config::{Limits, ServiceBase};
+use opledger_config::{Limits, ServiceBase, ServiceConfig, TelemetryConfig};
 use opledger_store::probe::DatabaseProbe;
 use opledger_store::{Store, StoreConfig};
 use serve as server;
@@ -26,10 +26,11 @@ mod serve_error;
 pub use serve_error::ServeError;
 pub use tokio_util::sync::CancellationToken;
 
-/// A service binary's whole `main`: starts JSON logs with trace ids (spans exported over
-/// OTLP/gRPC when `OTEL_*` says where) as `binary`, loads the configuration with `load` from the
-/// file named by `{prefix}CONFIG` (if set) and the `{prefix}*` variables, runs `run` until it
-/// returns, and flushes the spans.
+/// A service binary's whole `main`: loads the configuration with `load` from the file named by
+/// `{prefix}CONFIG` (if set) and the `{prefix}*` variables, starts JSON logs with trace ids as
+/// `binary` (spans exported over OTLP/gRPC where `[telemetry]` or `OTEL_*` says), runs `run` until
+/// it returns, and flushes the spans. A configuration that does not load is reported as the
+/// `OTEL_*` variables alone say (its `[telemetry]` is not known).
 pub async fn main<C, LoadError, RunError, Fut>(
     binary: &str,
     prefix: &str,
@@ -37,13 +38,18 @@ pub async fn main<C, LoadError, RunError, Fut>(
     run: fn(C) -> Fut,
 ) -> anyhow::Result<()>
 where
+    C: ServiceConfig,
     LoadError: std::error::Error + Send + Sync + 'static,
     RunError: std::error::Error + Send + Sync + 'static,
     Fut: Future<Output = Result<(), RunError>>,
 {
-    let telemetry = serve::init_telemetry(binary);
     let file = std::env::var_os(format!("{prefix}CONFIG")).map(std::path::PathBuf::from);
-    let result = match load(file.as_deref()) {
+    let config = load(file.as_deref());
+    let telemetry = match &config {
+        Ok(config) => serve::init_telemetry(binary, &config.base().telemetry),
+        Err(_) => serve::init_telemetry(binary, &TelemetryConfig::default()),
+    };
+    let result = match config {
         Ok(config) => run(config).await.map_err(anyhow::Error::from),
         Err(e) => Err(anyhow::Error::from(e)),
     };

@@ -206,12 +206,23 @@ async fn serve_reporting(
 }
 
 /// Starts JSON logs filtered by `RUST_LOG` (default `info`), each line logged inside a traced span
-/// carrying `trace_id` and `span_id`, and, when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
-/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, span export over OTLP/gRPC with `service_name`
-/// as `service.name` unless `OTEL_SERVICE_NAME` is set. Call it inside the tokio runtime and
-/// shut the returned handle down on exit (it flushes buffered spans).
-pub fn init_telemetry(service_name: &str) -> opledger_telemetry::Telemetry {
-    opledger_telemetry::init(service_name)
+/// carrying `trace_id` and `span_id`, and span export over OTLP/gRPC to `telemetry.otlp_endpoint`,
+/// or, when that is unset, to `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) when set. `service.name` is `telemetry.service_name`,
+/// else `OTEL_SERVICE_NAME`, else `service_name`. Call it inside the tokio runtime and shut the
+/// returned handle down on exit (it flushes buffered spans).
+pub fn init_telemetry(
+    service_name: &str,
+    telemetry: &opledger_config::TelemetryConfig,
+) -> opledger_telemetry::Telemetry {
+    opledger_telemetry::init_from(&opledger_telemetry::Options {
+        service_name: telemetry
+            .service_name
+            .clone()
+            .unwrap_or_else(|| service_name.to_owned()),
+        name_configured: telemetry.service_name.is_some(),
+        endpoint: telemetry.otlp_endpoint.clone(),
+    })
 }
 
 /// Every opledger gRPC API, by its fully-qualified name.

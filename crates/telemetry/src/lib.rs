@@ -98,9 +98,14 @@ async fn tokio_blocking(f: impl FnOnce() + Send + 'static) -> Result<(), ()> {
 /// Where spans go and how logs are written.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
-    /// `service.name` of this process when `OTEL_SERVICE_NAME` is unset.
+    /// `service.name` of this process: replaced by `OTEL_SERVICE_NAME` when that is set, unless
+    /// [`Options::name_configured`].
     pub service_name: String,
-    /// An OTLP/gRPC endpoint that overrides the `OTEL_EXPORTER_OTLP_*` variables (tests).
+    /// `service_name` was configured explicitly (`[telemetry] service_name`): it wins over
+    /// `OTEL_SERVICE_NAME`.
+    pub name_configured: bool,
+    /// An OTLP/gRPC endpoint that overrides the `OTEL_EXPORTER_OTLP_*` variables (configured, or
+    /// a test's collector).
     pub endpoint: Option<String>,
 }
 
@@ -129,11 +134,15 @@ fn env_exporting() -> bool {
 /// as `service.name` unless `OTEL_SERVICE_NAME` names it. Call it inside the tokio runtime. Safe
 /// to call more than once (later calls change nothing).
 pub fn init(service_name: &str) -> Telemetry {
-    let options = Options {
+    init_from(&Options {
         service_name: service_name.to_owned(),
-        endpoint: None,
-    };
-    match init_with(&options, std::io::stdout) {
+        ..Options::default()
+    })
+}
+
+/// [`init`] with `options` (a configured endpoint or name), logging to stdout.
+pub fn init_from(options: &Options) -> Telemetry {
+    match init_with(options, std::io::stdout) {
         Ok(telemetry) => telemetry,
         Err(e) => {
             // Tracing must never keep a service from running: log without export.
@@ -212,8 +221,10 @@ fn provider(options: &Options) -> Result<SdkTracerProvider, TelemetryError> {
         builder = builder.with_endpoint(endpoint.clone());
     }
     let exporter = builder.build().map_err(|e| TelemetryError(e.to_string()))?;
-    // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win over the default name.
-    let named = std::env::var("OTEL_SERVICE_NAME").is_ok_and(|v| !v.trim().is_empty());
+    // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win over the default name, not over a
+    // configured one.
+    let named = !options.name_configured
+        && std::env::var("OTEL_SERVICE_NAME").is_ok_and(|v| !v.trim().is_empty());
     let resource = if named || options.service_name.is_empty() {
         Resource::builder().build()
     } else {

@@ -18,6 +18,12 @@ pub struct Config {
     pub api_keys: ApiKeyCache,
 }
 
+impl opledger_config::ServiceConfig for Config {
+    fn base(&self) -> &ServiceBase {
+        &self.base
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {

@@ -57,6 +57,12 @@ pub struct Config {
     pub backoff_max_ms: u64,
 }
 
+impl opledger_config::ServiceConfig for Config {
+    fn base(&self) -> &ServiceBase {
+        &self.base
+    }
+}
+
 fn default_owner() -> String {
     "payments-operations".to_owned()
 }

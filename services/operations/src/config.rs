@@ -38,6 +38,12 @@ pub struct Config {
     pub api_keys: ApiKeyCache,
 }
 
+impl opledger_config::ServiceConfig for Config {
+    fn base(&self) -> &ServiceBase {
+        &self.base
+    }
+}
+
 /// What the platform knows of one network (`[networks.<id>]`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -47,6 +47,12 @@ pub struct Config {
     pub api_keys: ApiKeyCache,
 }
 
+impl opledger_config::ServiceConfig for Config {
+    fn base(&self) -> &ServiceBase {
+        &self.base
+    }
+}
+
 fn default_security_owner() -> String {
     "security".to_owned()
 }

@@ -50,6 +50,12 @@ pub struct Config {
     pub rpc_timeout_ms: u64,
 }
 
+impl opledger_config::ServiceConfig for Config {
+    fn base(&self) -> &ServiceBase {
+        &self.base
+    }
+}
+
 /// What deposits on one network may be.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
