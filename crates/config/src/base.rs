@@ -39,6 +39,19 @@ pub trait ServiceConfig {
     fn base(&self) -> &ServiceBase;
 }
 
+/// Implements [`ServiceConfig`] for a configuration whose base is its `base` field:
+/// `opledger_config::service_config!(Config);`.
+#[macro_export]
+macro_rules! service_config {
+    ($config:ty) => {
+        impl $crate::ServiceConfig for $config {
+            fn base(&self) -> &$crate::ServiceBase {
+                &self.base
+            }
+        }
+    };
+}
+
 impl ServiceBase {
     /// Loopback defaults: gRPC on `grpc_port`, metrics on `metrics_port`, a pool of
     /// `db_max_connections`, no database URL (required), default listener limits.

@@ -18,12 +18,6 @@ pub struct Config {
     pub api_keys: ApiKeyCache,
 }
 
-impl opledger_config::ServiceConfig for Config {
-    fn base(&self) -> &ServiceBase {
-        &self.base
-    }
-}
-
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -32,6 +26,8 @@ impl Default for Config {
         }
     }
 }
+
+opledger_config::service_config!(Config);
 
 impl Config {
     /// Loads defaults, then `file` if given, then the environment, and validates.

@@ -57,11 +57,7 @@ pub struct Config {
     pub backoff_max_ms: u64,
 }
 
-impl opledger_config::ServiceConfig for Config {
-    fn base(&self) -> &ServiceBase {
-        &self.base
-    }
-}
+opledger_config::service_config!(Config);
 
 fn default_owner() -> String {
     "payments-operations".to_owned()

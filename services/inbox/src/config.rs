@@ -67,11 +67,7 @@ pub struct Config {
     pub api_keys: ApiKeyCache,
 }
 
-impl opledger_config::ServiceConfig for Config {
-    fn base(&self) -> &ServiceBase {
-        &self.base
-    }
-}
+opledger_config::service_config!(Config);
 
 impl Default for Config {
     fn default() -> Self {

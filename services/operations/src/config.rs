@@ -38,11 +38,7 @@ pub struct Config {
     pub api_keys: ApiKeyCache,
 }
 
-impl opledger_config::ServiceConfig for Config {
-    fn base(&self) -> &ServiceBase {
-        &self.base
-    }
-}
+opledger_config::service_config!(Config);
 
 /// What the platform knows of one network (`[networks.<id>]`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

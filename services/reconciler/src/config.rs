@@ -47,11 +47,7 @@ pub struct Config {
     pub api_keys: ApiKeyCache,
 }
 
-impl opledger_config::ServiceConfig for Config {
-    fn base(&self) -> &ServiceBase {
-        &self.base
-    }
-}
+opledger_config::service_config!(Config);
 
 fn default_security_owner() -> String {
     "security".to_owned()

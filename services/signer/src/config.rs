@@ -82,11 +82,7 @@ pub struct Config {
     pub wallet_retire_min_age_secs: u64,
 }
 
-impl opledger_config::ServiceConfig for Config {
-    fn base(&self) -> &ServiceBase {
-        &self.base
-    }
-}
+opledger_config::service_config!(Config);
 
 fn default_security_owner() -> String {
     "security".to_owned()

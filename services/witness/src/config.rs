@@ -50,11 +50,7 @@ pub struct Config {
     pub rpc_timeout_ms: u64,
 }
 
-impl opledger_config::ServiceConfig for Config {
-    fn base(&self) -> &ServiceBase {
-        &self.base
-    }
-}
+opledger_config::service_config!(Config);
 
 /// What deposits on one network may be.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
