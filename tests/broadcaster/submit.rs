@@ -209,6 +209,7 @@ async fn a_response_lost_after_the_node_accepted_becomes_unknown_with_the_hold_k
         "{outcome:?}"
     );
     assert_eq!(stack.state(&withdrawal_id).await?, "UNKNOWN");
+    assert_eq!(proxy.stats().connections, 1, "one request, not retried");
     // The transfer happened exactly once; nothing was signed again; the funds stay held.
     node.mine(1).await?;
     assert_eq!(node.balance(BOB).await? - bob_before, 4_000_000_000_000_000);
@@ -254,6 +255,11 @@ async fn a_node_that_never_answers_is_a_timeout_unknown_with_the_hold_kept() -> 
     );
     assert_eq!(stack.state(&withdrawal_id).await?, "UNKNOWN");
     assert_eq!(attempts(&stack, &withdrawal_id).await?, 1);
+    assert_eq!(
+        proxy.stats().connections,
+        1,
+        "one request, not retried behind the broadcaster's back"
+    );
     assert_eq!(
         stack.balance(acme.id, "treasury", "ETH").await?.1,
         5_000_000_000_000_000,

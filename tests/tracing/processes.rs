@@ -19,7 +19,7 @@ enum Export {
     /// `OTEL_EXPORTER_OTLP_ENDPOINT` and `OTEL_SERVICE_NAME`.
     OtelVariables,
     /// `[telemetry] otlp_endpoint` and `service_name` (as `{prefix}TELEMETRY__*` variables),
-    /// beside an `OTEL_SERVICE_NAME` they win over.
+    /// beside an `OTEL_EXPORTER_OTLP_ENDPOINT` and an `OTEL_SERVICE_NAME` they win over.
     TelemetryKeys,
 }
 
@@ -57,6 +57,11 @@ async fn start(
             (
                 format!("{prefix}TELEMETRY__SERVICE_NAME"),
                 format!("test-{name}"),
+            ),
+            // Both lose to the keys: spans sent there would be lost, and the name is not this.
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT".to_owned(),
+                "http://127.0.0.1:9".to_owned(),
             ),
             ("OTEL_SERVICE_NAME".to_owned(), "not-this-name".to_owned()),
         ]),
@@ -163,7 +168,9 @@ async fn service_processes_export_one_trace_configured_by_otel_variables_or_tele
             .lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .find(|l| l["trace_id"] == trace_id.as_str())
-            .ok_or_else(|| anyhow::anyhow!("no log line of {} in the trace", child.name()))?;
+            .ok_or_else(|| {
+                anyhow::anyhow!("no log line of {} in the trace: {log}", child.name())
+            })?;
         assert_eq!(traced["span_id"], span.span_id.as_str());
         assert!(!log.contains(&key) && !log.to_lowercase().contains(ALICE));
     }

@@ -266,7 +266,8 @@ fn checked_url(
 }
 
 /// One HTTP client for every endpoint: rustls with ring, the configured CA alone when set, the
-/// configured headers marked sensitive, the timeout on connect and on every call.
+/// configured headers marked sensitive, the timeout on connect and on every call, no redirect and
+/// no retry.
 fn http_client(config: &EvidenceConfig) -> Result<reqwest::Client, EvidenceSetupError> {
     let mut headers = reqwest::header::HeaderMap::new();
     for (index, (name, value)) in config.headers.iter().enumerate() {
@@ -278,9 +279,13 @@ fn http_client(config: &EvidenceConfig) -> Result<reqwest::Client, EvidenceSetup
         headers.append(name, value);
     }
     crate::rpc::install_crypto_provider();
+    // No redirect (it would carry the headers to another host) and no retry (an endpoint that
+    // fails did not answer).
     let mut builder = reqwest::Client::builder()
         .timeout(config.timeout)
         .connect_timeout(config.timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .retry(reqwest::retry::never())
         .default_headers(headers);
     if let Some(path) = &config.ca_file {
         let pem = std::fs::read(path).map_err(EvidenceSetupError::ReadCa)?;

@@ -18,7 +18,7 @@ pub fn install_crypto_provider() {
 /// Why a configured JSON-RPC client could not be set up.
 #[derive(Debug)]
 pub enum RpcSetupError {
-    /// The URL is not a valid absolute URL.
+    /// The URL is not an absolute `http://` or `https://` URL with a host.
     Url,
     /// The CA file could not be read.
     ReadCa(std::io::Error),
@@ -31,7 +31,9 @@ pub enum RpcSetupError {
 impl fmt::Display for RpcSetupError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RpcSetupError::Url => f.write_str("the rpc URL is not a valid absolute URL"),
+            RpcSetupError::Url => {
+                f.write_str("the rpc URL is not an http:// or https:// URL with a host")
+            }
             RpcSetupError::ReadCa(e) => write!(f, "cannot read the rpc_ca file: {e}"),
             RpcSetupError::Client => f.write_str("the rpc client refused its tls settings"),
             RpcSetupError::Header => f.write_str("an rpc_headers name or value is not valid HTTP"),
@@ -58,7 +60,8 @@ impl Rpc {
     /// A client as a service configures it: every call (connect included) gives up after
     /// `timeout`; `ca_file`, when set, names the PEM CA that alone is trusted for an `https://`
     /// `url` (otherwise the system's roots); `headers` go with every call (a node provider's API
-    /// key), marked sensitive so the HTTP client never shows their values. No call is retried.
+    /// key), marked sensitive so the HTTP client never shows their values. No call is retried or
+    /// redirected.
     pub fn configured<K: AsRef<str>, V: AsRef<str>>(
         url: &str,
         timeout: Duration,
@@ -66,6 +69,10 @@ impl Rpc {
         headers: impl IntoIterator<Item = (K, V)>,
     ) -> Result<Rpc, RpcSetupError> {
         let url = reqwest::Url::parse(url).map_err(|_| RpcSetupError::Url)?;
+        let http_like = matches!(url.scheme(), "http" | "https");
+        if !http_like || url.host_str().is_none_or(str::is_empty) {
+            return Err(RpcSetupError::Url);
+        }
         let mut map = reqwest::header::HeaderMap::new();
         for (name, value) in headers {
             let name = reqwest::header::HeaderName::from_bytes(name.as_ref().as_bytes())
@@ -76,9 +83,13 @@ impl Rpc {
             map.insert(name, value);
         }
         install_crypto_provider();
+        // No redirect (a redirected POST would carry the headers to another host) and no retry
+        // (one submission is one request).
         let mut builder = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .retry(reqwest::retry::never())
             .default_headers(map);
         if let Some(path) = ca_file {
             let pem = std::fs::read(path).map_err(RpcSetupError::ReadCa)?;
@@ -150,6 +161,8 @@ mod tests {
         Silent,
         /// Closes the connection without a byte.
         Close,
+        /// A `307` to this same node: followed, it would be a second request.
+        RedirectToSelf,
     }
 
     /// A `200 OK` (or `status`) answer with `body` and its exact length.
@@ -160,13 +173,16 @@ mod tests {
         ))
     }
 
-    /// Reads one whole HTTP request from a fresh connection, answers it with `answer`, and
-    /// returns the request as received.
-    async fn node_once(
-        listener: tokio::net::TcpListener,
-        answer: Answer,
-    ) -> std::io::Result<String> {
-        let (mut stream, _) = listener.accept().await?;
+    /// Every request a test node read whole, one entry per connection.
+    type Requests = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+    /// Reads one whole HTTP request from `stream`, records it in `requests`, then answers it with
+    /// `answer`.
+    async fn answer_one(
+        mut stream: tokio::net::TcpStream,
+        answer: &Answer,
+        requests: &Requests,
+    ) -> std::io::Result<()> {
         let mut seen = Vec::new();
         let mut buf = [0_u8; 4096];
         loop {
@@ -188,21 +204,51 @@ mod tests {
                 }
             }
         }
+        if let Ok(mut list) = requests.lock() {
+            list.push(String::from_utf8_lossy(&seen).into_owned());
+        }
         match answer {
             Answer::Raw(bytes) => stream.write_all(bytes.as_bytes()).await?,
             Answer::Silent => tokio::time::sleep(Duration::from_secs(30)).await,
             Answer::Close => {}
+            Answer::RedirectToSelf => {
+                let location = format!("http://{}/", stream.local_addr()?);
+                let head = format!(
+                    "HTTP/1.1 307 Temporary Redirect\r\nlocation: {location}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                );
+                stream.write_all(head.as_bytes()).await?;
+            }
         }
-        Ok(String::from_utf8_lossy(&seen).into_owned())
+        Ok(())
     }
 
-    /// Submits `[1, 2, 3]` through a client of a test node answering with `answer`.
+    /// A test node on `listener` answering every connection with `answer`.
+    fn node(
+        listener: tokio::net::TcpListener,
+        answer: Answer,
+    ) -> (tokio::task::JoinHandle<()>, Requests) {
+        let requests = Requests::default();
+        let recorded = requests.clone();
+        let answer = std::sync::Arc::new(answer);
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (answer, recorded) = (answer.clone(), recorded.clone());
+                tokio::spawn(async move {
+                    let _ = answer_one(stream, &answer, &recorded).await;
+                });
+            }
+        });
+        (task, requests)
+    }
+
+    /// Submits `[1, 2, 3]` through a client of a test node answering with `answer`; returns the
+    /// class and every request the node received.
     async fn submit_to(
         answer: Answer,
-    ) -> Result<(SubmitClass, String), Box<dyn std::error::Error>> {
+    ) -> Result<(SubmitClass, Vec<String>), Box<dyn std::error::Error>> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}", listener.local_addr()?);
-        let node = tokio::spawn(node_once(listener, answer));
+        let (task, requests) = node(listener, answer);
         let rpc = Rpc::configured(
             &url,
             Duration::from_millis(500),
@@ -210,13 +256,11 @@ mod tests {
             std::iter::empty::<(&str, &str)>(),
         )?;
         let class = rpc.send_raw_transaction(&[1, 2, 3]).await;
-        node.abort();
-        let request = match node.await {
-            Ok(seen) => seen?,
-            // Still holding a silent connection.
-            Err(_) => String::new(),
-        };
-        Ok((class, request))
+        // Time for a retry, had there been one, to arrive.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        task.abort();
+        let seen = requests.lock().map(|l| l.clone()).unwrap_or_default();
+        Ok((class, seen))
     }
 
     #[tokio::test]
@@ -262,6 +306,27 @@ mod tests {
                 SubmitClass::Unclassified,
             ),
             (
+                "already known under an HTTP error status",
+                http(
+                    "503 Service Unavailable",
+                    &rpc_error(-32000, "already known"),
+                ),
+                SubmitClass::AlreadyKnown,
+            ),
+            (
+                "a hash under an HTTP error status",
+                http(
+                    "500 Internal Server Error",
+                    &format!(r#"{{"jsonrpc":"2.0","id":0,"result":"{hash}"}}"#),
+                ),
+                SubmitClass::ConnectionFailed,
+            ),
+            (
+                "a redirect (not followed)",
+                Answer::RedirectToSelf,
+                SubmitClass::ConnectionFailed,
+            ),
+            (
                 "a null result",
                 http("200 OK", r#"{"jsonrpc":"2.0","id":0,"result":null}"#),
                 SubmitClass::Unclassified,
@@ -296,8 +361,9 @@ mod tests {
             ("no answer in time", Answer::Silent, SubmitClass::Timeout),
         ];
         for (what, answer, expected) in cases {
-            let (class, _) = submit_to(answer).await?;
+            let (class, requests) = submit_to(answer).await?;
             assert_eq!(class, expected, "{what}");
+            assert_eq!(requests.len(), 1, "{what}: sent once, never retried");
             assert_eq!(
                 class.verdict(),
                 expected.verdict(),
@@ -310,13 +376,14 @@ mod tests {
     #[tokio::test]
     async fn the_exact_bytes_are_sent_once() -> Result<(), Box<dyn std::error::Error>> {
         let hash = format!("0x{}", "cd".repeat(32));
-        let (class, request) = submit_to(http(
+        let (class, requests) = submit_to(http(
             "200 OK",
             &format!(r#"{{"jsonrpc":"2.0","id":0,"result":"{hash}"}}"#),
         ))
         .await?;
         assert_eq!(class, SubmitClass::Accepted);
-        let body = request
+        assert_eq!(requests.len(), 1);
+        let body = requests[0]
             .split_once("\r\n\r\n")
             .map(|(_, b)| b)
             .unwrap_or_default();
@@ -352,10 +419,10 @@ mod tests {
     -> Result<(), Box<dyn std::error::Error>> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}", listener.local_addr()?);
-        let node = tokio::spawn(node_once(
+        let (node, requests) = node(
             listener,
             http("200 OK", r#"{"jsonrpc":"2.0","id":0,"result":null}"#),
-        ));
+        );
         let rpc = Rpc::configured(
             &url,
             Duration::from_secs(5),
@@ -367,7 +434,12 @@ mod tests {
             rpc.send_raw_transaction(&[1, 2, 3]).await,
             SubmitClass::Accepted
         );
-        let request = node.await??.to_ascii_lowercase();
+        node.abort();
+        let request = requests
+            .lock()
+            .map(|l| l.concat())
+            .unwrap_or_default()
+            .to_ascii_lowercase();
         assert!(
             request.contains("x-api-key: provider-secret-1234"),
             "{request}"
@@ -394,7 +466,15 @@ mod tests {
                 Err(RpcSetupError::Header)
             ));
         }
-        for url in ["", "127.0.0.1:8545", "not a url"] {
+        for url in [
+            "",
+            "127.0.0.1:8545",
+            "localhost:8545",
+            "node.internal:8545",
+            "not a url",
+            "ws://127.0.0.1:8545",
+            "file:///tmp/node",
+        ] {
             assert!(
                 matches!(
                     Rpc::configured(

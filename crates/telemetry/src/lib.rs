@@ -109,17 +109,24 @@ pub struct Options {
     pub endpoint: Option<String>,
 }
 
+/// The variable `name`, trimmed, when set and not empty.
+fn var(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// `OTEL_SDK_DISABLED=true`: nothing is exported, whatever else is configured.
+fn sdk_disabled() -> bool {
+    var("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
 /// Whether the standard variables turn trace export on: an OTLP endpoint is set, and neither
 /// `OTEL_SDK_DISABLED=true` nor `OTEL_TRACES_EXPORTER=none` turns it off. The exporter itself
 /// reads the endpoint, headers, timeout and compression from the same variables.
 fn env_exporting() -> bool {
-    let var = |name: &str| {
-        std::env::var(name)
-            .ok()
-            .map(|v| v.trim().to_owned())
-            .filter(|v| !v.is_empty())
-    };
-    if var("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+    if sdk_disabled() {
         return false;
     }
     if var("OTEL_TRACES_EXPORTER").is_some_and(|v| v.eq_ignore_ascii_case("none")) {
@@ -159,7 +166,8 @@ pub fn init_with<W>(options: &Options, writer: W) -> Result<Telemetry, Telemetry
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    let exporting = options.endpoint.is_some() || env_exporting();
+    // OTEL_SDK_DISABLED=true is the kill switch, even for a configured endpoint.
+    let exporting = !sdk_disabled() && (options.endpoint.is_some() || env_exporting());
     if !exporting {
         init_logs_only(writer);
         return Ok(Telemetry::default());

@@ -2,23 +2,45 @@
 //! `trace_id` and `span_id` of the span they are logged in, when that span is traced.
 
 use opentelemetry::trace::TraceContextExt as _;
-use tracing::{Event, Subscriber};
+use tracing::{Event, Level, Metadata, Subscriber};
+use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::fmt::format::{self, FormatEvent, FormatFields, Writer};
 use tracing_subscriber::fmt::{FmtContext, MakeWriter};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{EnvFilter, Layer};
 
-/// The log layer over `writer`.
+/// The log layer over `writer`, filtered by `RUST_LOG` (default `info`).
 pub(crate) fn layer<S, W>(writer: W) -> impl Layer<S> + Send + Sync + 'static
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    layer_with(filter, writer)
+}
+
+/// Targets whose debug and trace events and spans carry what is never logged: alloy's JSON-RPC
+/// client logs each request's parameters (a raw signed transaction) and each answer's body (a
+/// transaction hash), and its HTTP transport's span names the node's URL (which may carry a
+/// key). They are logged at INFO and above only, whatever `RUST_LOG` says.
+const CAPPED_AT_INFO: &str = "alloy_";
+
+/// The log layer over `writer` with `filter`, and [`CAPPED_AT_INFO`] applied after it.
+fn layer_with<S, W>(filter: EnvFilter, writer: W) -> impl Layer<S> + Send + Sync + 'static
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    let capped = filter_fn(|meta: &Metadata<'_>| {
+        *meta.level() <= Level::INFO || !meta.target().starts_with(CAPPED_AT_INFO)
+    });
     tracing_subscriber::fmt::layer()
         .json()
         .event_format(WithTraceIds(format::format().json()))
         .with_writer(writer)
+        // Nested rather than combined with FilterExt::and: combined, the service processes lost
+        // the lines logged inside request spans (tests/tracing, processes).
+        .with_filter(capped)
         .with_filter(filter)
 }
 
@@ -77,5 +99,69 @@ where
             }
             None => writer.write_str(&line),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    /// Log lines written into memory.
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if let Ok(mut lines) = self.0.lock() {
+                lines.extend_from_slice(buf);
+            }
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'w> MakeWriter<'w> for Lines {
+        type Writer = Lines;
+
+        fn make_writer(&'w self) -> Lines {
+            self.clone()
+        }
+    }
+
+    #[test]
+    fn alloy_is_never_logged_below_info_whatever_rust_log_says() {
+        let lines = Lines::default();
+        let subscriber =
+            tracing_subscriber::registry().with(layer_with(EnvFilter::new("trace"), lines.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            let request = tracing::info_span!(target: "opledger_server", "request");
+            let _request = request.enter();
+            tracing::info!(target: "opledger_operations", "a line inside a request span is kept");
+            tracing::trace!(target: "alloy_rpc_client::call", params = "0xf86b8085raw", "sending request");
+            tracing::debug!(target: "alloy_transport_http::reqwest_transport", body = "0xhashbody", "response");
+            let span = tracing::debug_span!(target: "alloy_transport_http", "ReqwestTransport", url = "http://node-with-key.example/k3y");
+            let _entered = span.enter();
+            tracing::info!(target: "alloy_provider", "alloy info is kept");
+            tracing::trace!(target: "opledger_chain::rpc", "our own trace is kept");
+        });
+        let text = lines
+            .0
+            .lock()
+            .map(|l| String::from_utf8_lossy(&l).into_owned())
+            .unwrap_or_default();
+        for secret in ["0xf86b8085raw", "0xhashbody", "k3y"] {
+            assert!(!text.contains(secret), "{secret} logged: {text}");
+        }
+        assert!(text.contains("alloy info is kept"), "{text}");
+        assert!(
+            text.contains("a line inside a request span is kept"),
+            "{text}"
+        );
+        assert!(text.contains("our own trace is kept"), "{text}");
     }
 }
