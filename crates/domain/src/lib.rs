@@ -7,8 +7,8 @@
 //! operation state transitions ([`state`]), approval policies ([`policy`]), and signed
 //! approvals with the tenant trust statement that the signer checks them against ([`approval`]),
 //! the risk signals an approver acknowledges inside a signed approval ([`risk`]), the decisions
-//! taken from chain evidence ([`evidence`]), and the two-principal rule for releases that could
-//! pay twice ([`witness`]).
+//! taken from chain evidence ([`evidence`]), the two-principal rule for releases that could
+//! pay twice ([`witness`]), and what a custodian's answers and records mean ([`custodian`]).
 //!
 //! This crate must never do I/O, know about protobuf, a database, a clock-driven
 //! scheduler or async runtimes, use floating point for money, or put a sensitive
@@ -19,6 +19,7 @@
 
 pub mod amount;
 pub mod approval;
+pub mod custodian;
 pub mod evidence;
 pub mod idempotency;
 pub mod ids;
