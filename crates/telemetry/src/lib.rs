@@ -117,17 +117,17 @@ fn var(name: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
-/// `OTEL_SDK_DISABLED=true`: nothing is exported, whatever else is configured.
-fn sdk_disabled() -> bool {
-    var("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"))
-}
-
-/// Whether the standard variables turn trace export on: an OTLP endpoint is set, and neither
-/// `OTEL_SDK_DISABLED=true` nor `OTEL_TRACES_EXPORTER=none` turns it off. The exporter itself
-/// reads the endpoint, headers, timeout and compression from the same variables.
-fn env_exporting() -> bool {
-    if sdk_disabled() {
+/// Whether spans are exported, from `configured` (an endpoint in the options) and the variables
+/// `var` reads: `OTEL_SDK_DISABLED=true` turns export off whatever else is set; otherwise a
+/// configured endpoint exports, and so does an OTLP endpoint variable unless
+/// `OTEL_TRACES_EXPORTER=none`. The exporter itself reads the endpoint, headers, timeout and
+/// compression from the same variables.
+fn exports(configured: bool, var: impl Fn(&str) -> Option<String>) -> bool {
+    if var("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         return false;
+    }
+    if configured {
+        return true;
     }
     if var("OTEL_TRACES_EXPORTER").is_some_and(|v| v.eq_ignore_ascii_case("none")) {
         return false;
@@ -161,13 +161,12 @@ pub fn init_from(options: &Options) -> Telemetry {
 }
 
 /// [`init`] with explicit options and log destination. With `options.endpoint` set, spans are
-/// exported there whatever the variables say.
+/// exported there whatever the variables say, unless `OTEL_SDK_DISABLED=true`.
 pub fn init_with<W>(options: &Options, writer: W) -> Result<Telemetry, TelemetryError>
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    // OTEL_SDK_DISABLED=true is the kill switch, even for a configured endpoint.
-    let exporting = !sdk_disabled() && (options.endpoint.is_some() || env_exporting());
+    let exporting = exports(options.endpoint.is_some(), var);
     if !exporting {
         init_logs_only(writer);
         return Ok(Telemetry::default());
@@ -260,5 +259,42 @@ pub fn component(grpc_service: &str) -> &'static str {
         "opledger.v1.OperatorService" => "reconciler",
         "opledger.v1.InboxService" => "inbox",
         _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exports;
+
+    fn vars(set: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let set: Vec<(String, String)> = set
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |name| set.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn the_sdk_kill_switch_wins_even_over_a_configured_endpoint() {
+        let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317");
+        assert!(!exports(false, vars(&[])), "nothing set: nothing exported");
+        assert!(exports(true, vars(&[])), "a configured endpoint exports");
+        assert!(exports(false, vars(&[endpoint])));
+        assert!(exports(
+            false,
+            vars(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4317")])
+        ));
+        let off = ("OTEL_SDK_DISABLED", "TRUE");
+        assert!(
+            !exports(true, vars(&[off])),
+            "the kill switch wins over [telemetry]"
+        );
+        assert!(!exports(false, vars(&[off, endpoint])));
+        let none = ("OTEL_TRACES_EXPORTER", "none");
+        assert!(!exports(false, vars(&[none, endpoint])));
+        assert!(
+            exports(true, vars(&[none])),
+            "OTEL_TRACES_EXPORTER=none turns the variables off, not [telemetry]"
+        );
     }
 }
