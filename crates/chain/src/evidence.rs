@@ -27,6 +27,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::http::ClientError;
 use endpoint::Endpoint;
 
 pub use alloy_primitives::{Address, B256};
@@ -207,7 +208,13 @@ impl EvidenceReader {
             }
             urls.push(url);
         }
-        let http = http_client(config)?;
+        let headers = config.headers.iter().map(|(n, v)| (n.as_str(), v.as_str()));
+        let http = crate::http::client(config.timeout, config.ca_file.as_deref(), headers)
+            .map_err(|e| match e {
+                ClientError::Header(index) => EvidenceSetupError::Header { index },
+                ClientError::ReadCa(e) => EvidenceSetupError::ReadCa(e),
+                ClientError::Client(e) => EvidenceSetupError::Client(e),
+            })?;
         let endpoints = urls
             .into_iter()
             .enumerate()
@@ -263,35 +270,4 @@ fn checked_url(
         "http" if loopback || allow_clear_text => Ok(url),
         _ => Err(EvidenceSetupError::NotHttps { endpoint }),
     }
-}
-
-/// One HTTP client for every endpoint: rustls with ring, the configured CA alone when set, the
-/// configured headers marked sensitive, the timeout on connect and on every call, no redirect and
-/// no retry.
-fn http_client(config: &EvidenceConfig) -> Result<reqwest::Client, EvidenceSetupError> {
-    let mut headers = reqwest::header::HeaderMap::new();
-    for (index, (name, value)) in config.headers.iter().enumerate() {
-        let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| EvidenceSetupError::Header { index })?;
-        let mut value = reqwest::header::HeaderValue::from_str(value)
-            .map_err(|_| EvidenceSetupError::Header { index })?;
-        value.set_sensitive(true);
-        headers.append(name, value);
-    }
-    crate::rpc::install_crypto_provider();
-    // No redirect (it would carry the headers to another host) and no retry (an endpoint that
-    // fails did not answer).
-    let mut builder = reqwest::Client::builder()
-        .timeout(config.timeout)
-        .connect_timeout(config.timeout)
-        .redirect(reqwest::redirect::Policy::none())
-        .retry(reqwest::retry::never())
-        .default_headers(headers);
-    if let Some(path) = &config.ca_file {
-        let pem = std::fs::read(path).map_err(EvidenceSetupError::ReadCa)?;
-        let certs =
-            reqwest::Certificate::from_pem_bundle(&pem).map_err(EvidenceSetupError::Client)?;
-        builder = builder.tls_certs_only(certs);
-    }
-    builder.build().map_err(EvidenceSetupError::Client)
 }

@@ -6,6 +6,7 @@
 
 pub mod classify;
 pub mod evidence;
+mod http;
 pub mod links;
 pub mod rpc;
 

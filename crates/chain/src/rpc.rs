@@ -2,6 +2,7 @@
 //! as the evidence reader), with every result classified.
 
 use crate::classify::SubmitClass;
+use crate::http::ClientError;
 use alloy_provider::transport::{RpcError, TransportError, TransportErrorKind};
 use alloy_provider::{Provider, RootProvider};
 use alloy_rpc_client::RpcClient;
@@ -73,31 +74,11 @@ impl Rpc {
         if !http_like || url.host_str().is_none_or(str::is_empty) {
             return Err(RpcSetupError::Url);
         }
-        let mut map = reqwest::header::HeaderMap::new();
-        for (name, value) in headers {
-            let name = reqwest::header::HeaderName::from_bytes(name.as_ref().as_bytes())
-                .map_err(|_| RpcSetupError::Header)?;
-            let mut value = reqwest::header::HeaderValue::from_str(value.as_ref())
-                .map_err(|_| RpcSetupError::Header)?;
-            value.set_sensitive(true);
-            map.insert(name, value);
-        }
-        install_crypto_provider();
-        // No redirect (a redirected POST would carry the headers to another host) and no retry
-        // (one submission is one request).
-        let mut builder = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .retry(reqwest::retry::never())
-            .default_headers(map);
-        if let Some(path) = ca_file {
-            let pem = std::fs::read(path).map_err(RpcSetupError::ReadCa)?;
-            let certs =
-                reqwest::Certificate::from_pem_bundle(&pem).map_err(|_| RpcSetupError::Client)?;
-            builder = builder.tls_certs_only(certs);
-        }
-        let http = builder.build().map_err(|_| RpcSetupError::Client)?;
+        let http = crate::http::client(timeout, ca_file, headers).map_err(|e| match e {
+            ClientError::Header(_) => RpcSetupError::Header,
+            ClientError::ReadCa(e) => RpcSetupError::ReadCa(e),
+            ClientError::Client(_) => RpcSetupError::Client,
+        })?;
         let provider = RootProvider::new(RpcClient::new_http_with_client(http, url));
         Ok(Rpc { provider })
     }
