@@ -3,6 +3,13 @@
 use std::path::Path;
 use std::time::Duration;
 
+/// Installs ring as the process's rustls crypto provider. reqwest's TLS needs one before any
+/// client is built (in every process that links this crate, whichever crate builds the client);
+/// installing it again is harmless.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// Why the HTTP client could not be built.
 #[derive(Debug)]
 pub(crate) enum ClientError {
@@ -32,7 +39,7 @@ pub(crate) fn client<K: AsRef<str>, V: AsRef<str>>(
         value.set_sensitive(true);
         map.append(name, value);
     }
-    crate::rpc::install_crypto_provider();
+    install_crypto_provider();
     let mut builder = reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout(timeout)

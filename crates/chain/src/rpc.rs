@@ -9,13 +9,6 @@ use alloy_rpc_client::RpcClient;
 use std::fmt;
 use std::time::Duration;
 
-/// Installs ring as the process's rustls crypto provider. reqwest's TLS needs one before any
-/// client is built (in every process that links this crate, whichever crate builds the client);
-/// installing it again is harmless.
-pub fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
 /// Why a configured JSON-RPC client could not be set up.
 #[derive(Debug)]
 pub enum RpcSetupError {
