@@ -1,7 +1,7 @@
 -- Login roles for a deployment. Run as a superuser once per cluster, after `opledger-admin migrate`
 -- (the migrations create the NOLOGIN group roles of the services: opledger_operations,
 -- opledger_approvals, opledger_broadcaster, opledger_reconciler, opledger_inbox, opledger_witness,
--- opledger_signer).
+-- opledger_custodian, opledger_signer).
 --
 --   * the owner: the role that runs `opledger-admin migrate` and the admin CLI; owns every object;
 --     never used by a long-running service;
@@ -62,3 +62,8 @@ ALTER ROLE opledger_inbox_svc SET idle_in_transaction_session_timeout = '30s';
 -- reconciler's: one login holding both would be both principals of a release.
 CREATE ROLE opledger_witness_svc LOGIN PASSWORD 'change-me-witness' IN ROLE opledger_witness;
 ALTER ROLE opledger_witness_svc SET statement_timeout = '10s';
+-- The custodian executor: a member of opledger_custodian only (moves the withdrawals a custodian
+-- executes, stores their requests and the provider's records, proposes releases the witness must
+-- attest). Only where a tenant's network is routed to a custodian.
+CREATE ROLE opledger_custodian_svc LOGIN PASSWORD 'change-me-custodian' IN ROLE opledger_custodian;
+ALTER ROLE opledger_custodian_svc SET statement_timeout = '10s';

@@ -7,6 +7,7 @@ mod control_05;
 mod control_11;
 mod create;
 mod credits;
+mod executor;
 mod ledger;
 mod listener;
 mod listing;

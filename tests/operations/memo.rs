@@ -7,8 +7,6 @@
 use opledger_operations::config::NetworkPolicy;
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::operations_service_client::OperationsServiceClient;
-use opledger_store::{Store, StoreConfig};
-use opledger_testkit::ServiceRole;
 use opledger_tests::signer::{HOT_WALLET, NETWORK};
 use opledger_tests::{ALICE, Stack, Tenant, authed, new_key, operations_config, payload, reason};
 use std::collections::{BTreeMap, HashMap};
@@ -238,34 +236,6 @@ async fn without_a_registry_or_the_executor_check_every_network_and_memo_is_acce
     stack.assert_invariants().await
 }
 
-/// A second operations service on the Stack's database with `config`'s checks; its client.
-async fn service_with(
-    stack: &Stack,
-    config: opledger_operations::Config,
-) -> anyhow::Result<(
-    OperationsServiceClient<Channel>,
-    tokio::task::JoinHandle<Result<(), opledger_server::serve::ServeError>>,
-)> {
-    let store = Store::connect(&stack.url(ServiceRole::Operations), StoreConfig::default())
-        .await
-        .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let server = tokio::spawn(async move {
-        opledger_operations::serve(
-            listener,
-            store.operations(),
-            &config,
-            std::future::pending(),
-        )
-        .await
-    });
-    Ok((
-        OperationsServiceClient::connect(format!("http://{addr}")).await?,
-        server,
-    ))
-}
-
 #[tokio::test]
 async fn a_retry_of_a_create_accepted_before_the_registry_refused_it_is_still_its_replay()
 -> anyhow::Result<()> {
@@ -282,7 +252,7 @@ async fn a_retry_of_a_create_accepted_before_the_registry_refused_it_is_still_it
     assert!(!first.replayed);
 
     // ...then retried against one that refuses memos on this network: the same operation.
-    let (mut strict, server) = service_with(&stack, operations_config()).await?;
+    let (mut strict, server) = stack.operations_with(operations_config()).await?;
     let again = create(&mut strict, &acme, &key, with_memo("invoice 7731")).await?;
     assert!(again.replayed);
     assert_eq!(again.withdrawal, first.withdrawal);

@@ -6,6 +6,7 @@ mod callers;
 mod control_02;
 mod control_04;
 mod control_06;
+mod custodian;
 mod executed;
 mod held_bytes;
 mod isolation;

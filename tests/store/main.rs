@@ -2,6 +2,7 @@
 //! resolution, and immutability enforced by the database itself.
 
 mod claims;
+mod custodian;
 mod distribution;
 mod freeze;
 mod handles;

@@ -337,6 +337,35 @@ impl Stack {
         created.withdrawal.context("no withdrawal in the response")
     }
 
+    /// A second operations service on the Stack's database with `config`'s checks and routes;
+    /// its client and its task.
+    pub async fn operations_with(
+        &self,
+        config: opledger_operations::Config,
+    ) -> anyhow::Result<(
+        OperationsServiceClient<Channel>,
+        tokio::task::JoinHandle<Result<(), opledger_server::serve::ServeError>>,
+    )> {
+        let store = Store::connect(&self.url(ServiceRole::Operations), StoreConfig::default())
+            .await
+            .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let server = tokio::spawn(async move {
+            opledger_operations::serve(
+                listener,
+                store.operations(),
+                &config,
+                std::future::pending(),
+            )
+            .await
+        });
+        Ok((
+            OperationsServiceClient::connect(format!("http://{addr}")).await?,
+            server,
+        ))
+    }
+
     /// The URL of the test database as `role`'s own login.
     pub fn url(&self, role: ServiceRole) -> String {
         self.db.url_as(role)

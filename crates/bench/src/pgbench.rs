@@ -60,6 +60,7 @@ pub fn create_script(accounts: usize) -> anyhow::Result<String> {
             "86400",
             "'operations'",
             "'pgbench'",
+            "'local_signer'",
         ],
     )?;
     let hold = substitute(

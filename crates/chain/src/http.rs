@@ -11,13 +11,16 @@ pub fn install_crypto_provider() {
 }
 
 /// Why the HTTP client could not be built.
-#[derive(Debug)]
-pub(crate) enum ClientError {
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
     /// The header at this position has an invalid name or value.
+    #[error("header {0} has an invalid name or value")]
     Header(usize),
     /// The CA file could not be read.
+    #[error("the CA file could not be read: {0}")]
     ReadCa(std::io::Error),
     /// The HTTP client refused the settings (an unparsable CA certificate, say).
+    #[error("the HTTP client refused its settings")]
     Client(reqwest::Error),
 }
 
@@ -25,7 +28,7 @@ pub(crate) enum ClientError {
 /// `headers` sent with every call, marked sensitive so the client never shows their values;
 /// `timeout` on connect and on every call; no redirect (a redirected POST would carry the headers,
 /// a provider's key, to another host) and no retry (one call is one request).
-pub(crate) fn client<K: AsRef<str>, V: AsRef<str>>(
+pub fn client<K: AsRef<str>, V: AsRef<str>>(
     timeout: Duration,
     ca_file: Option<&Path>,
     headers: impl IntoIterator<Item = (K, V)>,

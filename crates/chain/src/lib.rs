@@ -14,6 +14,6 @@ pub use classify::{SubmitClass, Verdict};
 pub use evidence::{
     EvidenceConfig, EvidenceReader, EvidenceSetupError, Finality, NetworkEvidence, PinError, Pinned,
 };
-pub use http::install_crypto_provider;
+pub use http::{ClientError, client as http_client, install_crypto_provider};
 pub use links::{ChainLinks, LinksError, NetworkLinks};
 pub use rpc::{Rpc, RpcSetupError};

@@ -4,7 +4,7 @@
 use crate::status::invalid_field;
 use opledger_domain::amount::Amount;
 use opledger_domain::ids::{OperationId, TenantId};
-use opledger_domain::operation::Operation;
+use opledger_domain::operation::{Executor, Operation};
 use opledger_domain::payload::{
     AccountName, AssetCode, Destination, Memo, NetworkId, WithdrawalPayload,
 };
@@ -104,6 +104,15 @@ pub fn withdrawal(op: &Operation) -> pb::Withdrawal {
         version: op.version,
         create_time: Some(timestamp(op.created_at)),
         update_time: Some(timestamp(op.updated_at)),
+        executor: executor_to_wire(op.executor) as i32,
+    }
+}
+
+/// The wire enum of an executor.
+pub fn executor_to_wire(executor: Executor) -> pb::Executor {
+    match executor {
+        Executor::LocalSigner => pb::Executor::LocalSigner,
+        Executor::Custodian => pb::Executor::Custodian,
     }
 }
 

@@ -3,7 +3,7 @@
 
 use crate::error::Failure;
 use crate::review::Reviewed;
-use crate::states::{risk_flag_name, state_name};
+use crate::states::{executor_name, risk_flag_name, state_name};
 use opledger_domain::payload::{PayloadField, WithdrawalPayload};
 use opledger_proto::v1 as pb;
 use prost_types::Timestamp;
@@ -224,6 +224,7 @@ pub fn withdrawal_json(w: &pb::Withdrawal) -> Value {
         "payload_hash": w.payload_hash,
         "version": w.version,
         "risk_flags": risk_flags(w),
+        "executor": executor_name(w.executor),
         "payload": {
             "source_account": payload.source_account,
             "asset": payload.asset,
@@ -243,13 +244,14 @@ pub fn withdrawal_json(w: &pb::Withdrawal) -> Value {
 pub fn withdrawal_text(w: &pb::Withdrawal) -> String {
     let payload = w.payload.clone().unwrap_or_default();
     let flags = risk_flags(w);
-    let rows: [(&str, String); 14] = [
+    let rows: [(&str, String); 15] = [
         ("withdrawal", w.withdrawal_id.clone()),
         (
             "state",
             format!("{} (version {})", state_name(w.state), w.version),
         ),
         ("payload hash", w.payload_hash.clone()),
+        ("executor", executor_name(w.executor)),
         ("account", payload.source_account),
         ("asset", payload.asset),
         ("network", payload.network),
@@ -447,6 +449,7 @@ mod tests {
                 nanos: 123_456_789,
             }),
             update_time: None,
+            executor: pb::Executor::LocalSigner as i32,
         }
     }
 

@@ -1,13 +1,16 @@
 //! Names of wire enums as operators type and read them (`CONFIRMED`, not
 //! `WITHDRAWAL_STATE_CONFIRMED`), and which states end a `watch`.
 
-use opledger_proto::v1::{CreditKind, CreditState, InboxIssueKind, RiskFlag, WithdrawalState};
+use opledger_proto::v1::{
+    CreditKind, CreditState, Executor, InboxIssueKind, RiskFlag, WithdrawalState,
+};
 
 const STATE_PREFIX: &str = "WITHDRAWAL_STATE_";
 const FLAG_PREFIX: &str = "RISK_FLAG_";
 const KIND_PREFIX: &str = "INBOX_ISSUE_KIND_";
 const CREDIT_STATE_PREFIX: &str = "CREDIT_STATE_";
 const CREDIT_KIND_PREFIX: &str = "CREDIT_KIND_";
+const EXECUTOR_PREFIX: &str = "EXECUTOR_";
 
 /// The states a withdrawal can be in, in lifecycle order, as operators name them.
 pub const STATE_NAMES: [&str; 10] = [
@@ -52,6 +55,15 @@ pub fn risk_flag_name(flag: i32) -> String {
     match RiskFlag::try_from(flag) {
         Ok(known) => short(known.as_str_name(), FLAG_PREFIX),
         Err(_) => format!("FLAG_{flag}"),
+    }
+}
+
+/// The short name of an executor (`LOCAL_SIGNER`, `CUSTODIAN`), `EXECUTOR_<n>` for a number this
+/// build does not know.
+pub fn executor_name(executor: i32) -> String {
+    match Executor::try_from(executor) {
+        Ok(Executor::Unspecified) | Err(_) => format!("EXECUTOR_{executor}"),
+        Ok(known) => short(known.as_str_name(), EXECUTOR_PREFIX),
     }
 }
 

@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use opledger_domain::amount::Amount;
 use opledger_domain::idempotency::IdempotencyKey;
 use opledger_domain::ids::{OperationId, TenantId};
+use opledger_domain::operation::Executor;
 use opledger_domain::payload::{
     AccountName, AssetCode, Destination, Memo, NetworkId, PayloadHash, WithdrawalPayload,
 };
@@ -38,6 +39,8 @@ pub struct NewWithdrawal<'a> {
     pub payload: &'a WithdrawalPayload,
     /// Who is creating it (an API key id), for the transition log.
     pub actor_id: &'a str,
+    /// Who will execute it (from the tenant's and network's configuration).
+    pub executor: Executor,
 }
 
 /// The result of a create call.
@@ -63,7 +66,7 @@ pub struct ListQuery {
 /// The columns of [`OperationRow`], from `withdrawal_ops o` and `withdrawal_payloads p`.
 macro_rules! operation_columns {
     () => {
-        "o.op_id, o.state, o.payload_hash, o.risk_flags, o.version, \
+        "o.op_id, o.state, o.payload_hash, o.risk_flags, o.executor, o.version, \
      o.created_at, o.updated_at, p.source_account, p.asset, p.network, p.destination, p.memo, \
      p.amount::text AS amount, p.fee_cap::text AS fee_cap, p.policy_version"
     };
@@ -92,6 +95,7 @@ pub(crate) struct OperationRow {
     state: String,
     payload_hash: Vec<u8>,
     risk_flags: Vec<String>,
+    executor: String,
     version: i64,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
@@ -142,6 +146,8 @@ impl OperationRow {
                 .iter()
                 .map(|f| parse_risk_flag(f))
                 .collect::<Result<_>>()?,
+            executor: Executor::parse(&self.executor)
+                .ok_or(StoreError::Corrupt { what: "executor" })?,
             version: self.version,
             created_at: self.created_at,
             updated_at: self.updated_at,
@@ -305,13 +311,13 @@ macro_rules! insert_operation_sql {
         concat!(
             "WITH ins AS ( \
            INSERT INTO withdrawal_ops (tenant_id, op_id, idempotency_key_hash, payload_hash, state, risk_flags, \
-             last_actor, last_actor_id, last_reason",
+             last_actor, last_actor_id, last_reason, executor",
             $column,
             ") VALUES ($1, $2, $3, $4, $5, CASE WHEN EXISTS ( \
                SELECT 1 FROM withdrawal_payloads r WHERE r.tenant_id = $1 AND r.destination = $9 \
                  AND r.asset = $7 AND r.network = $8 AND r.amount = $11::numeric \
                  AND r.created_at > now() - $14::bigint * interval '1 second') \
-             THEN ARRAY['SAME_DESTINATION_AND_AMOUNT'] ELSE '{}'::text[] END, $15, $16, 'created'",
+             THEN ARRAY['SAME_DESTINATION_AND_AMOUNT'] ELSE '{}'::text[] END, $15, $16, 'created', $17",
             $value,
             ") \
            ON CONFLICT (tenant_id, idempotency_key_hash) DO NOTHING \
@@ -330,12 +336,12 @@ macro_rules! insert_operation_sql {
 /// decides key ownership) naming its creator, from which the database writes its first log row,
 /// and its payload, and raises the risk flag. Parameters:
 /// `$1` tenant, `$2` op id, `$3` key digest, `$4` payload hash, `$5` initial state, `$6`..`$13`
-/// payload fields, `$14` risk window in seconds, `$15` actor, `$16` actor id. Returns no row when
-/// the key is taken. Public so benchmarks run the exact same SQL.
+/// payload fields, `$14` risk window in seconds, `$15` actor, `$16` actor id, `$17` executor.
+/// Returns no row when the key is taken. Public so benchmarks run the exact same SQL.
 pub const INSERT_OPERATION_SQL: &str = insert_operation_sql!("", "");
 
-/// [`INSERT_OPERATION_SQL`] also storing `$17`, the W3C trace context of the creating call.
-pub const INSERT_TRACED_OPERATION_SQL: &str = insert_operation_sql!(", trace_context", ", $17");
+/// [`INSERT_OPERATION_SQL`] also storing `$18`, the W3C trace context of the creating call.
+pub const INSERT_TRACED_OPERATION_SQL: &str = insert_operation_sql!(", trace_context", ", $18");
 
 /// Looks up the operation a key created; `None` when the key is unused, an error when it was used
 /// with another payload.
@@ -396,7 +402,8 @@ async fn insert_operation(
         .bind(i64::from(p.policy_version))
         .bind(i64::try_from(risk_window.as_secs()).unwrap_or(i64::MAX))
         .bind(CREATOR.as_str())
-        .bind(new.actor_id);
+        .bind(new.actor_id)
+        .bind(new.executor.as_str());
     if let Some(trace_context) = trace_context {
         insert = insert.bind(trace_context);
     }
@@ -414,6 +421,7 @@ async fn insert_operation(
             .iter()
             .map(|f| parse_risk_flag(f))
             .collect::<Result<_>>()?,
+        executor: new.executor,
         version: 0,
         created_at,
         updated_at,

@@ -76,10 +76,11 @@ pub struct BackoffSummary {
     pub max_failures: i64,
 }
 
-/// The predicate of a due operation `o` (the old queue's, kept).
+/// The predicate of a due operation `o` (the old queue's, kept): the local signer's withdrawals
+/// only (a custodian's are its executor's).
 macro_rules! due {
     () => {
-        "(o.state IN ('APPROVED', 'SIGNED') \
+        "o.executor = 'local_signer' AND (o.state IN ('APPROVED', 'SIGNED') \
           OR (o.state = 'SIGNING' AND o.lease_expires_at <= now()))"
     };
 }

@@ -34,11 +34,13 @@ pub enum ServiceRole {
     Signer,
     /// `opledger_witness`.
     Witness,
+    /// `opledger_custodian`.
+    Custodian,
 }
 
 impl ServiceRole {
     /// Every service role.
-    pub const ALL: [ServiceRole; 7] = [
+    pub const ALL: [ServiceRole; 8] = [
         ServiceRole::Operations,
         ServiceRole::Approvals,
         ServiceRole::Broadcaster,
@@ -46,6 +48,7 @@ impl ServiceRole {
         ServiceRole::Inbox,
         ServiceRole::Signer,
         ServiceRole::Witness,
+        ServiceRole::Custodian,
     ];
 
     /// The group role the migrations create.
@@ -58,6 +61,7 @@ impl ServiceRole {
             ServiceRole::Inbox => "opledger_inbox",
             ServiceRole::Signer => "opledger_signer",
             ServiceRole::Witness => "opledger_witness",
+            ServiceRole::Custodian => "opledger_custodian",
         }
     }
 

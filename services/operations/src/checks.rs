@@ -1,12 +1,15 @@
 //! What a create must satisfy before anything is stored: the network is one the platform pays
 //! out on, its transfers can carry the payload's memo (so that what is approved is what is
-//! executed, field by field), and a signer holds an ACTIVE hot wallet of the tenant for it.
+//! executed, field by field), and someone executes it: a custodian where the tenant's network is
+//! routed to one, otherwise a signer holding an ACTIVE hot wallet of the tenant for it.
 
-use crate::config::{Config, NetworkPolicy};
+use crate::config::{Config, NetworkPolicy, routes};
 use opledger_domain::ids::TenantId;
-use opledger_domain::payload::WithdrawalPayload;
+use opledger_domain::operation::Executor;
+use opledger_domain::payload::{NetworkId, WithdrawalPayload};
 use opledger_store::StoreError;
 use opledger_store::roles::OperationsStore;
+use std::collections::HashSet;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -39,10 +42,25 @@ pub fn registry_verdict(
     Ok(())
 }
 
+/// Who executes a withdrawal of `tenant` on `network`: the custodian when the pair is routed to
+/// one, the local signer otherwise.
+pub fn executor_for(
+    custodian: &HashSet<(TenantId, String)>,
+    tenant: TenantId,
+    network: &NetworkId,
+) -> Executor {
+    if custodian.contains(&(tenant, network.as_str().to_owned())) {
+        Executor::Custodian
+    } else {
+        Executor::LocalSigner
+    }
+}
+
 /// The create checks of one service instance.
 #[derive(Debug, Default)]
 pub struct CreateChecks {
     networks: BTreeMap<String, NetworkPolicy>,
+    custodian: HashSet<(TenantId, String)>,
     require_executor: bool,
     cache_ttl: Duration,
     /// (tenant, network) -> when an ACTIVE executor was last found. Only positive answers are
@@ -60,6 +78,8 @@ impl CreateChecks {
     pub fn from_config(config: &Config) -> CreateChecks {
         CreateChecks {
             networks: config.networks.clone(),
+            // Validated at load; a configuration built in code without load gets no routes.
+            custodian: routes(&config.custodian_routes, &config.networks).unwrap_or_default(),
             require_executor: config.require_executor,
             cache_ttl: Duration::from_secs(config.executor_cache_ttl_secs),
             found: Mutex::default(),
@@ -71,24 +91,27 @@ impl CreateChecks {
         self.networks.is_empty()
     }
 
-    /// The first check `payload` fails, if any (`Ok(Err(..))`); a store failure is `Err`.
+    /// Who executes `payload`, or the first check it fails (`Ok(Err(..))`); a store failure is
+    /// `Err`.
     pub async fn check(
         &self,
         store: &OperationsStore,
         payload: &WithdrawalPayload,
-    ) -> Result<Result<(), Refusal>, StoreError> {
+    ) -> Result<Result<Executor, Refusal>, StoreError> {
         if let Err(refusal) = registry_verdict(&self.networks, payload) {
             return Ok(Err(refusal));
         }
-        if !self.require_executor || self.recently_found(payload) {
-            return Ok(Ok(()));
+        let executor = executor_for(&self.custodian, payload.tenant_id, &payload.network);
+        if executor == Executor::Custodian || !self.require_executor || self.recently_found(payload)
+        {
+            return Ok(Ok(executor));
         }
         if store
             .has_executor(payload.tenant_id, &payload.network)
             .await?
         {
             self.remember(payload);
-            Ok(Ok(()))
+            Ok(Ok(executor))
         } else {
             Ok(Err(Refusal::NoExecutor))
         }

@@ -2,9 +2,11 @@
 //! environment variables, then validation.
 
 use opledger_config::{ApiKeyCache, ConfigError, ServiceBase};
+use opledger_domain::ids::TenantId;
+use opledger_domain::payload::NetworkId;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
@@ -33,6 +35,13 @@ pub struct Config {
     /// Seconds a found executor is remembered (a retired wallet may still be accepted this long;
     /// a missing one is looked up again at every create). 0: looked up at every create.
     pub executor_cache_ttl_secs: u64,
+    /// The tenants and networks whose withdrawals a custodian executes (`[[custodian_routes]]`,
+    /// `tenant` and `network`); every other withdrawal is executed by the local signer. Chosen
+    /// at create and stored with the withdrawal (`GetWithdrawal` shows it); a change applies to
+    /// withdrawals created after it. A custodian route needs no signer wallet: `require_executor`
+    /// checks hot wallets for the local signer's withdrawals only.
+    #[serde(default)]
+    pub custodian_routes: Vec<CustodianRoute>,
     /// How long a verified API key stays cached (`auth_cache_ttl_secs`).
     #[serde(flatten)]
     pub api_keys: ApiKeyCache,
@@ -50,6 +59,44 @@ pub struct NetworkPolicy {
     pub memo: bool,
 }
 
+/// One tenant's network whose withdrawals a custodian executes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CustodianRoute {
+    /// The tenant id (a UUID).
+    pub tenant: String,
+    /// The network id, as in the payload.
+    pub network: String,
+}
+
+/// The custodian routes of the configuration as (tenant, network) pairs, refused when a tenant
+/// is not a UUID, a network is not a valid id or not in a non-empty registry, or a pair repeats.
+pub fn routes(
+    routes: &[CustodianRoute],
+    networks: &BTreeMap<String, NetworkPolicy>,
+) -> Result<HashSet<(TenantId, String)>, ConfigError> {
+    let invalid = |problem| ConfigError::Invalid {
+        field: "custodian_routes",
+        problem,
+    };
+    let mut pairs = HashSet::new();
+    for route in routes {
+        let tenant: TenantId = route
+            .tenant
+            .parse()
+            .map_err(|_| invalid("names a tenant that is not a UUID"))?;
+        NetworkId::parse(&route.network)
+            .map_err(|_| invalid("names an invalid network id ([a-z0-9][a-z0-9-]{0,62})"))?;
+        if !networks.is_empty() && !networks.contains_key(&route.network) {
+            return Err(invalid("names a network missing from [networks]"));
+        }
+        if !pairs.insert((tenant, route.network.clone())) {
+            return Err(invalid("names the same tenant and network twice"));
+        }
+    }
+    Ok(pairs)
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -58,6 +105,7 @@ impl Default for Config {
             networks: BTreeMap::new(),
             require_executor: true,
             executor_cache_ttl_secs: 30,
+            custodian_routes: Vec::new(),
             api_keys: ApiKeyCache::default(),
         }
     }
@@ -84,6 +132,7 @@ impl Config {
                 problem: "names an invalid network id ([a-z0-9][a-z0-9-]{0,62})",
             });
         }
+        routes(&config.custodian_routes, &config.networks)?;
         Ok(config)
     }
 

@@ -132,27 +132,30 @@ impl OperationsService for OperationsApi {
         let body = request.into_inner();
         let key = convert::idempotency_key(&body.idempotency_key)?;
         let payload = convert::payload(caller.tenant_id, body.payload)?;
-        if let Err(refusal) = self
+        let executor = match self
             .checks
             .check(&self.store, &payload)
             .await
             .map_err(store_status)?
         {
-            // A retry of a create accepted before (say, before the registry changed) is still
-            // its replay; otherwise nothing is stored and no hold is placed.
-            return match self
-                .store
-                .created_with_key(&key, &payload)
-                .await
-                .map_err(store_status)?
-            {
-                Some(created) => Ok(created_response(&created)),
-                None => {
-                    tracing::info!(refusal = ?refusal, "withdrawal refused at create");
-                    Err(convert::refusal(refusal, &payload.network))
-                }
-            };
-        }
+            Ok(executor) => executor,
+            Err(refusal) => {
+                // A retry of a create accepted before (say, before the registry changed) is
+                // still its replay; otherwise nothing is stored and no hold is placed.
+                return match self
+                    .store
+                    .created_with_key(&key, &payload)
+                    .await
+                    .map_err(store_status)?
+                {
+                    Some(created) => Ok(created_response(&created)),
+                    None => {
+                        tracing::info!(refusal = ?refusal, "withdrawal refused at create");
+                        Err(convert::refusal(refusal, &payload.network))
+                    }
+                };
+            }
+        };
         // Stored with the operation: the workers' later steps on it join this trace.
         let trace_context = opledger_grpc::telemetry::traceparent(&tracing::Span::current());
         let created = self
@@ -163,6 +166,7 @@ impl OperationsService for OperationsApi {
                     key: &key,
                     payload: &payload,
                     actor_id: &caller.key_id,
+                    executor,
                 },
                 trace_context.as_deref(),
             )

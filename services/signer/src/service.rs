@@ -178,6 +178,11 @@ pub fn signer_status(error: SignerError) -> Status {
         SignerError::HashMismatch => {
             precondition(ErrorReason::PayloadHashMismatch, error.to_string(), &[])
         }
+        SignerError::CustodianExecuted => precondition(
+            ErrorReason::NotSignable,
+            error.to_string(),
+            &[("executor", "custodian")],
+        ),
         SignerError::NotSignable { state, retry } => error_status(
             if retry {
                 Code::Aborted

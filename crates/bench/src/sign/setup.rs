@@ -201,6 +201,7 @@ pub(super) async fn approved_withdrawal(
             key: &key,
             payload: &payload,
             actor_id: &sender.client_key_id,
+            executor: opledger_domain::operation::Executor::LocalSigner,
         })
         .await
         .map_err(store_err)?;

@@ -134,20 +134,34 @@ pub enum Next {
     /// The provider's terminal record says nothing was broadcast: the evidence for
     /// VERIFIED_NOT_SENT, which releases the hold only when witnessed.
     NotSent,
-    /// The request was refused before anything was stored: the operation fails, its hold is
-    /// released (nothing exists that could be sent).
+    /// The first request was refused before anything was stored: the operation fails for an
+    /// operator to decide (a bad destination, an unknown asset, revoked credentials). The hold
+    /// stays: a refusal is one answer, not witnessed evidence, and is never a release.
     Refused,
     /// No lookup exists: an operator must confirm one of the provider's listed candidates (or
     /// that none matches), with a reason. Never an automatic retry.
     Operator,
 }
 
-/// The next step after a submission answered `answer`.
-pub fn after_submit(profile: Profile, answer: SubmitAnswer) -> Next {
+/// Which send of the request a submission was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Round {
+    /// The first: nothing of ours can be at the provider yet.
+    First,
+    /// A resend of the same request after the consistency window: the first may have been
+    /// stored, whatever this one is answered.
+    Resend,
+}
+
+/// The next step after a submission (`send`) answered `answer`. A refusal of a resend says
+/// nothing about the first request (a credential or clock fault, a refusal the first did not
+/// get): it is as ambiguous as a timeout.
+pub fn after_submit(profile: Profile, round: Round, answer: SubmitAnswer) -> Next {
     match answer {
         SubmitAnswer::Accepted => Next::Follow,
-        SubmitAnswer::Refused => Next::Refused,
-        SubmitAnswer::Ambiguous(
+        SubmitAnswer::Refused if round == Round::First => Next::Refused,
+        SubmitAnswer::Refused
+        | SubmitAnswer::Ambiguous(
             Ambiguity::Timeout
             | Ambiguity::ConnectionLost
             | Ambiguity::ServerError
@@ -204,4 +218,38 @@ pub fn after_record(record: Record) -> Next {
         (StatusClass::Completed, None) => Next::Follow,
         (StatusClass::NotSent, None) | (StatusClass::Failed, None) => Next::NotSent,
     }
+}
+
+/// A provider's record of one custodian withdrawal as stored with its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StoredRecord {
+    /// Its id among the withdrawal's records.
+    pub record_id: i64,
+    /// What it said.
+    pub record: Record,
+    /// Whether it named a replaced transaction hash (a broadcast happened, whatever it says now).
+    pub replaced: bool,
+}
+
+/// Whether the hold of a custodian withdrawal whose request exists may be released: no record
+/// of the provider ever named a transaction (a broadcast transaction is the chain's to decide),
+/// and a record the executor proposed (`proposed`) is terminal without a hash and was attested
+/// with the same status by the witness from its own lookup (`attested`). The database applies
+/// the same rule (`opledger_release_witnessed`); tests/store compares the two.
+pub fn release_allowed(
+    records: &[StoredRecord],
+    proposed: &[i64],
+    attested: &[(i64, ProviderStatus)],
+) -> bool {
+    if records
+        .iter()
+        .any(|r| r.record.tx_hash.is_some() || r.replaced)
+    {
+        return false;
+    }
+    records.iter().any(|r| {
+        after_record(r.record) == Next::NotSent
+            && proposed.contains(&r.record_id)
+            && attested.contains(&(r.record_id, r.record.status))
+    })
 }

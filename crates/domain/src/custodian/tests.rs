@@ -31,17 +31,30 @@ fn lookups() -> Vec<Lookup> {
 #[test]
 fn an_ambiguous_submission_is_looked_up_or_left_to_an_operator_never_resent_or_released() {
     for profile in Profile::ALL {
-        for ambiguity in AMBIGUITIES {
-            let next = after_submit(profile, SubmitAnswer::Ambiguous(ambiguity));
-            let expected = if profile == Profile::NoLookup {
-                Next::Operator
-            } else {
-                Next::LookUp
-            };
-            assert_eq!(next, expected, "{profile:?} {ambiguity:?}");
+        let expected = if profile == Profile::NoLookup {
+            Next::Operator
+        } else {
+            Next::LookUp
+        };
+        for round in [Round::First, Round::Resend] {
+            for ambiguity in AMBIGUITIES {
+                let next = after_submit(profile, round, SubmitAnswer::Ambiguous(ambiguity));
+                assert_eq!(next, expected, "{profile:?} {round:?} {ambiguity:?}");
+            }
+            assert_eq!(
+                after_submit(profile, round, SubmitAnswer::Accepted),
+                Next::Follow
+            );
         }
-        assert_eq!(after_submit(profile, SubmitAnswer::Accepted), Next::Follow);
-        assert_eq!(after_submit(profile, SubmitAnswer::Refused), Next::Refused);
+        // Only the first request's refusal is a refusal: a resend's says nothing of the first.
+        assert_eq!(
+            after_submit(profile, Round::First, SubmitAnswer::Refused),
+            Next::Refused
+        );
+        assert_eq!(
+            after_submit(profile, Round::Resend, SubmitAnswer::Refused),
+            expected
+        );
     }
 }
 
@@ -168,4 +181,76 @@ fn status_names_read_back_and_unknown_names_are_refused() {
         names,
         ["lookup_by_reference", "one_send_per_reference", "no_lookup"]
     );
+}
+
+mod release {
+    use super::super::{ProviderStatus, Record, StoredRecord, release_allowed};
+
+    fn stored(record_id: i64, status: ProviderStatus, hash: Option<u8>) -> StoredRecord {
+        StoredRecord {
+            record_id,
+            record: Record {
+                status,
+                tx_hash: hash.map(|b| [b; 32]),
+            },
+            replaced: false,
+        }
+    }
+
+    #[test]
+    fn only_a_proposed_and_attested_terminal_record_without_a_hash_releases() {
+        for status in ProviderStatus::ALL {
+            let records = [stored(1, status, None)];
+            let releases = release_allowed(&records, &[1], &[(1, status)]);
+            let not_sent = matches!(
+                status,
+                ProviderStatus::Cancelled
+                    | ProviderStatus::Blocked
+                    | ProviderStatus::Rejected
+                    | ProviderStatus::Failed
+            );
+            assert_eq!(releases, not_sent, "{status:?}");
+            // One principal is never enough.
+            assert!(!release_allowed(&records, &[1], &[]), "{status:?}");
+            assert!(
+                !release_allowed(&records, &[], &[(1, status)]),
+                "{status:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_attestation_of_another_status_or_record_does_not_release() {
+        let records = [
+            stored(1, ProviderStatus::Rejected, None),
+            stored(2, ProviderStatus::Blocked, None),
+        ];
+        assert!(!release_allowed(
+            &records,
+            &[1],
+            &[(1, ProviderStatus::Blocked)]
+        ));
+        assert!(!release_allowed(
+            &records,
+            &[1],
+            &[(2, ProviderStatus::Blocked)]
+        ));
+        assert!(release_allowed(
+            &records,
+            &[1, 2],
+            &[(2, ProviderStatus::Blocked)]
+        ));
+    }
+
+    #[test]
+    fn any_record_that_ever_named_a_transaction_forbids_the_release() {
+        let rejected = stored(2, ProviderStatus::Rejected, None);
+        let attested = [(2, ProviderStatus::Rejected)];
+        let earlier_hash = [stored(1, ProviderStatus::Broadcasting, Some(7)), rejected];
+        assert!(!release_allowed(&earlier_hash, &[2], &attested));
+        let mut replaced = rejected;
+        replaced.replaced = true;
+        assert!(!release_allowed(&[replaced], &[2], &attested));
+        assert!(release_allowed(&[rejected], &[2], &attested));
+    }
 }

@@ -137,7 +137,7 @@ impl OperationState {
 
 named_enum!(
     /// Component or person that asks for a transition.
-    Actor, StateError::UnknownActor, 9, {
+    Actor, StateError::UnknownActor, 10, {
         /// The operations API that creates operations.
         Operations => "operations",
         /// The approvals service.
@@ -156,6 +156,9 @@ named_enum!(
         Operator => "operator",
         /// The processor of inbound webhooks.
         WebhookProcessor => "webhook_processor",
+        /// The custodian executor: sends an approved withdrawal to its custodian under our
+        /// reference and follows the custodian's record.
+        Custodian => "custodian",
     }
 );
 
@@ -209,22 +212,30 @@ const fn row(from: S, to: S, actors: &'static [A], hold: H) -> Transition {
 pub const TRANSITIONS: &[Transition] = &[
     row(S::Requested, S::Approved, &[A::Approvals], H::Keep),
     row(S::Requested, S::Rejected, &[A::Approvals, A::Risk, A::Operator, A::WebhookProcessor], H::Release),
-    row(S::Approved, S::Signing, &[A::Signer], H::Keep),
-    row(S::Signing, S::Signed, &[A::Signer], H::Keep),
-    // Lease reclaim while nothing was signed.
-    row(S::Signing, S::Approved, &[A::Signer], H::Keep),
+    // The signer claims to sign; the custodian executor claims to send to its custodian.
+    row(S::Approved, S::Signing, &[A::Signer, A::Custodian], H::Keep),
+    // Signed bytes persisted; for a custodian, the request (body and its hash) persisted before
+    // its first call: from here on it may reach the provider.
+    row(S::Signing, S::Signed, &[A::Signer, A::Custodian], H::Keep),
+    // Lease reclaim while nothing was signed or requested.
+    row(S::Signing, S::Approved, &[A::Signer, A::Custodian], H::Keep),
     // The signer's refusal that is evidence of tampering or a configuration fault ends it.
-    row(S::Approved, S::FailedTerminal, &[A::Signer], H::Keep),
+    row(S::Approved, S::FailedTerminal, &[A::Signer, A::Custodian], H::Keep),
     // A webhook about a self-signed transfer is a hint for the watcher, never a move.
-    row(S::Signed, S::Broadcast, &[A::Broadcaster], H::Keep),
-    row(S::Signed, S::Unknown, &[A::Broadcaster], H::Keep),
+    row(S::Signed, S::Broadcast, &[A::Broadcaster, A::Custodian], H::Keep),
+    row(S::Signed, S::Unknown, &[A::Broadcaster, A::Custodian], H::Keep),
+    // The custodian refused the request before storing anything: an operator decides, the funds
+    // stay held (a refusal is no witnessed evidence).
+    row(S::Signed, S::FailedTerminal, &[A::Custodian], H::Keep),
     row(S::Broadcast, S::Confirmed, &[A::ChainWatcher, A::Reconciler], H::Settle),
-    row(S::Broadcast, S::Unknown, &[A::Broadcaster, A::ChainWatcher, A::Reconciler], H::Keep),
+    row(S::Broadcast, S::Unknown, &[A::Broadcaster, A::ChainWatcher, A::Reconciler, A::Custodian], H::Keep),
     row(S::Broadcast, S::FailedTerminal, &[A::ChainWatcher, A::Reconciler], H::Keep),
-    row(S::Unknown, S::Broadcast, &[A::Reconciler, A::Operator], H::Keep),
+    row(S::Unknown, S::Broadcast, &[A::Reconciler, A::Operator, A::Custodian], H::Keep),
     row(S::Unknown, S::Confirmed, &[A::Reconciler, A::Operator], H::Settle),
-    row(S::Unknown, S::VerifiedNotSent, &[A::Reconciler, A::Operator], H::Release),
-    row(S::Unknown, S::FailedTerminal, &[A::Reconciler], H::Keep),
+    // For a custodian's withdrawal, only with the witness's attestation of the custodian's
+    // terminal record without a transaction (the database's release rule).
+    row(S::Unknown, S::VerifiedNotSent, &[A::Reconciler, A::Operator, A::Custodian], H::Release),
+    row(S::Unknown, S::FailedTerminal, &[A::Reconciler, A::Custodian], H::Keep),
     // Reorg: the confirming block was dropped.
     row(S::Confirmed, S::Broadcast, &[A::ChainWatcher], H::Reopen),
     // Reorg: the block of the release's proof (our cancel at final depth) was dropped; the

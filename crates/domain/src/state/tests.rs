@@ -7,19 +7,20 @@ use super::*;
 const EXPECTED: &[&str] = &[
     "REQUESTED->APPROVED [approvals] Keep",
     "REQUESTED->REJECTED [approvals,risk,operator,webhook_processor] Release",
-    "APPROVED->SIGNING [signer] Keep",
-    "SIGNING->SIGNED [signer] Keep",
-    "SIGNING->APPROVED [signer] Keep",
-    "APPROVED->FAILED_TERMINAL [signer] Keep",
-    "SIGNED->BROADCAST [broadcaster] Keep",
-    "SIGNED->UNKNOWN [broadcaster] Keep",
+    "APPROVED->SIGNING [signer,custodian] Keep",
+    "SIGNING->SIGNED [signer,custodian] Keep",
+    "SIGNING->APPROVED [signer,custodian] Keep",
+    "APPROVED->FAILED_TERMINAL [signer,custodian] Keep",
+    "SIGNED->BROADCAST [broadcaster,custodian] Keep",
+    "SIGNED->UNKNOWN [broadcaster,custodian] Keep",
+    "SIGNED->FAILED_TERMINAL [custodian] Keep",
     "BROADCAST->CONFIRMED [chain_watcher,reconciler] Settle",
-    "BROADCAST->UNKNOWN [broadcaster,chain_watcher,reconciler] Keep",
+    "BROADCAST->UNKNOWN [broadcaster,chain_watcher,reconciler,custodian] Keep",
     "BROADCAST->FAILED_TERMINAL [chain_watcher,reconciler] Keep",
-    "UNKNOWN->BROADCAST [reconciler,operator] Keep",
+    "UNKNOWN->BROADCAST [reconciler,operator,custodian] Keep",
     "UNKNOWN->CONFIRMED [reconciler,operator] Settle",
-    "UNKNOWN->VERIFIED_NOT_SENT [reconciler,operator] Release",
-    "UNKNOWN->FAILED_TERMINAL [reconciler] Keep",
+    "UNKNOWN->VERIFIED_NOT_SENT [reconciler,operator,custodian] Release",
+    "UNKNOWN->FAILED_TERMINAL [reconciler,custodian] Keep",
     "CONFIRMED->BROADCAST [chain_watcher] Reopen",
     "VERIFIED_NOT_SENT->UNKNOWN [chain_watcher] Reopen",
     "FAILED_TERMINAL->BROADCAST [operator] Keep",
@@ -218,7 +219,7 @@ fn names_round_trip() {
             .iter()
             .collect::<BTreeSet<_>>()
             .len(),
-        9
+        10
     );
 }
 

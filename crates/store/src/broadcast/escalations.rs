@@ -20,13 +20,14 @@ pub struct Unresolved {
 }
 
 impl Store {
-    /// UNKNOWN operations, and BROADCAST ones unchanged for `stale_secs`, oldest change first.
+    /// UNKNOWN operations, and BROADCAST ones unchanged for `stale_secs`, oldest change first;
+    /// the local signer's only (a custodian's are reconciled from its record by its executor).
     pub async fn unresolved(&self, stale_secs: u64, limit: u32) -> Result<Vec<Unresolved>> {
         let rows: Vec<(uuid::Uuid, uuid::Uuid, String, String)> = sqlx::query_as(
             "SELECT o.tenant_id, o.op_id, o.state, p.network FROM withdrawal_ops o \
              JOIN withdrawal_payloads p USING (tenant_id, op_id) \
-             WHERE o.state = 'UNKNOWN' \
-                OR (o.state = 'BROADCAST' AND o.updated_at <= now() - $1::bigint * interval '1 second') \
+             WHERE o.executor = 'local_signer' AND (o.state = 'UNKNOWN' \
+                OR (o.state = 'BROADCAST' AND o.updated_at <= now() - $1::bigint * interval '1 second')) \
              ORDER BY o.updated_at LIMIT $2",
         )
         .bind(i64::try_from(stale_secs).unwrap_or(i64::MAX))

@@ -32,7 +32,7 @@ impl Store {
             "SELECT o.tenant_id, o.op_id, p.destination, p.amount::text, h.op_id IS NOT NULL \
              FROM withdrawal_ops o JOIN withdrawal_payloads p USING (tenant_id, op_id) \
              LEFT JOIN watch_hints h USING (tenant_id, op_id) \
-             WHERE o.state = 'BROADCAST' AND p.network = $1 \
+             WHERE o.state = 'BROADCAST' AND o.executor = 'local_signer' AND p.network = $1 \
              ORDER BY h.op_id IS NULL, o.updated_at LIMIT $2",
         )
         .bind(network)

@@ -22,6 +22,10 @@ pub enum SignerError {
     /// a security event; nothing was signed.
     #[error("approvals not verified: {0}")]
     ApprovalsNotVerified(#[from] crate::trust::Unverified),
+    /// A custodian executes this withdrawal: the signer never signs it (a security event: an
+    /// honest broadcaster never asks).
+    #[error("a custodian executes this withdrawal, not this signer")]
+    CustodianExecuted,
     /// The operation is not APPROVED (or is claimed by a live lease: `retry`).
     #[error("withdrawal is not signable in state {}", state.as_str())]
     NotSignable {
@@ -88,7 +92,9 @@ impl SignerError {
             SignerError::NotConfigured(_) => (false, "SIGNER_NOT_CONFIGURED"),
             SignerError::FeeCapExceeded => (false, "FEE_CAP_EXCEEDED"),
             SignerError::MemoNotExecutable => (false, "MEMO_NOT_EXECUTABLE"),
+            // Not the signer's to end: its executor follows it.
             SignerError::NotFound
+            | SignerError::CustodianExecuted
             | SignerError::NotSignable { .. }
             | SignerError::Sign(_)
             | SignerError::Replacement(_)

@@ -5,6 +5,7 @@
 use super::error::{Refusal, SignerError};
 use super::signer::Signer;
 use opledger_domain::ids::{OperationId, TenantId};
+use opledger_domain::operation::Executor;
 use opledger_domain::state::Actor;
 use opledger_store::signing::SigningInput;
 
@@ -17,6 +18,20 @@ impl Signer {
         op: OperationId,
         input: &SigningInput,
     ) -> Result<(), SignerError> {
+        if input.operation.executor != Executor::LocalSigner {
+            self.store
+                .record_security_event(
+                    tenant,
+                    op,
+                    "SIGNER_CUSTODIAN_WITHDRAWAL",
+                    Actor::Signer,
+                    &self.config.instance_id,
+                    "asked to sign a withdrawal that a custodian executes",
+                )
+                .await?;
+            tracing::error!(%op, "refused to sign: a custodian executes this withdrawal");
+            return Err(SignerError::CustodianExecuted);
+        }
         let recomputed = input.operation.payload.hash();
         let approved = !input.decisions.is_empty()
             && input

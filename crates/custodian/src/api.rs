@@ -1,0 +1,82 @@
+//! The one trait every provider profile implements, used as `Arc<dyn Custodian>`.
+
+use crate::types::{
+    Candidate, CandidatesError, LookupOutcome, RequestBody, RequestError, Submission, SubmitError,
+    TimeWindow, TransferRequest,
+};
+use opledger_domain::custodian::Profile;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// A boxed future that can move between threads (the trait's async methods return one, so the
+/// trait stays object-safe).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A custodian account: builds the request body, submits it, looks it up by our reference, and
+/// lists candidates. Every call is one HTTP request (no retry, no redirect); what to do next is
+/// the domain's pure decision (`opledger_domain::custodian`) on what these calls return.
+pub trait Custodian: fmt::Debug + Send + Sync {
+    /// The account's profile.
+    fn profile(&self) -> Profile;
+
+    /// How long after our last request a "not found" still means "not indexed yet".
+    fn consistency_window(&self) -> Duration;
+
+    /// The body of the submission of `request`, built deterministically (the same request always
+    /// gives the same bytes), with its SHA-256. Persist both before the first call; derive it again
+    /// later and compare, so that what was approved is what was requested. The bytes are the
+    /// ones sent, except for BitGo: its wallet passphrase (a secret) is never part of the stored
+    /// body and is added as the last key when sent.
+    fn request(&self, request: &TransferRequest) -> Result<RequestBody, RequestError>;
+
+    /// Sends `body` (the stored bytes from [`Custodian::request`]) under `reference` and classifies
+    /// the answer: anything not clearly understood is ambiguous, never refused. An error means
+    /// nothing left this process.
+    ///
+    /// | What happened                                        | Answer                    |
+    /// |------------------------------------------------------|---------------------------|
+    /// | no answer in time                                    | `Ambiguous(Timeout)`      |
+    /// | connection refused, reset or cut; body cut           | `Ambiguous(ConnectionLost)` |
+    /// | 200 with the contract's body                         | `Accepted` (+ provider id) |
+    /// | 200 with an unreadable or off-contract body          | `Ambiguous(Unreadable)`   |
+    /// | 400 naming our reference as used (Fireblocks 1438, 1439; BitGo `DuplicateSequenceIdError`) | `Ambiguous(Duplicate)` |
+    /// | 400 with a readable provider error naming another refusal | `Refused`            |
+    /// | 400 with any other body                              | `Ambiguous(Unreadable)`   |
+    /// | 401, 403                                             | `Refused`                 |
+    /// | 409                                                  | `Ambiguous(Duplicate)`    |
+    /// | 429                                                  | `Ambiguous(RateLimited)`  |
+    /// | 5xx                                                  | `Ambiguous(ServerError)`  |
+    /// | anything else (1xx, other 2xx, 3xx, 404, other 4xx), a body over 4 MiB | `Ambiguous(Unreadable)` |
+    fn submit<'a>(
+        &'a self,
+        reference: Uuid,
+        body: &'a [u8],
+    ) -> BoxFuture<'a, Result<Submission, SubmitError>>;
+
+    /// The provider's record of `expected.reference`, checked against `expected` (a record that
+    /// differs is a failure with a mismatch, never a verdict). `no_lookup` accounts answer
+    /// [`crate::LookupFailure::Unsupported`].
+    ///
+    /// | What happened                                        | Lookup, failure           |
+    /// |------------------------------------------------------|---------------------------|
+    /// | 200 with a record matching the request               | `Found`                   |
+    /// | 200 with a record that differs (reference, destination, amount, asset, account) | `Failed`, `Mismatch` |
+    /// | 200 unreadable (unknown status, inexact amount, ...)  | `Failed`, `Unreadable`   |
+    /// | 404 with the provider's documented not-found body    | `NotFound`                |
+    /// | 404 with any other body, any other status            | `Failed`, `Unreadable`    |
+    /// | 401, 403                                             | `Failed`, `Unauthorized`  |
+    /// | 429 / 5xx / timeout / connection                     | `Failed`, `RateLimited` / `ServerError` / `Timeout` / `ConnectionLost` |
+    fn lookup<'a>(&'a self, expected: &'a TransferRequest) -> BoxFuture<'a, LookupOutcome>;
+
+    /// Provider transactions in `window` that may be `request`'s: for `no_lookup`, those of the
+    /// list with the same destination and amount; for the others, the record their lookup finds
+    /// (or none).
+    fn candidates<'a>(
+        &'a self,
+        request: &'a TransferRequest,
+        window: TimeWindow,
+    ) -> BoxFuture<'a, Result<Vec<Candidate>, CandidatesError>>;
+}
