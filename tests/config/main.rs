@@ -221,6 +221,11 @@ fn reference() -> anyhow::Result<String> {
     doc.push_str(&section::<opledger_reconciler::Config>("reconciler", "")?);
     doc.push_str(&section::<opledger_inbox::Config>("inbox", "")?);
     doc.push_str(&section::<opledger_witness::Config>("witness", "")?);
+    doc.push_str(&section::<opledger_custodian_executor::Config>(
+        "custodian",
+        " Each `[[accounts]]` entry's `[accounts.provider]` table takes the keys of its profile \
+         (`crates/custodian/src/config.rs`, `docs/custodians.md`).",
+    )?);
     doc.push_str(&listener_section()?);
     doc.push_str(&telemetry_section());
     doc.push_str(&evidence_section()?);

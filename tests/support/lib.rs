@@ -6,6 +6,7 @@
 pub mod audit;
 pub mod chain;
 pub mod conn;
+pub mod custodian;
 pub mod inbox;
 pub mod kyt;
 pub mod signer;

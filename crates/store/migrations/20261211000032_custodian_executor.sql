@@ -152,6 +152,19 @@ CREATE TABLE custodian_records (
 );
 CREATE INDEX custodian_records_op ON custodian_records (tenant_id, op_id);
 
+-- Which executor instance follows a withdrawal (sends, looks up) until when, and when it was last
+-- followed: one instance at a time, at most once per `follow_every`. Kept apart from the
+-- operation row, whose every change is a logged move.
+CREATE TABLE custodian_follows (
+    tenant_id    uuid        NOT NULL,
+    op_id        uuid        NOT NULL,
+    owner        text        NOT NULL CHECK (length(owner) BETWEEN 1 AND 128),
+    leased_until timestamptz NOT NULL,
+    followed_at  timestamptz,
+    PRIMARY KEY (tenant_id, op_id),
+    FOREIGN KEY (tenant_id, op_id) REFERENCES withdrawal_ops (tenant_id, op_id)
+);
+
 -- The executor's proposal to release on one record, and the witness's attestation of the same
 -- record from its own lookup (the provider's record seen by a second principal).
 CREATE TABLE custodian_release_proposals (
@@ -258,12 +271,15 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
     END
 $$;
 
-REVOKE ALL ON custodian_requests, custodian_sends, custodian_answers, custodian_records,
+REVOKE ALL ON custodian_follows, custodian_requests, custodian_sends, custodian_answers, custodian_records,
     custodian_release_proposals, custodian_release_attestations FROM PUBLIC;
 
 -- The executor: reads what it executes, moves custodian withdrawals, writes its own tables.
+-- It verifies the approvals as the signer does (the same signing input: decisions, signed
+-- screenings, the tenant's trust statement and the newest version a signer accepted).
 GRANT SELECT ON tenants, withdrawal_ops, withdrawal_payloads, ledger_holds, approvals,
-    trust_statements, opledger_transition_rules, opledger_role_actors TO opledger_custodian;
+    kyt_screenings, trust_statements, signer_trust_versions, opledger_transition_rules,
+    opledger_role_actors TO opledger_custodian;
 GRANT UPDATE (state, lease_owner, lease_expires_at, signed_tx_ref, version, updated_at, last_actor)
     ON withdrawal_ops TO opledger_custodian;
 SELECT opledger_grant_mover('opledger_custodian');
@@ -271,8 +287,10 @@ GRANT EXECUTE ON FUNCTION opledger_resolve_holds(uuid, uuid[], text[]),
     opledger_release_witnessed(uuid, uuid) TO opledger_custodian;
 GRANT SELECT, INSERT ON custodian_requests, custodian_sends, custodian_answers, custodian_records,
     custodian_release_proposals TO opledger_custodian;
+GRANT SELECT, INSERT, UPDATE ON custodian_follows TO opledger_custodian;
 GRANT SELECT ON custodian_release_attestations TO opledger_custodian;
-GRANT INSERT ON security_events, escalations TO opledger_custodian;
+GRANT INSERT ON security_events TO opledger_custodian;
+GRANT SELECT, INSERT ON escalations TO opledger_custodian;
 
 -- The witness: reads the evidence and attests from its own lookup; writes nothing else.
 GRANT SELECT ON custodian_requests, custodian_records, custodian_release_proposals

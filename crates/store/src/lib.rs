@@ -11,6 +11,7 @@
 pub mod approvals;
 pub mod broadcast;
 pub mod credits;
+pub mod custodian;
 mod error;
 pub mod executors;
 pub mod inbox;

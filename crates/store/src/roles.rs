@@ -144,6 +144,7 @@ use shared_calls;
 
 mod approvals;
 mod broadcaster;
+mod custodian;
 mod inbox;
 mod operations;
 mod reconciler;
@@ -152,6 +153,7 @@ mod witness;
 
 pub use approvals::ApprovalsStore;
 pub use broadcaster::BroadcasterStore;
+pub use custodian::CustodianStore;
 pub use inbox::InboxStore;
 pub use operations::OperationsStore;
 pub use reconciler::ReconcilerStore;

@@ -2,8 +2,8 @@
 //! then `OPLEDGER_SIGNER_*` environment variables, then validation. Networks, assets and wallets
 //! come from the file; passphrases never do (a file path or an environment variable name).
 
-pub use opledger_config::TrustRootConfig;
 use opledger_config::{ConfigError, ServiceBase, Wei};
+pub use opledger_trust::TrustRootConfig;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -252,7 +252,7 @@ impl Config {
             });
         }
         self.check_networks()?;
-        let rooted = self.check_trust_roots()?;
+        let rooted = opledger_trust::check_trust_roots(&self.trust_roots)?;
         self.check_wallets(&rooted)
     }
 
@@ -328,41 +328,6 @@ impl Config {
             });
         }
         Ok(())
-    }
-
-    /// Trust roots name distinct tenants with Ed25519 keys; returns the tenants (lowercase).
-    fn check_trust_roots(&self) -> Result<std::collections::BTreeSet<String>, ConfigError> {
-        let invalid = |field, problem| Err(ConfigError::Invalid { field, problem });
-        let mut rooted = std::collections::BTreeSet::new();
-        for root in &self.trust_roots {
-            if root.tenant_id.parse::<uuid::Uuid>().is_err() {
-                return invalid("trust_roots.tenant_id", "must be a tenant UUID");
-            }
-            if !rooted.insert(root.tenant_id.to_ascii_lowercase()) {
-                return invalid("trust_roots.tenant_id", "names a tenant twice");
-            }
-            if root.admin_public_keys.is_empty() {
-                return invalid(
-                    "trust_roots.admin_public_keys",
-                    "must name at least one key",
-                );
-            }
-            if root.admin_public_keys.iter().any(|k| {
-                hex::decode(k)
-                    .ok()
-                    .and_then(|b| opledger_domain::approval::verifying_key(&b).ok())
-                    .is_none()
-            }) {
-                return invalid(
-                    "trust_roots.admin_public_keys",
-                    "entries must be Ed25519 public keys (64 hex digits)",
-                );
-            }
-            if root.min_version == 0 {
-                return invalid("trust_roots.min_version", "must be at least 1");
-            }
-        }
-        Ok(rooted)
     }
 
     /// Every wallet belongs to a rooted tenant and a configured network, with one passphrase

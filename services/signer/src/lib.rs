@@ -12,7 +12,6 @@ pub mod config;
 mod service;
 mod setup;
 pub mod signing;
-pub mod trust;
 pub mod wallets;
 
 pub use config::Config;

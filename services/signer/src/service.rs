@@ -2,7 +2,7 @@
 //! when configured), each caller's capabilities, conversions, error statuses.
 
 use crate::config::{Capability, Config, digest};
-use crate::signing::{Refusal, Signed, Signer, SignerError};
+use crate::signing::{Refusal, Signed, Signer, SignerError, unverified_kind};
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_grpc::status::{ErrorReason, error_status, invalid_field};
 use opledger_grpc::store_status;
@@ -196,7 +196,7 @@ pub fn signer_status(error: SignerError) -> Status {
         SignerError::ApprovalsNotVerified(why) => precondition(
             ErrorReason::ApprovalsNotVerified,
             error.to_string(),
-            &[("why", why.event_kind())],
+            &[("why", unverified_kind(why))],
         ),
         SignerError::FeeCapExceeded => {
             precondition(ErrorReason::FeeCapExceeded, error.to_string(), &[])

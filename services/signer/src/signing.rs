@@ -15,5 +15,5 @@ mod signer;
 mod verify;
 mod withdrawal;
 
-pub use error::{Ending, Refusal, SignerError};
+pub use error::{Ending, Refusal, SignerError, unverified_kind};
 pub use signer::{Signed, Signer};

@@ -7,6 +7,7 @@ use opledger_domain::state::OperationState;
 use opledger_evm::signer::SignError;
 use opledger_evm::tx::TxError;
 use opledger_store::StoreError;
+use opledger_trust::Unverified;
 
 /// Why the signer refused or failed. Messages carry no address, amount, memo or key material.
 #[derive(Debug, thiserror::Error)]
@@ -21,7 +22,7 @@ pub enum SignerError {
     /// The approvals could not be verified against the tenant's pinned trust root. Recorded as
     /// a security event; nothing was signed.
     #[error("approvals not verified: {0}")]
-    ApprovalsNotVerified(#[from] crate::trust::Unverified),
+    ApprovalsNotVerified(#[from] Unverified),
     /// A custodian executes this withdrawal: the signer never signs it (a security event: an
     /// honest broadcaster never asks).
     #[error("a custodian executes this withdrawal, not this signer")]
@@ -169,5 +170,64 @@ impl std::fmt::Display for Refusal {
                 "latest attempt is {age_secs} s old, the window is {min_age_secs} s"
             ),
         }
+    }
+}
+
+/// The security event kind the signer records for a refusal of `opledger_trust` (and answers as
+/// the `why` of `APPROVALS_NOT_VERIFIED`).
+pub fn unverified_kind(unverified: Unverified) -> &'static str {
+    match unverified {
+        Unverified::NoTrustRoot | Unverified::NoTrustStatement => "SIGNER_TRUST_MISSING",
+        Unverified::TrustNotSigned => "SIGNER_TRUST_STATEMENT_INVALID",
+        Unverified::TrustRolledBack => "SIGNER_TRUST_STATEMENT_ROLLBACK",
+        Unverified::UnsignedDecision | Unverified::Refused(_) => "SIGNER_APPROVAL_INVALID",
+        Unverified::Insufficient => "SIGNER_APPROVALS_INSUFFICIENT",
+        Unverified::RiskNotAcknowledged => "SIGNER_RISK_NOT_ACKNOWLEDGED",
+        Unverified::Rejected => "SIGNER_APPROVAL_REJECTED",
+        Unverified::KytMissing => "SIGNER_KYT_MISSING",
+        Unverified::KytFailed => "SIGNER_KYT_FAILED",
+        Unverified::KytMisplaced(_) => "SIGNER_KYT_INVALID",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unverified_kind;
+    use opledger_trust::Unverified;
+
+    #[test]
+    fn refusals_of_the_trust_crate_keep_the_signers_event_kinds() {
+        let kinds: Vec<&str> = [
+            Unverified::NoTrustRoot,
+            Unverified::NoTrustStatement,
+            Unverified::TrustNotSigned,
+            Unverified::TrustRolledBack,
+            Unverified::UnsignedDecision,
+            Unverified::Insufficient,
+            Unverified::RiskNotAcknowledged,
+            Unverified::Rejected,
+            Unverified::KytMissing,
+            Unverified::KytFailed,
+        ]
+        .into_iter()
+        .map(unverified_kind)
+        .collect();
+        assert_eq!(
+            kinds,
+            [
+                "SIGNER_TRUST_MISSING",
+                "SIGNER_TRUST_MISSING",
+                "SIGNER_TRUST_STATEMENT_INVALID",
+                "SIGNER_TRUST_STATEMENT_ROLLBACK",
+                "SIGNER_APPROVAL_INVALID",
+                "SIGNER_APPROVALS_INSUFFICIENT",
+                "SIGNER_RISK_NOT_ACKNOWLEDGED",
+                "SIGNER_APPROVAL_REJECTED",
+                "SIGNER_KYT_MISSING",
+                "SIGNER_KYT_FAILED",
+            ]
+        );
+        let misplaced = Unverified::KytMisplaced(opledger_trust::ScreeningRefusal::Misplaced);
+        assert_eq!(unverified_kind(misplaced), "SIGNER_KYT_INVALID");
     }
 }

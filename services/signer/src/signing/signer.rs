@@ -4,11 +4,11 @@
 use super::error::SignerError;
 use crate::batch::Lanes;
 use crate::config::Config;
-use crate::trust::TrustRoots;
 use crate::wallets::Wallets;
 use opledger_store::roles::SignerStore;
 use opledger_store::signing::Attempt;
 use opledger_store::wallets::{RetireAfter, WalletStatus};
+use opledger_trust::TrustRoots;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,7 +36,7 @@ impl Signer {
     pub fn new(store: SignerStore, config: Arc<Config>, wallets: Arc<Wallets>) -> Signer {
         Signer {
             lanes: Lanes::new(store.clone()),
-            trust: TrustRoots::from_config(&config),
+            trust: TrustRoots::new(&config.trust_roots),
             store,
             config,
             wallets,

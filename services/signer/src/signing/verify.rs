@@ -2,12 +2,13 @@
 //! the approvals against the pinned trust root) and the security events their refusals, and a
 //! caller's, record.
 
-use super::error::{Refusal, SignerError};
+use super::error::{Refusal, SignerError, unverified_kind};
 use super::signer::Signer;
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::operation::Executor;
 use opledger_domain::state::Actor;
 use opledger_store::signing::SigningInput;
+use opledger_trust::Evidence;
 
 impl Signer {
     /// Recomputes the payload hash from the stored fields; it must equal the stored hash and the
@@ -32,13 +33,7 @@ impl Signer {
             tracing::error!(%op, "refused to sign: a custodian executes this withdrawal");
             return Err(SignerError::CustodianExecuted);
         }
-        let recomputed = input.operation.payload.hash();
-        let approved = !input.decisions.is_empty()
-            && input
-                .decisions
-                .iter()
-                .all(|d| d.payload_hash.as_slice() == recomputed.as_bytes().as_slice());
-        if recomputed == input.operation.payload_hash && approved {
+        if Evidence::from(input).payload_hash_approved() {
             return Ok(());
         }
         self.store
@@ -64,7 +59,7 @@ impl Signer {
         op: OperationId,
         input: &SigningInput,
     ) -> Result<(), SignerError> {
-        match self.trust.verify(tenant, op, input) {
+        match self.trust.verify(tenant, op, &Evidence::from(input)) {
             Ok(approval) => {
                 if let Some(version) = approval.newly_accepted {
                     self.store.record_trust_seen(tenant, version).await?;
@@ -76,7 +71,7 @@ impl Signer {
                     .record_security_event(
                         tenant,
                         op,
-                        unverified.event_kind(),
+                        unverified_kind(unverified),
                         Actor::Signer,
                         &self.config.instance_id,
                         unverified.detail(),

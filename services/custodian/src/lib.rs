@@ -1,0 +1,13 @@
+//! The custodian executor: withdrawals routed to a custodian are sent under our operation id,
+//! once their approvals verify as the signer's do, and followed by lookup; never a second
+//! reference, never a release without the witness. Its own login (`opledger_custodian`).
+
+pub mod accounts;
+pub mod config;
+pub mod executor;
+mod setup;
+
+pub use accounts::{Account, AccountError, Accounts};
+pub use config::Config;
+pub use executor::{Cadence, Executor};
+pub use setup::{SERVICE_NAME, StartError, executor, run};

@@ -1,0 +1,184 @@
+//! The path without faults, and two executors at once.
+
+use opledger_tests::Stack;
+use opledger_tests::custodian::{Sim, approved_withdrawal, drive_until, executor, state};
+use serde_json::json;
+use std::time::Duration;
+
+const AMOUNT: &str = "1000000000000000";
+
+#[tokio::test]
+async fn an_approved_withdrawal_is_requested_once_under_our_reference_and_paid_once()
+-> anyhow::Result<()> {
+    let sim = Sim::start(json!({"seed": 1, "rules": []}), 0).await?;
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack
+        .fund(&acme, "treasury", "ETH", "100000000000000000")
+        .await?;
+    let (w, destination) = approved_withdrawal(&stack, &acme, AMOUNT).await?;
+    let executor = executor(&stack, "executor-1", vec![sim.account(&acme, 5)?]).await?;
+    drive_until(
+        &stack,
+        &[&executor],
+        &w.withdrawal_id,
+        &["BROADCAST"],
+        Duration::from_secs(20),
+    )
+    .await?;
+
+    // The request was stored before the call, bound to the approved payload, and sent once.
+    let (body, sha, hash_ok, sends): (Vec<u8>, Vec<u8>, bool, i64) = sqlx::query_as(
+        "SELECT q.body, q.body_sha256, q.payload_hash = o.payload_hash, \
+           (SELECT count(*) FROM custodian_sends s WHERE s.op_id = q.op_id) \
+         FROM custodian_requests q JOIN withdrawal_ops o USING (tenant_id, op_id) \
+         WHERE q.op_id = $1::uuid",
+    )
+    .bind(&w.withdrawal_id)
+    .fetch_one(stack.admin.pool())
+    .await?;
+    assert!(hash_ok);
+    assert_eq!(sends, 1);
+    let sent: serde_json::Value = serde_json::from_slice(&body)?;
+    assert_eq!(sent["externalTxId"], w.withdrawal_id.as_str());
+    assert_eq!(
+        sent["destination"]["oneTimeAddress"]["address"],
+        destination.as_str()
+    );
+    assert_eq!(sent["amount"], "0.001");
+    assert_eq!(sha.len(), 32);
+
+    // The double paid it once, on chain, from its wallet, to the approved destination.
+    let transfers = sim.transfers_of(&w.withdrawal_id).await?;
+    assert_eq!(transfers.len(), 1, "{transfers:?}");
+    assert_eq!(transfers[0]["destination"], destination.as_str());
+    assert_eq!(transfers[0]["amount_wei"], AMOUNT);
+    // Followed: the provider's records of our reference are stored; the hold stays until the
+    // chain settles it.
+    drive_until(
+        &stack,
+        &[&executor],
+        &w.withdrawal_id,
+        &["BROADCAST"],
+        Duration::from_secs(5),
+    )
+    .await?;
+    let (records, hashed, hold): (i64, i64, String) = sqlx::query_as(
+        "SELECT count(*), count(r.tx_hash), \
+           (SELECT status FROM ledger_holds WHERE op_id = $1::uuid) \
+         FROM custodian_records r WHERE r.op_id = $1::uuid",
+    )
+    .bind(&w.withdrawal_id)
+    .fetch_one(stack.admin.pool())
+    .await?;
+    assert!(records >= 1);
+    assert!(
+        hashed >= 1,
+        "the record names the transaction once broadcast"
+    );
+    assert_eq!(hold, "OPEN");
+    stack.assert_invariants().await
+}
+
+#[tokio::test]
+async fn two_executors_on_the_same_withdrawals_send_each_once() -> anyhow::Result<()> {
+    let sim = Sim::start(json!({"seed": 2, "rules": []}), 0).await?;
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack
+        .fund(&acme, "treasury", "ETH", "100000000000000000")
+        .await?;
+    let mut ids = Vec::new();
+    for _ in 0..6 {
+        ids.push(
+            approved_withdrawal(&stack, &acme, AMOUNT)
+                .await?
+                .0
+                .withdrawal_id,
+        );
+    }
+    let one = executor(&stack, "executor-1", vec![sim.account(&acme, 5)?]).await?;
+    let two = executor(&stack, "executor-2", vec![sim.account(&acme, 5)?]).await?;
+    for _ in 0..20 {
+        tokio::join!(one.pass(16, 4), two.pass(16, 4));
+        let mut done = 0;
+        for id in &ids {
+            if state(&stack, id).await? == "BROADCAST" {
+                done += 1;
+            }
+        }
+        if done == ids.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for id in &ids {
+        assert_eq!(state(&stack, id).await?, "BROADCAST");
+        let (sends,): (i64,) =
+            sqlx::query_as("SELECT count(*) FROM custodian_sends WHERE op_id = $1::uuid")
+                .bind(id)
+                .fetch_one(stack.admin.pool())
+                .await?;
+        assert_eq!(sends, 1, "sent once");
+        assert_eq!(sim.transfers_of(id).await?.len(), 1, "paid once");
+    }
+    stack.assert_invariants().await
+}
+
+#[tokio::test]
+async fn an_approval_forged_with_the_approvals_login_is_never_sent_to_the_custodian()
+-> anyhow::Result<()> {
+    let sim = Sim::start(json!({"seed": 3, "rules": []}), 0).await?;
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack
+        .fund(&acme, "treasury", "ETH", "100000000000000000")
+        .await?;
+    let (w, _) = approved_withdrawal(&stack, &acme, AMOUNT).await?;
+    // A second withdrawal, moved to APPROVED by the approvals service's login with no signed
+    // decision at all (what its grants allow).
+    let forged = opledger_tests::custodian::requested_withdrawal(&stack, &acme, AMOUNT).await?;
+    let approvals = stack
+        .db
+        .pool_as(opledger_testkit::ServiceRole::Approvals)
+        .await?;
+    let moved = sqlx::query(
+        "UPDATE withdrawal_ops SET state = 'APPROVED', last_actor = 'approvals', \
+           last_actor_id = 'attacker', last_reason = 'forged', version = version + 1, \
+           updated_at = now() WHERE op_id = $1::uuid AND state = 'REQUESTED'",
+    )
+    .bind(&forged)
+    .execute(&approvals)
+    .await?;
+    assert_eq!(moved.rows_affected(), 1);
+    let executor = executor(&stack, "executor-1", vec![sim.account(&acme, 5)?]).await?;
+    drive_until(
+        &stack,
+        &[&executor],
+        &forged,
+        &["FAILED_TERMINAL"],
+        Duration::from_secs(20),
+    )
+    .await?;
+    drive_until(
+        &stack,
+        &[&executor],
+        &w.withdrawal_id,
+        &["BROADCAST"],
+        Duration::from_secs(20),
+    )
+    .await?;
+    let (requests, events, owner): (i64, i64, String) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM custodian_requests WHERE op_id = $1::uuid), \
+           (SELECT count(*) FROM security_events WHERE op_id = $1::uuid \
+              AND kind = 'CUSTODIAN_APPROVALS_NOT_VERIFIED'), \
+           (SELECT owner FROM escalations WHERE op_id = $1::uuid)",
+    )
+    .bind(&forged)
+    .fetch_one(stack.admin.pool())
+    .await?;
+    assert_eq!((requests, events, owner.as_str()), (0, 1, "security"));
+    assert!(sim.transfers_of(&forged).await?.is_empty(), "nothing sent");
+    assert_eq!(sim.transfers_of(&w.withdrawal_id).await?.len(), 1);
+    stack.assert_invariants().await
+}

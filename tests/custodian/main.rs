@@ -1,0 +1,10 @@
+//! The custodian executor against the conformance double (a real process executing real
+//! transfers on anvil): a withdrawal routed to a custodian is sent once under our reference, its
+//! request persisted with its hash before the call; an answer lost after the provider accepted
+//! becomes UNKNOWN and is found again by lookup; a lookup that does not know the reference after
+//! the consistency window resends the same request, which the provider deduplicates; a terminal
+//! record without a transaction releases nothing until the witness attests it; two executors
+//! never send twice. Every test checks the chain: one transfer per withdrawal, at most.
+
+mod faults;
+mod flow;

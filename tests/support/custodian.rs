@@ -1,0 +1,303 @@
+//! The custodian path end to end: the conformance double (`opledger-custodian-sim`, a real process
+//! executing real transfers on its own anvil), a tenant whose test network is routed to it, and
+//! the custodian executor in process as the `opledger_custodian` login, driven pass by pass.
+
+use crate::signer::{NETWORK, approve};
+use crate::{Stack, Tenant, authed, new_key, operations_config, payload};
+use anyhow::{Context, bail};
+use opledger_custodian_executor::config::AccountRoute;
+use opledger_custodian_executor::{Accounts, Cadence, Config, Executor};
+use opledger_proto::v1 as pb;
+use opledger_store::{Store, StoreConfig};
+use opledger_testkit::{Anvil, ServiceRole};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Anvil's 9th development account: the double's hot wallet (no other test sends from it).
+/// Public knowledge; never holds anything real.
+pub const SIM_WALLET_KEY: &str =
+    "0xdbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97";
+
+/// The Fireblocks API key the executor presents.
+pub const API_KEY: &str = "opledger-test-api-key";
+
+/// A running double on its own anvil, with the files its account needs.
+#[derive(Debug)]
+pub struct Sim {
+    child: Child,
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    /// Its node.
+    pub anvil: Anvil,
+    /// Where its keys and the executor's secret files are.
+    pub dir: PathBuf,
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn openssl(args: &[&str]) -> anyhow::Result<()> {
+    let status = Command::new("openssl")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .context("run openssl")?;
+    anyhow::ensure!(status.success(), "openssl {args:?} failed");
+    Ok(())
+}
+
+/// A fresh 2048-bit RSA key (PKCS#8 PEM) at `path`, and its public key (SPKI PEM) at
+/// `path.pub`.
+fn rsa_key(path: &Path) -> anyhow::Result<()> {
+    let key = path.to_str().context("path")?;
+    openssl(&[
+        "genpkey",
+        "-algorithm",
+        "RSA",
+        "-pkeyopt",
+        "rsa_keygen_bits:2048",
+        "-out",
+        key,
+    ])?;
+    openssl(&["pkey", "-in", key, "-pubout", "-out", &format!("{key}.pub")])
+}
+
+impl Sim {
+    /// Starts anvil and the double with the Fireblocks profile, `faults` as its schedule
+    /// (`{"seed":..,"rules":[..]}`) and `lag_secs` of consistency lag.
+    pub async fn start(faults: Value, lag_secs: u64) -> anyhow::Result<Sim> {
+        let anvil = Anvil::start().await?;
+        let dir = std::env::temp_dir().join(format!("opledger-sim-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir)?;
+        rsa_key(&dir.join("api.pem"))?;
+        rsa_key(&dir.join("webhook.pem"))?;
+        std::fs::write(dir.join("api_key"), API_KEY)?;
+        let config = json!({
+            "chain": {"rpc_url": anvil.rpc_url(), "chain_id": anvil.chain_id(),
+                      "hot_wallet_key": SIM_WALLET_KEY},
+            "decimals": 18,
+            "confirmations": 1,
+            "faults": faults,
+            "fireblocks": {
+                "api_key": API_KEY,
+                "api_public_key_pem": std::fs::read_to_string(dir.join("api.pem.pub"))?,
+                "vault_account_id": "0", "asset_id": "ETH", "workspace_id": "ws-test",
+                "webhook_signing_keys_pem": [std::fs::read_to_string(dir.join("webhook.pem"))?],
+                "consistency_lag_secs": lag_secs, "authorization_delay_secs": 0
+            }
+        });
+        let path = dir.join("sim.json");
+        std::fs::write(&path, serde_json::to_vec(&config)?)?;
+        let bin = opledger_testkit::binary_path("opledger-custodian-sim")?;
+        let mut child = Command::new(bin)
+            .arg("--config")
+            .arg(&path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("start opledger-custodian-sim")?;
+        let stdout = child.stdout.take().context("sim stdout")?;
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line)?;
+        let Some(addr) = line.trim().strip_prefix("listening on ") else {
+            bail!("the double did not start: {line:?}");
+        };
+        Ok(Sim {
+            child,
+            base: format!("http://{addr}"),
+            anvil,
+            dir,
+        })
+    }
+
+    /// `GET /sim/<path>` as JSON.
+    pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        let client = reqwest::Client::new();
+        let answer = client
+            .get(format!("{}/sim/{path}", self.base))
+            .send()
+            .await?;
+        Ok(serde_json::from_slice(&answer.bytes().await?)?)
+    }
+
+    /// Replaces the double's fault schedule (`{"seed":..,"rules":[..]}`).
+    pub async fn set_faults(&self, faults: &Value) -> anyhow::Result<()> {
+        let client = reqwest::Client::new();
+        let answer = client
+            .post(format!("{}/sim/faults", self.base))
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(faults)?)
+            .send()
+            .await?;
+        anyhow::ensure!(
+            answer.status().is_success(),
+            "faults refused: {}",
+            answer.status()
+        );
+        Ok(())
+    }
+
+    /// The transfers the double put on chain for `reference`.
+    pub async fn transfers_of(&self, reference: &str) -> anyhow::Result<Vec<Value>> {
+        let all = self.get("transfers").await?;
+        let list = all.as_array().cloned().unwrap_or_default();
+        Ok(list
+            .into_iter()
+            .filter(|t| t["reference"].as_str() == Some(reference))
+            .collect())
+    }
+
+    /// The executor's account at this double for `tenant` (ETH on the test network).
+    pub fn account(&self, tenant: &Tenant, window_secs: u64) -> anyhow::Result<AccountRoute> {
+        let provider = json!({
+            "profile": "lookup_by_reference",
+            "base_url": self.base,
+            "api_key_file": self.dir.join("api_key"),
+            "api_secret_file": self.dir.join("api.pem"),
+            "vault_account_id": "0",
+            "asset_id": "ETH",
+            "decimals": 18,
+            "timeout_secs": 2,
+            "consistency_window_secs": window_secs,
+        });
+        Ok(AccountRoute {
+            name: "fireblocks-test".to_owned(),
+            tenant: tenant.id.to_string(),
+            network: NETWORK.to_owned(),
+            asset: "ETH".to_owned(),
+            provider: serde_json::from_value(provider)?,
+        })
+    }
+}
+
+/// A custodian executor in process as the `opledger_custodian` login, verifying the approvals
+/// of the accounts' tenants against their test trust roots.
+pub async fn executor(
+    stack: &Stack,
+    id: &str,
+    accounts: Vec<AccountRoute>,
+) -> anyhow::Result<Executor> {
+    let mut trust_roots = Vec::new();
+    for account in &accounts {
+        trust_roots.push(crate::signer::trust_root(account.tenant.parse()?));
+    }
+    let config = Config {
+        executor_id: id.to_owned(),
+        accounts,
+        trust_roots,
+        follow_every_secs: 1,
+        ..Config::default()
+    };
+    let store = Store::connect(&stack.url(ServiceRole::Custodian), StoreConfig::default())
+        .await
+        .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
+    Ok(Executor::new(
+        store.custodian(),
+        Accounts::from_config(&config)?,
+        opledger_trust::TrustRoots::new(&config.trust_roots),
+        config.executor_id.clone(),
+        Cadence {
+            follow_every: Duration::from_millis(200),
+            lease: Duration::from_secs(config.lease_secs),
+        },
+    ))
+}
+
+/// A withdrawal of `amount` wei to a fresh address through a service routing `tenant`'s test
+/// network to the custodian, left REQUESTED; its id.
+pub async fn requested_withdrawal(
+    stack: &Stack,
+    tenant: &Tenant,
+    amount: &str,
+) -> anyhow::Result<String> {
+    Ok(create_routed(stack, tenant, amount).await?.0.withdrawal_id)
+}
+
+/// [`requested_withdrawal`], approved by the tenant's approver; the withdrawal and its
+/// destination.
+pub async fn approved_withdrawal(
+    stack: &Stack,
+    tenant: &Tenant,
+    amount: &str,
+) -> anyhow::Result<(pb::Withdrawal, String)> {
+    let (created, destination) = create_routed(stack, tenant, amount).await?;
+    approve(stack, tenant, &created).await?;
+    Ok((created, destination))
+}
+
+async fn create_routed(
+    stack: &Stack,
+    tenant: &Tenant,
+    amount: &str,
+) -> anyhow::Result<(pb::Withdrawal, String)> {
+    let config = opledger_operations::Config {
+        custodian_routes: vec![opledger_operations::config::CustodianRoute {
+            tenant: tenant.id.to_string(),
+            network: NETWORK.to_owned(),
+        }],
+        ..operations_config()
+    };
+    let (mut client, server) = stack.operations_with(config).await?;
+    let destination = format!(
+        "0x{}",
+        hex::encode(uuid::Uuid::new_v4().as_bytes()) + "00000000"
+    );
+    let created = client
+        .create_withdrawal(authed(
+            &tenant.client,
+            pb::CreateWithdrawalRequest {
+                idempotency_key: new_key(),
+                payload: Some(payload(amount, &destination)),
+            },
+        ))
+        .await?
+        .into_inner()
+        .withdrawal
+        .context("no withdrawal")?;
+    server.abort();
+    anyhow::ensure!(created.executor == pb::Executor::Custodian as i32);
+    Ok((created, destination))
+}
+
+/// The withdrawal's state by the database.
+pub async fn state(stack: &Stack, op: &str) -> anyhow::Result<String> {
+    let (state,): (String,) =
+        sqlx::query_as("SELECT state FROM withdrawal_ops WHERE op_id = $1::uuid")
+            .bind(op)
+            .fetch_one(stack.admin.pool())
+            .await?;
+    Ok(state)
+}
+
+/// Runs passes of `executors` until `op` is in `want` (or `within` passes).
+pub async fn drive_until(
+    stack: &Stack,
+    executors: &[&Executor],
+    op: &str,
+    want: &[&str],
+    within: Duration,
+) -> anyhow::Result<String> {
+    let deadline = Instant::now() + within;
+    loop {
+        for executor in executors {
+            executor.pass(16, 4).await;
+        }
+        let now = state(stack, op).await?;
+        if want.contains(&now.as_str()) {
+            return Ok(now);
+        }
+        if Instant::now() > deadline {
+            bail!("withdrawal still {now}, wanted {want:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
