@@ -53,30 +53,27 @@ async fn an_approved_withdrawal_is_requested_once_under_our_reference_and_paid_o
     assert_eq!(transfers.len(), 1, "{transfers:?}");
     assert_eq!(transfers[0]["destination"], destination.as_str());
     assert_eq!(transfers[0]["amount_wei"], AMOUNT);
-    // Followed: the provider's records of our reference are stored; the hold stays until the
-    // chain settles it.
+    // Followed: the provider's records of our reference are stored until one names the
+    // transaction; on a network this executor does not watch, the provider's COMPLETED record
+    // settles the hold.
     drive_until(
         &stack,
         &[&executor],
         &w.withdrawal_id,
-        &["BROADCAST"],
-        Duration::from_secs(5),
+        &["CONFIRMED"],
+        Duration::from_secs(20),
     )
     .await?;
-    let (records, hashed, hold): (i64, i64, String) = sqlx::query_as(
-        "SELECT count(*), count(r.tx_hash), \
-           (SELECT status FROM ledger_holds WHERE op_id = $1::uuid) \
-         FROM custodian_records r WHERE r.op_id = $1::uuid",
+    let (hash, hold): (String, String) = sqlx::query_as(
+        "SELECT r.tx_hash, (SELECT status FROM ledger_holds WHERE op_id = $1::uuid) \
+         FROM custodian_records r WHERE r.op_id = $1::uuid AND r.tx_hash IS NOT NULL \
+         ORDER BY r.record_id DESC LIMIT 1",
     )
     .bind(&w.withdrawal_id)
     .fetch_one(stack.admin.pool())
     .await?;
-    assert!(records >= 1);
-    assert!(
-        hashed >= 1,
-        "the record names the transaction once broadcast"
-    );
-    assert_eq!(hold, "OPEN");
+    assert_eq!(transfers[0]["hash"], hash.as_str());
+    assert_eq!(hold, "SETTLED");
     stack.assert_invariants().await
 }
 
@@ -164,7 +161,7 @@ async fn an_approval_forged_with_the_approvals_login_is_never_sent_to_the_custod
         &stack,
         &[&executor],
         &w.withdrawal_id,
-        &["BROADCAST"],
+        &["BROADCAST", "CONFIRMED"],
         Duration::from_secs(20),
     )
     .await?;
@@ -180,5 +177,57 @@ async fn an_approval_forged_with_the_approvals_login_is_never_sent_to_the_custod
     assert_eq!((requests, events, owner.as_str()), (0, 1, "security"));
     assert!(sim.transfers_of(&forged).await?.is_empty(), "nothing sent");
     assert_eq!(sim.transfers_of(&w.withdrawal_id).await?.len(), 1);
+    stack.assert_invariants().await
+}
+
+#[tokio::test]
+async fn a_watched_network_settles_only_from_the_chain_at_final_depth_with_the_inclusion()
+-> anyhow::Result<()> {
+    let sim = Sim::start(json!({"seed": 4, "rules": []}), 0).await?;
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack
+        .fund(&acme, "treasury", "ETH", "100000000000000000")
+        .await?;
+    let (w, _) = approved_withdrawal(&stack, &acme, AMOUNT).await?;
+    let executor = executor(&stack, "executor-1", vec![sim.account(&acme, 5)?])
+        .await?
+        .with_chains(opledger_tests::custodian::chains(&sim)?);
+    // Paid and COMPLETED at the provider, but one block deep: not final, not settled.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while sim.transfers_of(&w.withdrawal_id).await?.is_empty() {
+        executor.pass(16, 4).await;
+        anyhow::ensure!(std::time::Instant::now() < deadline, "never paid");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for _ in 0..5 {
+        executor.pass(16, 4).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(state(&stack, &w.withdrawal_id).await?, "BROADCAST");
+    // Two more blocks: final at 3 confirmations.
+    sim.anvil.mine(2).await?;
+    drive_until(
+        &stack,
+        &[&executor],
+        &w.withdrawal_id,
+        &["CONFIRMED"],
+        Duration::from_secs(20),
+    )
+    .await?;
+    let transfer = &sim.transfers_of(&w.withdrawal_id).await?[0];
+    let receipt = sim
+        .anvil
+        .receipt(transfer["hash"].as_str().unwrap_or_default())
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no receipt"))?;
+    let (tx_hash, block_hash): (String, String) = sqlx::query_as(
+        "SELECT tx_hash, block_hash FROM inclusions WHERE op_id = $1::uuid AND reorged_at IS NULL",
+    )
+    .bind(&w.withdrawal_id)
+    .fetch_one(stack.admin.pool())
+    .await?;
+    assert_eq!(Some(tx_hash.as_str()), transfer["hash"].as_str());
+    assert_eq!(Some(block_hash.as_str()), receipt["blockHash"].as_str());
     stack.assert_invariants().await
 }

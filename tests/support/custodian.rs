@@ -212,6 +212,22 @@ pub async fn executor(
     ))
 }
 
+/// The evidence of the double's node for the executor: quorum 1 (one node here), 3 blocks deep.
+pub fn chains(sim: &Sim) -> anyhow::Result<opledger_custodian_executor::chain::Chains> {
+    let url = sim.anvil.rpc_url();
+    let settings = crate::chain::evidence(&[url.as_str()], 1);
+    let reader = opledger_chain::evidence::service_reader(
+        NETWORK,
+        Some(&settings),
+        Duration::from_secs(5),
+        None,
+        std::iter::empty(),
+    )?;
+    Ok(opledger_custodian_executor::chain::Chains::new(
+        std::collections::HashMap::from([(NETWORK.to_owned(), reader)]),
+    ))
+}
+
 /// A withdrawal of `amount` wei to a fresh address through a service routing `tenant`'s test
 /// network to the custodian, left REQUESTED; its id.
 pub async fn requested_withdrawal(

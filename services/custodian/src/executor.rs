@@ -14,14 +14,16 @@
 //! operator. Nothing here ever uses a second reference or releases on its own word.
 
 use crate::accounts::{Account, Accounts};
+use crate::chain::{ChainSays, Chains};
 use opledger_custodian::{LookupOutcome, TransferRequest};
 use opledger_domain::custodian::{
-    Lookup, Next, Round, SubmitAnswer, Window, after_lookup, after_submit,
+    Lookup, Next, ProviderStatus, Round, SubmitAnswer, Window, after_lookup, after_submit,
 };
 use opledger_domain::state::{Actor, OperationState as S};
 use opledger_store::StoreError;
 use opledger_store::custodian::{CustodianDue, NewRecord, StoredRequest, custodian_move};
 use opledger_store::roles::CustodianStore;
+use opledger_store::transition::Inclusion;
 use opledger_trust::{Evidence, TrustRoots};
 use std::time::Duration;
 
@@ -34,6 +36,7 @@ pub struct Executor {
     store: CustodianStore,
     accounts: Accounts,
     trust: TrustRoots,
+    chains: Chains,
     executor_id: String,
     follow_every: Duration,
     lease: Duration,
@@ -61,10 +64,18 @@ impl Executor {
             store,
             accounts,
             trust,
+            chains: Chains::default(),
             executor_id,
             follow_every: cadence.follow_every,
             lease: cadence.lease,
         }
+    }
+
+    /// This executor settling its providers' transactions from `chains` (a network without a
+    /// reader is unwatched).
+    pub fn with_chains(mut self, chains: Chains) -> Executor {
+        self.chains = chains;
+        self
     }
 
     /// One pass over up to `batch` due withdrawals, `concurrency` at a time; returns how many it
@@ -321,7 +332,72 @@ impl Executor {
                 )
                 .await;
         }
-        self.apply(due, op.state, next, record_id).await
+        self.apply(due, op.state, next, record_id).await?;
+        if let Next::Chain(hash) = next {
+            let completed = outcome
+                .record
+                .as_ref()
+                .is_some_and(|r| r.status == ProviderStatus::Completed);
+            self.settle(due, &request, hash, completed).await?;
+        }
+        Ok(())
+    }
+
+    /// Settles a withdrawal whose provider named transaction `hash`, once the chain shows it paid
+    /// the approved transfer at final depth (or, on an unwatched network, once the provider's
+    /// record is COMPLETED).
+    async fn settle(
+        &self,
+        due: &CustodianDue,
+        request: &TransferRequest,
+        hash: opledger_domain::evidence::Hash32,
+        completed: bool,
+    ) -> Result<(), StoreError> {
+        let op = &due.operation;
+        let (t, o) = (op.payload.tenant_id, op.op_id);
+        let network = op.payload.network.as_str();
+        let says = self
+            .chains
+            .judge(network, hash, request.destination, request.amount)
+            .await;
+        let settle = self.moved(due, S::Broadcast, S::Confirmed, "custodian transfer final");
+        match says {
+            ChainSays::Paid(block) => {
+                let inclusion = Inclusion {
+                    tenant_id: t,
+                    op_id: o,
+                    tx_hash: format!("0x{}", hex::encode(hash)),
+                    block_number: block.number,
+                    block_hash: format!("0x{}", hex::encode(block.hash)),
+                };
+                ignore_conflict(self.store.confirm(&settle, &inclusion).await)
+            }
+            ChainSays::Unwatched if completed => {
+                ignore_conflict(self.store.transition(&settle).await)
+            }
+            ChainSays::Unwatched | ChainSays::NotYet => Ok(()),
+            ChainSays::Contradicted(reason) => {
+                tracing::error!(op = %o, reason, "the custodian's transaction is not the approved transfer");
+                self.store
+                    .record_security_event(
+                        t,
+                        o,
+                        "CUSTODIAN_TRANSACTION_CONTRADICTED",
+                        Actor::Custodian,
+                        &self.executor_id,
+                        reason,
+                    )
+                    .await?;
+                self.store
+                    .record_custodian_escalation(
+                        t,
+                        o,
+                        "security",
+                        "CUSTODIAN_TRANSACTION_CONTRADICTED",
+                    )
+                    .await
+            }
+        }
     }
 
     /// Stores the record a lookup found; its id.

@@ -3,6 +3,7 @@
 //! reference, never a release without the witness. Its own login (`opledger_custodian`).
 
 pub mod accounts;
+pub mod chain;
 pub mod config;
 pub mod executor;
 mod setup;

@@ -227,7 +227,8 @@ pub const TRANSITIONS: &[Transition] = &[
     // The custodian refused the request before storing anything: an operator decides, the funds
     // stay held (a refusal is no witnessed evidence).
     row(S::Signed, S::FailedTerminal, &[A::Custodian], H::Keep),
-    row(S::Broadcast, S::Confirmed, &[A::ChainWatcher, A::Reconciler], H::Settle),
+    // The custodian executor settles its provider's transaction from chain evidence.
+    row(S::Broadcast, S::Confirmed, &[A::ChainWatcher, A::Reconciler, A::Custodian], H::Settle),
     row(S::Broadcast, S::Unknown, &[A::Broadcaster, A::ChainWatcher, A::Reconciler, A::Custodian], H::Keep),
     row(S::Broadcast, S::FailedTerminal, &[A::ChainWatcher, A::Reconciler], H::Keep),
     row(S::Unknown, S::Broadcast, &[A::Reconciler, A::Operator, A::Custodian], H::Keep),

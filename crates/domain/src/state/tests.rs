@@ -14,7 +14,7 @@ const EXPECTED: &[&str] = &[
     "SIGNED->BROADCAST [broadcaster,custodian] Keep",
     "SIGNED->UNKNOWN [broadcaster,custodian] Keep",
     "SIGNED->FAILED_TERMINAL [custodian] Keep",
-    "BROADCAST->CONFIRMED [chain_watcher,reconciler] Settle",
+    "BROADCAST->CONFIRMED [chain_watcher,reconciler,custodian] Settle",
     "BROADCAST->UNKNOWN [broadcaster,chain_watcher,reconciler,custodian] Keep",
     "BROADCAST->FAILED_TERMINAL [chain_watcher,reconciler] Keep",
     "UNKNOWN->BROADCAST [reconciler,operator,custodian] Keep",

@@ -14,7 +14,7 @@ super::role_handle! {
     CustodianStore, custodian
 }
 
-super::shared_calls!(CustodianStore: escalate, record_security_event);
+super::shared_calls!(CustodianStore: confirm, escalate, record_security_event);
 
 impl CustodianStore {
     /// See [`Store::signing_input`]: what the approvals are verified from.
