@@ -1,11 +1,11 @@
 //! The double's faults, one class per test, each asserting what the executor did and what
 //! reached the chain.
 
-use opledger_custodian::TransferRequest;
-use opledger_domain::custodian::{Lookup, ProviderStatus};
-use opledger_testkit::ServiceRole;
-use opledger_tests::custodian::{Sim, approved_withdrawal, drive_until, executor, state};
+use opledger_tests::custodian::{
+    Sim, approved_withdrawal, custodian_witness, drive_until, executor, state,
+};
 use opledger_tests::{Stack, Tenant};
+use opledger_witness::CustodianOutcome;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -70,7 +70,7 @@ async fn an_answer_lost_after_the_provider_accepted_is_unknown_then_found_by_loo
         &stack,
         &[&executor],
         &w.withdrawal_id,
-        &["BROADCAST"],
+        &["BROADCAST", "CONFIRMED"],
         WITHIN,
     )
     .await?;
@@ -111,7 +111,7 @@ async fn errors_and_rate_limits_are_unknown_and_resent_only_with_the_same_refere
             &stack,
             &[&executor],
             &w.withdrawal_id,
-            &["BROADCAST"],
+            &["BROADCAST", "CONFIRMED"],
             WITHIN,
         )
         .await?;
@@ -157,7 +157,7 @@ async fn a_reference_not_found_inside_the_window_is_no_answer_and_after_it_the_s
         &stack,
         &[&executor],
         &w.withdrawal_id,
-        &["BROADCAST"],
+        &["BROADCAST", "CONFIRMED"],
         WITHIN,
     )
     .await?;
@@ -177,8 +177,7 @@ async fn a_rejection_without_a_transaction_releases_only_once_the_witness_attest
     let stack = Stack::start().await?;
     let acme = funded(&stack).await?;
     let (w, _) = approved_withdrawal(&stack, &acme, AMOUNT).await?;
-    let account = sim.account(&acme, 2)?;
-    let executor = executor(&stack, "executor-1", vec![account.clone()]).await?;
+    let executor = executor(&stack, "executor-1", vec![sim.account(&acme, 2)?]).await?;
     drive_until(&stack, &[&executor], &w.withdrawal_id, &["UNKNOWN"], WITHIN).await?;
     // Proposed, not released: the executor's word alone releases nothing.
     for _ in 0..5 {
@@ -197,37 +196,24 @@ async fn a_rejection_without_a_transaction_releases_only_once_the_witness_attest
     .await?;
     assert_eq!(status, "REJECTED");
 
-    // The witness looks the record up itself (its own client of the provider) and attests.
-    let own = opledger_custodian::build(&account.provider)?;
-    let request = TransferRequest {
-        reference: w.withdrawal_id.parse()?,
-        destination: opledger_domain::evidence::parse_address(
-            &w.payload.clone().unwrap_or_default().destination,
-        )
-        .ok_or_else(|| anyhow::anyhow!("destination"))?,
-        amount: AMOUNT.parse()?,
-        note: None,
-    };
-    let seen = own.lookup(&request).await;
-    let Lookup::Found(record) = seen.lookup else {
-        anyhow::bail!("the witness's lookup found nothing");
-    };
-    assert_eq!(
-        (record.status, record.tx_hash),
-        (ProviderStatus::Rejected, None)
-    );
-    let witness = stack.db.pool_as(ServiceRole::Witness).await?;
-    sqlx::query(
-        "INSERT INTO custodian_release_attestations \
-           (tenant_id, op_id, record_id, status, answer_sha256, witness_id) \
-         SELECT tenant_id, op_id, $2, 'REJECTED', $3, 'witness-test' FROM withdrawal_ops \
-         WHERE op_id = $1::uuid",
+    // The witness, in process as its own login, looks the record up itself through its own
+    // account at the provider (its own configuration and credential files) and attests.
+    let witness = custodian_witness(&stack, &sim, vec![sim.witness_account(&acme)?]).await?;
+    assert_eq!(witness.tick(16).await, [CustodianOutcome::Attested]);
+    let (attested, attested_status, by_witness): (i64, String, bool) = sqlx::query_as(
+        "SELECT record_id, status, pg_has_role(login, 'opledger_witness', 'MEMBER') \
+         FROM custodian_release_attestations WHERE op_id = $1::uuid",
     )
     .bind(&w.withdrawal_id)
-    .bind(record_id)
-    .bind(seen.body_sha256.unwrap_or([0; 32]).to_vec())
-    .execute(&witness)
+    .fetch_one(stack.admin.pool())
     .await?;
+    assert_eq!(
+        (attested, attested_status.as_str()),
+        (record_id, "REJECTED")
+    );
+    assert!(by_witness, "attested by the witness's login");
+    // Decided: nothing more to examine.
+    assert!(witness.tick(16).await.is_empty());
     drive_until(
         &stack,
         &[&executor],

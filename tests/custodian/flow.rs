@@ -22,7 +22,7 @@ async fn an_approved_withdrawal_is_requested_once_under_our_reference_and_paid_o
         &stack,
         &[&executor],
         &w.withdrawal_id,
-        &["BROADCAST"],
+        &["BROADCAST", "CONFIRMED"],
         Duration::from_secs(20),
     )
     .await?;

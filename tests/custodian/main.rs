@@ -3,8 +3,10 @@
 //! request persisted with its hash before the call; an answer lost after the provider accepted
 //! becomes UNKNOWN and is found again by lookup; a lookup that does not know the reference after
 //! the consistency window resends the same request, which the provider deduplicates; a terminal
-//! record without a transaction releases nothing until the witness attests it; two executors
-//! never send twice. Every test checks the chain: one transfer per withdrawal, at most.
+//! record without a transaction releases nothing until the witness attests it from its own lookup
+//! (and a proposal its own lookup contradicts is refused); two executors never send twice. Every
+//! test checks the chain: one transfer per withdrawal, at most.
 
 mod faults;
 mod flow;
+mod witness;

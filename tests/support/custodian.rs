@@ -317,3 +317,281 @@ pub async fn drive_until(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+impl Sim {
+    /// The witness's own account at this double for `tenant`: its own copies of the credential
+    /// files (under `witness/`, never the executor's files) and its own configuration. The double
+    /// registers one API key, so the key is the same one; a real deployment gives the witness a
+    /// read-only key of its own.
+    pub fn witness_account(&self, tenant: &Tenant) -> anyhow::Result<AccountRoute> {
+        let own = self.dir.join("witness");
+        std::fs::create_dir_all(&own)?;
+        std::fs::copy(self.dir.join("api_key"), own.join("api_key"))?;
+        std::fs::copy(self.dir.join("api.pem"), own.join("api.pem"))?;
+        let provider = json!({
+            "profile": "lookup_by_reference",
+            "base_url": self.base,
+            "api_key_file": own.join("api_key"),
+            "api_secret_file": own.join("api.pem"),
+            "vault_account_id": "0",
+            "asset_id": "ETH",
+            "decimals": 18,
+            "timeout_secs": 2,
+            "consistency_window_secs": 0,
+        });
+        Ok(AccountRoute {
+            name: "fireblocks-witness".to_owned(),
+            tenant: tenant.id.to_string(),
+            network: NETWORK.to_owned(),
+            asset: "ETH".to_owned(),
+            provider: serde_json::from_value(provider)?,
+        })
+    }
+}
+
+/// The witness's custodian pass in process as the `opledger_witness` login, with `accounts` as
+/// its own `[[custodian_accounts]]` (its configuration validated as at load; its chain evidence
+/// is the double's node).
+pub async fn custodian_witness(
+    stack: &Stack,
+    sim: &Sim,
+    accounts: Vec<AccountRoute>,
+) -> anyhow::Result<opledger_witness::CustodianWitness> {
+    let url = sim.anvil.rpc_url();
+    let config = opledger_witness::Config {
+        custodian_accounts: accounts,
+        ..crate::chain::witness_config(stack, &[url.as_str()], 1)
+    };
+    config.validate()?;
+    let store = Store::connect(&config.base.database_url.0, StoreConfig::default())
+        .await
+        .map_err(|e| anyhow::anyhow!("the witness login cannot connect: {}", e.log_safe()))?;
+    Ok(opledger_witness::custodian_witness(
+        &config,
+        store.witness(),
+        Default::default(),
+    )?)
+}
+
+/// What a double started by [`Sim::start_webhooks`] is: the Fireblocks profile of [`Sim::start`]
+/// (two webhook signing keys given, so that a rotation is instant, and a forger key), with its
+/// webhooks posted to `fireblocks_webhook_url`, and optionally the BitGo and Prime profiles.
+#[derive(Debug, Clone)]
+pub struct SimWebhooks {
+    /// The fault schedule (`{"seed":..,"rules":[..]}`).
+    pub faults: Value,
+    /// Seconds (double's clock) a transfer stays in authorization (`POST /sim/clock` ends it).
+    pub authorization_delay_secs: u64,
+    /// Where Fireblocks webhooks go (none sent when absent).
+    pub fireblocks_webhook_url: Option<String>,
+    /// The BitGo profile: where its webhooks go, and the secret it signs them with.
+    pub bitgo: Option<(Option<String>, String)>,
+    /// The Prime profile: where its webhooks go, and its signing secret (requests and webhooks).
+    pub prime: Option<(Option<String>, String)>,
+}
+
+/// The BitGo wallet id of [`Sim::start_webhooks`].
+pub const BITGO_WALLET: &str = "0123456789abcdef0123456789abcdef";
+
+impl Sim {
+    /// Starts anvil and the double as [`SimWebhooks`] says.
+    pub async fn start_webhooks(setup: SimWebhooks) -> anyhow::Result<Sim> {
+        let anvil = Anvil::start().await?;
+        let dir = std::env::temp_dir().join(format!("opledger-sim-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir)?;
+        for key in ["api.pem", "webhook.pem", "webhook-next.pem", "forger.pem"] {
+            rsa_key(&dir.join(key))?;
+        }
+        std::fs::write(dir.join("api_key"), API_KEY)?;
+        let read = |name: &str| std::fs::read_to_string(dir.join(name));
+        let mut config = json!({
+            "chain": {"rpc_url": anvil.rpc_url(), "chain_id": anvil.chain_id(),
+                      "hot_wallet_key": SIM_WALLET_KEY},
+            "decimals": 18,
+            "confirmations": 1,
+            "faults": setup.faults,
+            "fireblocks": {
+                "api_key": API_KEY,
+                "api_public_key_pem": read("api.pem.pub")?,
+                "vault_account_id": "0", "asset_id": "ETH", "workspace_id": "ws-test",
+                "webhook_signing_keys_pem": [read("webhook.pem")?, read("webhook-next.pem")?],
+                "webhook_forger_key_pem": read("forger.pem")?,
+                "webhook_url": setup.fireblocks_webhook_url,
+                "authorization_delay_secs": setup.authorization_delay_secs
+            }
+        });
+        if let Some((url, secret)) = &setup.bitgo {
+            std::fs::write(dir.join("bitgo_token"), "bitgo-test-token")?;
+            std::fs::write(dir.join("bitgo_passphrase"), "bitgo-test-passphrase")?;
+            config["bitgo"] = json!({
+                "coin": "hteth", "wallet_id": BITGO_WALLET,
+                "access_token": "bitgo-test-token", "wallet_passphrase": "bitgo-test-passphrase",
+                "webhook_secret": secret, "webhook_url": url,
+                "authorization_delay_secs": setup.authorization_delay_secs
+            });
+        }
+        if let Some((url, secret)) = &setup.prime {
+            std::fs::write(dir.join("prime_key"), "prime-test-key")?;
+            std::fs::write(dir.join("prime_passphrase"), "prime-test-passphrase")?;
+            std::fs::write(dir.join("prime_secret"), secret)?;
+            config["prime"] = json!({
+                "portfolio_id": "portfolio-test", "wallet_id": "wallet-test",
+                "access_key": "prime-test-key", "passphrase": "prime-test-passphrase",
+                "signing_secret": secret, "currency_symbol": "ETH",
+                "webhook_url": url,
+                "authorization_delay_secs": setup.authorization_delay_secs
+            });
+        }
+        let path = dir.join("sim.json");
+        std::fs::write(&path, serde_json::to_vec(&config)?)?;
+        let bin = opledger_testkit::binary_path("opledger-custodian-sim")?;
+        let mut child = Command::new(bin)
+            .arg("--config")
+            .arg(&path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("start opledger-custodian-sim")?;
+        let stdout = child.stdout.take().context("sim stdout")?;
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line)?;
+        let Some(addr) = line.trim().strip_prefix("listening on ") else {
+            let _ = child.kill();
+            bail!("the double did not start: {line:?}");
+        };
+        Ok(Sim {
+            child,
+            base: format!("http://{addr}"),
+            anvil,
+            dir,
+        })
+    }
+
+    /// `POST /sim/<path>` with a JSON body; the answer as JSON (`null` when empty).
+    pub async fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        let answer = reqwest::Client::new()
+            .post(format!("{}/sim/{path}", self.base))
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(body)?)
+            .send()
+            .await?;
+        let status = answer.status();
+        let bytes = answer.bytes().await?;
+        anyhow::ensure!(status.is_success(), "POST /sim/{path}: {status}");
+        Ok(serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    /// The provider requests the double received, as `GET /sim/requests` lists them.
+    pub async fn requests(&self) -> anyhow::Result<Vec<Value>> {
+        Ok(self
+            .get("requests")
+            .await?
+            .as_array()
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    /// How many lookups of `reference` (GETs naming it) the double answered.
+    pub async fn lookups_of(&self, reference: &str) -> anyhow::Result<usize> {
+        Ok(self
+            .requests()
+            .await?
+            .iter()
+            .filter(|r| {
+                r["method"] == "GET" && r["path"].as_str().is_some_and(|p| p.contains(reference))
+            })
+            .count())
+    }
+
+    /// The webhook events the double made about `reference` (`GET /sim/webhooks`).
+    pub async fn webhooks_of(&self, reference: &str) -> anyhow::Result<Vec<Value>> {
+        let all = self.get("webhooks").await?;
+        Ok(all
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| e["reference"].as_str() == Some(reference))
+            .collect())
+    }
+
+    /// The executor's BitGo wallet at this double for `tenant` (a [`Sim::start_webhooks`] with
+    /// `bitgo`).
+    pub fn bitgo_account(&self, tenant: &Tenant) -> anyhow::Result<AccountRoute> {
+        let provider = json!({
+            "profile": "one_send_per_reference",
+            "base_url": self.base,
+            "access_token_file": self.dir.join("bitgo_token"),
+            "wallet_passphrase_file": self.dir.join("bitgo_passphrase"),
+            "coin": "hteth",
+            "wallet_id": BITGO_WALLET,
+            "timeout_secs": 2,
+            "consistency_window_secs": 5,
+        });
+        Ok(AccountRoute {
+            name: "bitgo-test".to_owned(),
+            tenant: tenant.id.to_string(),
+            network: NETWORK.to_owned(),
+            asset: "ETH".to_owned(),
+            provider: serde_json::from_value(provider)?,
+        })
+    }
+
+    /// The executor's Prime wallet at this double for `tenant` (a [`Sim::start_webhooks`] with
+    /// `prime`).
+    pub fn prime_account(&self, tenant: &Tenant) -> anyhow::Result<AccountRoute> {
+        let provider = json!({
+            "profile": "no_lookup",
+            "base_url": self.base,
+            "access_key_file": self.dir.join("prime_key"),
+            "passphrase_file": self.dir.join("prime_passphrase"),
+            "signing_key_file": self.dir.join("prime_secret"),
+            "portfolio_id": "portfolio-test",
+            "wallet_id": "wallet-test",
+            "currency_symbol": "ETH",
+            "decimals": 18,
+            "timeout_secs": 2,
+            "consistency_window_secs": 5,
+        });
+        Ok(AccountRoute {
+            name: "prime-test".to_owned(),
+            tenant: tenant.id.to_string(),
+            network: NETWORK.to_owned(),
+            asset: "ETH".to_owned(),
+            provider: serde_json::from_value(provider)?,
+        })
+    }
+}
+
+/// [`executor`] following each withdrawal at most once per `follow_every` (unless a hint wakes
+/// it).
+pub async fn executor_following_every(
+    stack: &Stack,
+    id: &str,
+    accounts: Vec<AccountRoute>,
+    follow_every: Duration,
+) -> anyhow::Result<Executor> {
+    let mut trust_roots = Vec::new();
+    for account in &accounts {
+        trust_roots.push(crate::signer::trust_root(account.tenant.parse()?));
+    }
+    let config = Config {
+        executor_id: id.to_owned(),
+        accounts,
+        trust_roots,
+        ..Config::default()
+    };
+    let store = Store::connect(&stack.url(ServiceRole::Custodian), StoreConfig::default())
+        .await
+        .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
+    Ok(Executor::new(
+        store.custodian(),
+        Accounts::from_config(&config)?,
+        opledger_trust::TrustRoots::new(&config.trust_roots),
+        config.executor_id.clone(),
+        Cadence {
+            follow_every,
+            lease: Duration::from_secs(config.lease_secs),
+        },
+    ))
+}

@@ -167,13 +167,26 @@ pub(crate) enum WebhookCommand {
         #[arg(long)]
         source: String,
         /// Event types this provider may send, comma-separated (deposit.confirmed,
-        /// transfer.status, kyt.result).
+        /// transfer.status, kyt.result; custodian.status for a custodian's own scheme).
         #[arg(long, value_delimiter = ',', required = true)]
         types: Vec<String>,
         /// Verify `v1a` signatures with this Ed25519 public key (`whpk_...`) instead of minting
         /// an HMAC secret.
         #[arg(long)]
         ed25519_public_key: Option<String>,
+        /// How deliveries are verified: standard (Standard Webhooks), fireblocks_jws (Fireblocks'
+        /// JWS against --jwks-url), bitgo_hmac (x-signature-sha256) or prime_hmac
+        /// (X-CB-SIGNATURE).
+        #[arg(long, default_value = "standard")]
+        scheme: String,
+        /// fireblocks_jws: the provider's key set URL (http or https).
+        #[arg(long)]
+        jwks_url: Option<String>,
+        /// bitgo_hmac, prime_hmac: the name of an environment variable holding the secret the
+        /// provider signs with (its bytes as written, 24 to 64); absent: one is minted and
+        /// printed once.
+        #[arg(long)]
+        secret_env: Option<String>,
     },
     /// Adds a key to an endpoint (rotation: old and new verify until the old one is retired).
     AddSecret {
@@ -182,6 +195,10 @@ pub(crate) enum WebhookCommand {
         /// An Ed25519 public key (`whpk_...`) instead of a new HMAC secret.
         #[arg(long)]
         ed25519_public_key: Option<String>,
+        /// bitgo_hmac, prime_hmac: the name of an environment variable holding the provider's
+        /// new secret; absent: one is minted and printed once.
+        #[arg(long)]
+        secret_env: Option<String>,
     },
     /// Retires a key of an endpoint; it stops verifying within the inbox's cache TTL.
     RetireSecret {

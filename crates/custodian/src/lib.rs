@@ -24,6 +24,7 @@ mod codec;
 mod config;
 mod fireblocks;
 mod prime;
+mod route;
 mod secret;
 mod setup;
 #[cfg(test)]
@@ -45,6 +46,7 @@ pub use fireblocks::webhook::{
 };
 pub use prime::Prime;
 pub use prime::wire::{map_status as map_prime_status, signature as prime_signature};
+pub use route::{AccountRoute, account_name, check_routes};
 pub use setup::build;
 pub use types::{
     Candidate, CandidatesError, LookupFailure, LookupOutcome, Mismatch, ProviderRecord,

@@ -163,6 +163,7 @@
 
 pub mod chain;
 pub mod config;
+pub mod custodian;
 pub mod endpoints;
 pub mod legacy;
 pub mod liveness;

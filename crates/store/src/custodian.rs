@@ -117,7 +117,8 @@ impl Store {
     /// Up to `limit` custodian withdrawals due for an executor, least recently followed first:
     /// APPROVED ones to claim, SIGNING ones whose claim expired (an executor stopped before
     /// storing the request), and SIGNED, BROADCAST and UNKNOWN ones to follow whose claim and
-    /// follow lease are free and which were not followed for `follow_every`.
+    /// follow lease are free and which were not followed for `follow_every`, or which a verified
+    /// status webhook hinted since they were last followed (migration 35; those first).
     pub async fn custodian_due(
         &self,
         follow_every: Duration,
@@ -142,9 +143,15 @@ impl Store {
                OR (o.state IN ('SIGNED', 'BROADCAST', 'UNKNOWN') \
                    AND coalesce(o.lease_expires_at <= now(), true) \
                    AND coalesce(f.leased_until <= now(), true) \
-                   AND coalesce(f.followed_at <= now() - $1::float8 * interval '1 second', \
-                                true))) \
-             ORDER BY coalesce(f.followed_at, o.updated_at) LIMIT $2"
+                   AND (coalesce(f.followed_at <= now() - $1::float8 * interval '1 second', \
+                                 true) \
+                        OR EXISTS (SELECT 1 FROM custodian_hints h \
+                          WHERE h.tenant_id = o.tenant_id AND h.op_id = o.op_id \
+                            AND h.hinted_at > f.followed_at)))) \
+             ORDER BY EXISTS (SELECT 1 FROM custodian_hints h \
+                 WHERE h.tenant_id = o.tenant_id AND h.op_id = o.op_id \
+                   AND h.hinted_at > f.followed_at) DESC, \
+               coalesce(f.followed_at, o.updated_at) LIMIT $2"
         ))
         .bind(follow_every.as_secs_f64())
         .bind(i64::from(limit))
@@ -253,24 +260,41 @@ impl Store {
         Ok(done)
     }
 
-    /// Records a send of the stored request before it is made; returns its number.
+    /// Records a send of the stored request before it is made; returns its number (1 for the
+    /// first), or `None` when `executor_id` may not send now: the withdrawal is not SIGNED,
+    /// BROADCAST or UNKNOWN, or `executor_id` holds no live lease on it (its claim on the
+    /// operation row, or its follow lease), or `first` is asked and a send was already recorded
+    /// (another instance sent meanwhile). A second instance whose lease lapsed sends nothing, and
+    /// the number, not the caller's memory, says whether a send is the first.
     pub async fn begin_custodian_send(
         &self,
         tenant_id: TenantId,
         op_id: OperationId,
         executor_id: &str,
-    ) -> Result<i32> {
-        let (send_no,): (i32,) = sqlx::query_as(
+        first: bool,
+    ) -> Result<Option<i32>> {
+        let row: Option<(i32,)> = sqlx::query_as(
             "INSERT INTO custodian_sends (tenant_id, op_id, send_no, executor_id) \
-             SELECT $1, $2, coalesce(max(send_no), 0) + 1, $3 FROM custodian_sends \
-             WHERE tenant_id = $1 AND op_id = $2 RETURNING send_no",
+             SELECT $1, $2, coalesce((SELECT max(s.send_no) FROM custodian_sends s \
+               WHERE s.tenant_id = $1 AND s.op_id = $2), 0) + 1, $3 \
+             FROM withdrawal_ops o \
+             WHERE o.tenant_id = $1 AND o.op_id = $2 AND o.executor = 'custodian' \
+               AND o.state IN ('SIGNED', 'BROADCAST', 'UNKNOWN') \
+               AND ((o.lease_owner = $3 AND o.lease_expires_at > now()) \
+                    OR EXISTS (SELECT 1 FROM custodian_follows f \
+                      WHERE f.tenant_id = $1 AND f.op_id = $2 AND f.owner = $3 \
+                        AND f.leased_until > now())) \
+               AND (NOT $4 OR NOT EXISTS (SELECT 1 FROM custodian_sends s \
+                      WHERE s.tenant_id = $1 AND s.op_id = $2)) \
+             RETURNING send_no",
         )
         .bind(tenant_id.as_uuid())
         .bind(op_id.as_uuid())
         .bind(executor_id)
-        .fetch_one(&self.pool)
+        .bind(first)
+        .fetch_optional(&self.pool)
         .await?;
-        Ok(send_no)
+        Ok(row.map(|(n,)| n))
     }
 
     /// Records the answer class of send `send_no` (`ACCEPTED`, `REFUSED`, `TIMEOUT`, ...).

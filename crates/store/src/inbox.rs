@@ -22,14 +22,14 @@ mod work;
 pub use deliveries::{
     Delivery, DeliveryClass, RECORD_DELIVERIES_SQL, RECORD_DELIVERY_SQL, Recorded,
 };
-pub use endpoints::{Endpoint, NewSecret, SecretKind, StoredSecret, new_endpoint_id};
+pub use endpoints::{Endpoint, NewEndpoint, NewSecret, SecretKind, StoredSecret, new_endpoint_id};
 pub use issues::{InboxIssue, InboxSnapshot, IssueKind};
 pub use retention::Purged;
 pub use sealed::SealedBody;
 pub use work::{CreditOutcome, Finish, SignedAttemptRef, WorkItem, WorkTx, deposit_credit_digest};
 
 use crate::{Result, Store};
-use opledger_domain::ids::TenantId;
+use opledger_domain::ids::{OperationId, TenantId};
 
 /// How many of the oldest due items name the tenants a claim tries, in order. More than the
 /// processors that can hold a claim at once, so that some candidate is always unlocked.
@@ -77,11 +77,13 @@ impl Store {
             Option<Vec<u8>>,
             i64,
             Option<Vec<u8>>,
+            Option<String>,
+            Option<uuid::Uuid>,
         );
         let row: Option<Row> = sqlx::query_as(
             "SELECT w.inbox_id, w.tenant_id, e.source, e.event_id, w.attempts, \
                e.body_key_id, e.body_nonce, e.body_ciphertext, \
-               extract(epoch FROM e.sent_at)::int8 AS sent_at, e.signature \
+               extract(epoch FROM e.sent_at)::int8 AS sent_at, e.signature, e.event_type, w.op_id \
              FROM inbox_work w \
              JOIN inbox_events e ON e.tenant_id = w.tenant_id AND e.inbox_id = w.inbox_id \
              WHERE w.tenant_id = $1 AND w.status = 'PENDING' AND w.due_at <= now() \
@@ -101,6 +103,8 @@ impl Store {
             ciphertext,
             sent_at,
             signature,
+            event_type,
+            op_id,
         )) = row
         else {
             tx.rollback().await?;
@@ -125,6 +129,8 @@ impl Store {
                 body,
                 sent_at,
                 signature,
+                event_type,
+                op_id: op_id.map(OperationId::from_uuid),
             },
         }))
     }

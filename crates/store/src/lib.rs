@@ -12,6 +12,7 @@ pub mod approvals;
 pub mod broadcast;
 pub mod credits;
 pub mod custodian;
+pub mod custodian_witness;
 mod error;
 pub mod executors;
 pub mod inbox;

@@ -35,7 +35,8 @@ pub fn hash_text(hash: &Hash32) -> String {
     format!("0x{}", hex::encode(hash))
 }
 
-fn parse_hash(text: &str) -> Result<Hash32> {
+/// A stored hash (`0x` and 64 lowercase hex digits) back to its bytes.
+pub(crate) fn parse_hash(text: &str) -> Result<Hash32> {
     let digits = text
         .strip_prefix("0x")
         .ok_or(StoreError::Corrupt { what: "hash" })?;

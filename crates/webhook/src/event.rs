@@ -118,7 +118,8 @@ pub use transfer::{TransferState, TransferStatus};
 use fields::{Lookup, Members};
 use serde_json::Value;
 use serde_json::value::RawValue;
-use shape::{is_rfc3339_date_time, nested_deeper_than};
+use shape::is_rfc3339_date_time;
+pub(crate) use shape::nested_deeper_than;
 
 /// Type of [`DepositConfirmed`] events.
 pub const DEPOSIT_CONFIRMED: &str = "deposit.confirmed";

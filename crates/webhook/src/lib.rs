@@ -12,6 +12,9 @@
 //! 3. [`seal`](mod@seal) encrypts the raw body at rest with XChaCha20-Poly1305 under a
 //!    rotating key, bound to its row by associated data.
 //!
+//! [`provider`] holds the verification schemes of endpoints whose provider signs in its own way
+//! (custodians: BitGo and Coinbase Prime HMACs here; Fireblocks' JWS in `opledger-custodian`).
+//!
 //! [`screening`] judges stored KYT results as signed facts: a result counts only when its `v1a`
 //! signature verifies with a `KYT` key of the tenant's signed trust statement (the signer's and the
 //! approvals service's decision).
@@ -24,6 +27,7 @@
 //! of a body.
 
 pub mod event;
+pub mod provider;
 pub mod screening;
 pub mod seal;
 pub mod secret;
@@ -33,6 +37,7 @@ pub use event::{
     DepositChain, DepositConfirmed, Event, ExternalRef, InvalidExternalRef, KytResult, KytVerdict,
     MalformedBody, Parsed, TransferState, TransferStatus, Unhandled, UnhandledReason, parse,
 };
+pub use provider::{CUSTODIAN_STATUS, EndpointScheme, ProviderDelivery, ProviderError};
 pub use screening::{Screening, ScreeningRefusal, StoredScreening, judge as judge_screenings};
 pub use seal::{BodyKey, BodyKeyError, OpenError, SealError, Sealed, open, row_aad, seal};
 pub use secret::{Ed25519PublicKey, Ed25519SigningKey, KeyError, SigningSecret, VerificationKey};

@@ -2,12 +2,9 @@
 //! `OPLEDGER_CUSTODIAN_*` environment variables, then validation.
 
 use opledger_config::{ConfigError, ServiceBase};
-use opledger_custodian::AccountConfig;
-use opledger_domain::ids::TenantId;
-use opledger_domain::payload::NetworkId;
+pub use opledger_custodian::{AccountRoute, account_name};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
 use std::path::Path;
 
 /// The custodian executor's configuration.
@@ -43,24 +40,6 @@ pub struct Config {
 }
 
 opledger_config::service_config!(Config);
-
-/// One provider account and the tenant's network it executes.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AccountRoute {
-    /// The account's name (`[a-z0-9][a-z0-9_-]{0,62}`), stored with each request it sends.
-    pub name: String,
-    /// The tenant id (a UUID).
-    pub tenant: String,
-    /// The network id, as in the payload.
-    pub network: String,
-    /// The asset code, as in the payload (`ETH`): the one asset the account's provider settings
-    /// name (`asset_id`, `coin` or `currency_symbol`).
-    pub asset: String,
-    /// The provider, its profile and settings (`profile = "lookup_by_reference"`,
-    /// `"one_send_per_reference"` or `"no_lookup"`; credentials as paths to secret files).
-    pub provider: AccountConfig,
-}
 
 impl Default for Config {
     fn default() -> Self {
@@ -104,44 +83,9 @@ impl Config {
             );
         }
         opledger_trust::check_trust_roots(&self.trust_roots)?;
-        let (mut names, mut routes) = (HashSet::new(), HashSet::new());
-        for account in &self.accounts {
-            if !account_name(&account.name) {
-                return invalid(
-                    "accounts",
-                    "names an account not matching [a-z0-9][a-z0-9_-]{0,62}",
-                );
-            }
-            let Ok(tenant) = account.tenant.parse::<TenantId>() else {
-                return invalid("accounts", "names a tenant that is not a UUID");
-            };
-            if NetworkId::parse(&account.network).is_err() {
-                return invalid("accounts", "names an invalid network id");
-            }
-            if !names.insert(account.name.clone()) {
-                return invalid("accounts", "names the same account twice");
-            }
-            if opledger_domain::payload::AssetCode::parse(&account.asset).is_err() {
-                return invalid("accounts", "names an invalid asset code");
-            }
-            if !routes.insert((tenant, account.network.clone(), account.asset.clone())) {
-                return invalid(
-                    "accounts",
-                    "routes the same tenant, network and asset twice",
-                );
-            }
+        if let Err(problem) = opledger_custodian::check_routes(&self.accounts) {
+            return invalid("accounts", problem);
         }
         Ok(())
     }
-}
-
-/// True when `name` is a valid account name (the database checks the same pattern).
-pub fn account_name(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && (bytes[0].is_ascii_lowercase() || bytes[0].is_ascii_digit())
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_' || *b == b'-')
 }

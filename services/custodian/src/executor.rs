@@ -218,15 +218,8 @@ impl Executor {
             .persist_custodian_request(&persist, &stored)
             .await?;
         opledger_failpoint::hit("custodian.after_persist");
-        self.send(
-            due,
-            account,
-            &request,
-            &stored.body,
-            Round::First,
-            S::Signed,
-        )
-        .await
+        self.send(due, account, &request, &stored.body, S::Signed)
+            .await
     }
 
     /// Ends an APPROVED withdrawal whose payload this executor cannot execute as approved.
@@ -241,21 +234,34 @@ impl Executor {
         ignore_conflict(self.store.escalate(&end, OWNER, reason).await)
     }
 
-    /// Sends the stored request (`round`) from `state` and moves by the answer.
+    /// Sends the stored request from `state` and moves by the answer. The send is recorded first
+    /// and only under this instance's live lease, and one meant as the first only while no send
+    /// is recorded; its number (not what this instance read earlier) says whether it is the
+    /// first: a refusal concludes only the first send (`crates/model` checks this with two
+    /// instances whose leases lapse).
     async fn send(
         &self,
         due: &CustodianDue,
         account: &Account,
         request: &TransferRequest,
         body: &[u8],
-        round: Round,
         state: S,
     ) -> Result<(), StoreError> {
         let (t, o) = (due.operation.payload.tenant_id, due.operation.op_id);
-        let send_no = self
+        let first = state == S::Signed;
+        let Some(send_no) = self
             .store
-            .begin_custodian_send(t, o, &self.executor_id)
-            .await?;
+            .begin_custodian_send(t, o, &self.executor_id, first)
+            .await?
+        else {
+            // Another instance holds it, or it moved: nothing is sent.
+            return Ok(());
+        };
+        let round = if send_no == 1 {
+            Round::First
+        } else {
+            Round::Resend
+        };
         opledger_failpoint::hit("custodian.before_send");
         let (answer, provider_id) = match account.custodian.submit(request.reference, body).await {
             Ok(submission) => (submission.answer, submission.provider_id),
@@ -290,15 +296,8 @@ impl Executor {
         };
         if op.state == S::Signed {
             return if due.sends == 0 {
-                self.send(
-                    due,
-                    account,
-                    &request,
-                    &stored.body,
-                    Round::First,
-                    S::Signed,
-                )
-                .await
+                self.send(due, account, &request, &stored.body, S::Signed)
+                    .await
             } else {
                 // A send was made and its outcome not applied: it may have arrived.
                 self.apply(due, S::Signed, Next::LookUp, None).await
@@ -322,14 +321,7 @@ impl Executor {
         let next = after_lookup(profile, outcome.lookup, window);
         if next == Next::ResendSameReference {
             return self
-                .send(
-                    due,
-                    account,
-                    &request,
-                    &stored.body,
-                    Round::Resend,
-                    op.state,
-                )
+                .send(due, account, &request, &stored.body, op.state)
                 .await;
         }
         self.apply(due, op.state, next, record_id).await?;

@@ -6,7 +6,8 @@ use opledger_webhook::seal::BodyKey;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Days a processed event's body is kept before the retention job purges it. `docs/privacy.md`
 /// states this value; a test checks that they agree.
@@ -39,6 +40,19 @@ pub struct Config {
     /// Seconds an endpoint and its keys stay cached (a retired key works at most this long; an
     /// added key verifies at once: a refused signature re-reads the keys, at most every 100 ms).
     pub endpoint_cache_ttl_secs: u64,
+    /// Milliseconds one fetch of a custodian's webhook key set (`fireblocks_jws` endpoints) may
+    /// take.
+    pub jwks_timeout_ms: u64,
+    /// At most one fetch of a key set per this many milliseconds, whatever asks for it (a
+    /// signature naming an unknown key id, a stale set, a failed fetch): forged key ids cannot
+    /// flood the provider's key server.
+    pub jwks_refresh_min_interval_ms: u64,
+    /// Seconds a fetched key set is used before it is fetched again (a key the provider removed
+    /// stops verifying within this).
+    pub jwks_max_age_secs: u64,
+    /// PEM CA alone trusted for `https` key set URLs; absent: the system's roots.
+    #[serde(default)]
+    pub jwks_ca_file: Option<PathBuf>,
     /// Names this processor in transition logs.
     pub worker_id: String,
     /// Milliseconds between processor polls when there is no work.
@@ -79,6 +93,10 @@ impl Default for Config {
             request_timeout_ms: 10_000,
             timestamp_tolerance_secs: opledger_webhook::verify::DEFAULT_TOLERANCE_SECS,
             endpoint_cache_ttl_secs: 30,
+            jwks_timeout_ms: 5_000,
+            jwks_refresh_min_interval_ms: 30_000,
+            jwks_max_age_secs: 600,
+            jwks_ca_file: None,
             worker_id: "inbox".to_owned(),
             poll_interval_ms: 200,
             processors: 2,
@@ -129,6 +147,18 @@ impl Config {
         if !(1..=3600).contains(&self.timestamp_tolerance_secs) {
             return Err(invalid("timestamp_tolerance_secs", "must be 1 to 3600"));
         }
+        if !(1..=60_000).contains(&self.jwks_timeout_ms) {
+            return Err(invalid("jwks_timeout_ms", "must be 1 to 60000"));
+        }
+        if !(100..=3_600_000).contains(&self.jwks_refresh_min_interval_ms) {
+            return Err(invalid(
+                "jwks_refresh_min_interval_ms",
+                "must be 100 to 3600000",
+            ));
+        }
+        if !(1..=86_400).contains(&self.jwks_max_age_secs) {
+            return Err(invalid("jwks_max_age_secs", "must be 1 to 86400"));
+        }
         if self.max_attempts < 1 || self.poll_interval_ms == 0 {
             return Err(invalid(
                 "max_attempts",
@@ -157,6 +187,24 @@ impl Config {
             return Err(invalid("retention_interval_secs", "must be at least 1"));
         }
         Ok(())
+    }
+
+    /// The ingress's settings: limits, timestamp tolerance, key caching, and how custodians'
+    /// webhook key sets are fetched and kept.
+    pub fn ingress(&self) -> crate::ingress::IngressSettings {
+        crate::ingress::IngressSettings {
+            max_body_bytes: self.max_body_bytes,
+            timeout: Duration::from_millis(self.request_timeout_ms),
+            tolerance_secs: self.timestamp_tolerance_secs,
+            cache_ttl: Duration::from_secs(self.endpoint_cache_ttl_secs),
+            body_timeout: Duration::from_millis(self.base.listener.request_timeout_ms),
+            jwks: crate::ingress::jwks::JwksSettings {
+                timeout: Duration::from_millis(self.jwks_timeout_ms),
+                refresh_interval: Duration::from_millis(self.jwks_refresh_min_interval_ms),
+                max_age: Duration::from_secs(self.jwks_max_age_secs),
+                ca_file: self.jwks_ca_file.clone(),
+            },
+        }
     }
 
     /// The parsed keys, sealing key first.

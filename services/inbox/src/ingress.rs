@@ -16,6 +16,10 @@
 //!
 //! Out-of-order events are accepted like any new event; the processor parks what the operation's
 //! state does not allow yet. Error bodies name the problem, never a header value or body content.
+//!
+//! An endpoint of a custodian's own scheme (`fireblocks_jws`, `bitgo_hmac`, `prime_hmac`) is
+//! verified with that scheme instead of Standard Webhooks, deduplicated by the provider's event id
+//! and answered by the same table (module `custodian`); its events are `custodian.status` wake-ups.
 
 use crate::keys::KeyRing;
 use crate::metrics::{IngressStats, Outcome};
@@ -26,6 +30,7 @@ use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use jwks::{JwksCache, JwksSettings};
 use opledger_domain::ids::OperationId;
 use opledger_store::inbox::{Endpoint, Recorded};
 use opledger_store::roles::InboxStore;
@@ -37,6 +42,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tracing::Instrument as _;
+
+mod custodian;
+pub mod jwks;
 
 /// Endpoints cached at most this many at once (the cache is cleared when full).
 const CACHE_CAPACITY: usize = 10_000;
@@ -67,10 +75,11 @@ pub struct Ingress {
     tolerance_secs: i64,
     timeout: Duration,
     stats: Arc<IngressStats>,
+    jwks: Arc<JwksCache>,
 }
 
 /// Settings of the ingress.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct IngressSettings {
     /// Largest body accepted.
     pub max_body_bytes: usize,
@@ -82,6 +91,8 @@ pub struct IngressSettings {
     pub cache_ttl: Duration,
     /// A request body must arrive whole within this (from its headers); else 408, nothing read.
     pub body_timeout: Duration,
+    /// How custodians' webhook key sets are fetched and kept (`fireblocks_jws` endpoints).
+    pub jwks: JwksSettings,
 }
 
 /// The ingress router.
@@ -100,6 +111,7 @@ pub fn router(
         tolerance_secs: settings.tolerance_secs,
         timeout: settings.timeout,
         stats,
+        jwks: Arc::new(JwksCache::new(settings.jwks)),
     };
     Router::new()
         .route("/webhooks/{source}/{endpoint}", post(receive))
@@ -317,6 +329,11 @@ impl Ingress {
             Ok(resolved) => resolved,
             Err(refused) => return refused,
         };
+        if resolved.endpoint.scheme.is_custodian() {
+            return self
+                .custodian(&resolved, source, endpoint_id, headers, body)
+                .await;
+        }
         let endpoint = &resolved.endpoint;
         let verified = match self
             .verified(&resolved, source, endpoint_id, headers, body)

@@ -3,8 +3,8 @@
 //! ([`processor`]), the operator API over dead letters and quarantines ([`operator`]), the
 //! retention job for raw bodies, and `/metrics`.
 //!
-//! It never settles or releases a withdrawal on a webhook's word: a `transfer.status` about a
-//! self-signed transfer is only a hint for the watcher ([`hint`]).
+//! It never settles or releases a withdrawal on a webhook's word: a hint for the watcher at most
+//! ([`hint`]), or a wake-up of the custodian executor's own lookup ([`processor::wake`]).
 
 pub mod config;
 pub mod hint;
@@ -65,18 +65,8 @@ pub async fn serve(
     let store = runtime.store().inbox();
     let ring = key_ring(config)?;
     let stats = Arc::new(metrics::IngressStats::default());
-    let ingress = ingress::router(
-        store.clone(),
-        ring.clone(),
-        stats.clone(),
-        ingress::IngressSettings {
-            max_body_bytes: config.max_body_bytes,
-            timeout: Duration::from_millis(config.request_timeout_ms),
-            tolerance_secs: config.timestamp_tolerance_secs,
-            cache_ttl: Duration::from_secs(config.endpoint_cache_ttl_secs),
-            body_timeout: Duration::from_millis(config.base.listener.request_timeout_ms),
-        },
-    );
+    let settings = config.ingress();
+    let ingress = ingress::router(store.clone(), ring.clone(), stats.clone(), settings);
     let limits = runtime.limits();
     runtime.background(async move {
         opledger_grpc::listener::serve_http(http, ingress, limits, std::future::pending()).await;

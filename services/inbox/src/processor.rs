@@ -16,6 +16,17 @@
 //!   operation moves (`AWAITING_SIGNATURE`), then decided again. Naming a foreign hash
 //!   (`TX_HASH_MISMATCH`) or one of its cancels (`NOT_A_TRANSFER_ATTEMPT`), or contradicting a
 //!   final outcome, REJECTED or VERIFIED_NOT_SENT (`EVIDENCE_CONFLICT`): dead letter.
+//! - `custodian.status` (a custodian's own status event, verified with its scheme at the ingress):
+//!   a wake-up, never a move ([`wake`]). Naming a SIGNED, BROADCAST or UNKNOWN custodian
+//!   withdrawal of the endpoint's tenant, it records a `custodian_hints` row (the executor looks
+//!   the withdrawal up at its next pass) and is done (`WOKEN`); its status is never read. Before
+//!   the request exists: parked until the withdrawal moves (`AWAITING_REQUEST`). No longer
+//!   followed: done (`NOT_FOLLOWED`). While an executor is looking it up: deferred, not counted
+//!   as an attempt (`FOLLOW_IN_PROGRESS`), so that a lookup begun before the event cannot absorb
+//!   its hint. A withdrawal our signer executes: dead letter (`NOT_A_CUSTODIAN_WITHDRAWAL`). No
+//!   reference of ours (Coinbase Prime sends none): recorded, done (`NO_REFERENCE`), nothing
+//!   woken. A reference not found for the tenant (another tenant's withdrawal, or none): retried
+//!   like any early event, then a dead letter.
 //! - `kyt.result`: recorded on the operation; a failing result rejects a REQUESTED operation
 //!   (hold released once). A failure after the operation left REQUESTED is a dead letter owned by
 //!   compliance: it must not be silently ignored, and it cannot be un-signed.
@@ -42,9 +53,13 @@ use opledger_store::transition::TransitionRequest;
 use opledger_webhook::event::{
     self, DepositConfirmed, Event, KytResult, KytVerdict, Parsed, TransferStatus,
 };
+use opledger_webhook::provider::CUSTODIAN_STATUS;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument as _;
+use wake::Wake;
+
+pub mod wake;
 
 /// Processor settings.
 #[derive(Debug, Clone)]
@@ -102,6 +117,9 @@ enum Retry {
     OperationNotFound,
     /// The body could not be opened with the configured keys.
     BodyUnreadable,
+    /// An executor is looking the custodian withdrawal up right now ([`Wake::FollowInProgress`]):
+    /// deferred, not counted as an attempt.
+    FollowInProgress,
     /// The store failed or a concurrent move won the race.
     Store(StoreError),
 }
@@ -111,6 +129,7 @@ impl Retry {
         match self {
             Retry::OperationNotFound => "OPERATION_NOT_FOUND",
             Retry::BodyUnreadable => "BODY_UNREADABLE",
+            Retry::FollowInProgress => "FOLLOW_IN_PROGRESS",
             Retry::Store(StoreError::Conflict { .. }) => "CONCURRENT_CHANGE",
             Retry::Store(_) => "STORE_ERROR",
         }
@@ -196,6 +215,10 @@ impl Processor {
                     }
                 }
             }
+            Err(Retry::FollowInProgress) => {
+                drop(work);
+                self.deferred(tenant_id, inbox_id).await
+            }
             Err(retry) => {
                 drop(work); // rolls back whatever the attempt did
                 self.failed(tenant_id, inbox_id, attempts, &owner, retry)
@@ -228,6 +251,21 @@ impl Processor {
                 stored.ok().flatten().as_deref(),
             );
         }
+    }
+
+    /// Makes the item due again after `retry_base` without counting an attempt: a lookup in
+    /// progress ends within the executor's lease, so this never becomes a dead letter.
+    async fn deferred(&self, tenant_id: TenantId, inbox_id: i64) -> Step {
+        let code = Retry::FollowInProgress.code();
+        match self
+            .store
+            .defer_work(tenant_id, inbox_id, code, self.policy.retry_base)
+            .await
+        {
+            Ok(()) => tracing::info!(inbox_id, reason = code, "inbox item deferred"),
+            Err(e) => tracing::warn!(error = %e.log_safe(), "deferring an inbox item failed"),
+        }
+        Step::Failed
     }
 
     async fn failed(
@@ -284,6 +322,11 @@ impl Processor {
         work: &mut WorkTx,
         about: &mut Option<OperationId>,
     ) -> Result<Decision, Retry> {
+        if work.item.event_type.as_deref() == Some(CUSTODIAN_STATUS) {
+            // Everything it may do was read at the ingress (our reference); the body is not
+            // opened again.
+            return self.custodian_status(work, about).await;
+        }
         let item = &work.item;
         let Some(sealed) = &item.body else {
             return Ok(self.dead("BODY_PURGED"));
@@ -357,6 +400,37 @@ impl Processor {
             }
             Verdict::AwaitSignature => Decision::Parked(version, "AWAITING_SIGNATURE"),
             Verdict::Dead(refusal) => self.dead(refusal.code()),
+        })
+    }
+
+    /// A custodian's status event: a wake-up for the executor's lookup, never a move
+    /// ([`wake::decide`]); sets `about` once the withdrawal is known to exist for the item's
+    /// tenant.
+    async fn custodian_status(
+        &self,
+        work: &mut WorkTx,
+        about: &mut Option<OperationId>,
+    ) -> Result<Decision, Retry> {
+        let Some(op_id) = work.item.op_id else {
+            return Ok(Decision::Done("NO_REFERENCE"));
+        };
+        let (state, version, executor) = work
+            .withdrawal(op_id)
+            .await?
+            .ok_or(Retry::OperationNotFound)?;
+        *about = Some(op_id);
+        let following = work.custodian_follow_in_progress(op_id).await?;
+        let wake = wake::decide(executor, state, following);
+        Ok(match wake {
+            Wake::Hint => {
+                // In this transaction: the hint and the item's end commit together.
+                work.record_custodian_hint(op_id).await?;
+                Decision::Done(wake.outcome())
+            }
+            Wake::FollowInProgress => return Err(Retry::FollowInProgress),
+            Wake::AwaitRequest => Decision::Parked(version, wake.outcome()),
+            Wake::NotFollowed => Decision::Done(wake.outcome()),
+            Wake::NotCustodian => self.dead(wake.outcome()),
         })
     }
 

@@ -42,6 +42,14 @@ pub struct Config {
     /// an asset not listed for its network is left pending.
     #[serde(default)]
     pub deposit_assets: BTreeMap<String, DepositAssets>,
+    /// The witness's own accounts at custodians (`[[custodian_accounts]]`, the keys of the
+    /// custodian executor's `[[accounts]]`: `name`, `tenant`, `network`, `asset` and
+    /// `[custodian_accounts.provider]`), with the witness's own read-only credentials at the
+    /// provider, never the executor's. A release the executor proposes is attested only from the
+    /// witness's own lookup of the provider's record through the account of the withdrawal's
+    /// tenant, network and asset; a proposal without an account here is left unattested.
+    #[serde(default)]
+    pub custodian_accounts: Vec<opledger_custodian::AccountRoute>,
     /// Milliseconds between passes.
     pub poll_interval_ms: u64,
     /// Proposals examined per pass.
@@ -74,6 +82,7 @@ impl Default for Config {
             rpc_headers: BTreeMap::new(),
             trust_roots: Vec::new(),
             deposit_assets: BTreeMap::new(),
+            custodian_accounts: Vec::new(),
             poll_interval_ms: 1_000,
             batch_size: 64,
             rpc_timeout_ms: 5_000,
@@ -113,6 +122,9 @@ impl Config {
         }
         self.validate_trust_roots()?;
         self.validate_deposit_assets()?;
+        if let Err(problem) = opledger_custodian::check_routes(&self.custodian_accounts) {
+            return invalid("custodian_accounts", problem);
+        }
         if self.poll_interval_ms == 0 || self.batch_size == 0 || self.rpc_timeout_ms == 0 {
             return invalid(
                 "poll_interval_ms",

@@ -5,11 +5,14 @@
 //! `opledger_domain::witness`). The witness runs as its own binary, deployable on another host,
 //! with its own database login (`opledger_witness`: read what a release rests on, record
 //! attestations and refusals, nothing else) and its own `[evidence]` endpoints. It never moves an
-//! operation, a hold or a balance; it has no API beyond health, and no signer token.
+//! operation, a hold or a balance; it has no API beyond health, and no signer token. A custodian
+//! withdrawal's proposed release it attests from its own lookup of the provider's record, with its
+//! own read-only account at the provider (`[[custodian_accounts]]`, [`custodian`]).
 
 pub mod attest;
 pub mod config;
 pub mod credits;
+pub mod custodian;
 pub mod metrics;
 pub mod outcome;
 mod setup;
@@ -17,9 +20,9 @@ mod setup;
 pub use attest::Witness;
 pub use config::Config;
 pub use credits::CreditWitness;
-pub use outcome::Outcome;
-use setup::readers;
-pub use setup::{StartError, credit_witness, witness};
+pub use custodian::CustodianWitness;
+pub use outcome::{CustodianOutcome, Outcome};
+pub use setup::{StartError, credit_witness, custodian_witness, witness};
 
 use opledger_server::Runtime;
 use std::sync::Arc;
@@ -36,24 +39,11 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     let store = runtime.store().witness();
     let counters = Arc::new(metrics::Counters::default());
     runtime.metrics(metrics::router(store.clone(), counters.clone()));
-    // One reader per network, shared by both passes (built once: its settings warn once).
-    let networks = readers(&config)?;
-    let worker = Arc::new(Witness::new(
-        store.clone(),
-        networks.clone(),
-        config.witness_id.clone(),
-        counters.clone(),
-    ));
-    let credits = Arc::new(CreditWitness::new(&config, store, Arc::new(networks)));
+    let passes = Arc::new(setup::Passes::new(&config, store, counters)?);
     let batch = config.batch_size;
     runtime.every(Duration::from_millis(config.poll_interval_ms), move || {
-        let (worker, credits, counters) = (worker.clone(), credits.clone(), counters.clone());
-        async move {
-            worker.tick(batch).await;
-            for outcome in credits.tick(batch).await {
-                counters.count_credit(outcome);
-            }
-        }
+        let passes = passes.clone();
+        async move { passes.tick(batch).await }
     });
     Ok(runtime.serve(Routes::default(), None).await?)
 }

@@ -3,7 +3,7 @@
 //! since start. The alert rules in
 //! `deploy/prometheus/alerts.yml` use these names.
 
-use crate::outcome::Outcome;
+use crate::outcome::{CustodianOutcome, Outcome};
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -23,6 +23,11 @@ pub const EXAMINED: &str = "opledger_witness_examined_total";
 pub const OLDEST_UNWITNESSED_CREDIT: &str = "opledger_witness_oldest_unwitnessed_credit_seconds";
 /// Proposed credits examined, by outcome (`attested`, `no_verdict`, `refused`).
 pub const CREDITS_EXAMINED: &str = "opledger_witness_credits_examined_total";
+/// Proposed custodian releases examined, by outcome (`attested`, `waiting`, `refused`,
+/// `no_account`).
+pub const CUSTODIAN_EXAMINED: &str = "opledger_witness_custodian_examined_total";
+/// The outcome labels of [`CUSTODIAN_EXAMINED`], in counter order.
+const CUSTODIAN_LABELS: [&str; 4] = ["attested", "waiting", "refused", "no_account"];
 
 /// The witness's outcome counters.
 #[derive(Debug, Default)]
@@ -31,6 +36,7 @@ pub struct Counters {
     no_verdict: AtomicU64,
     refused: AtomicU64,
     credits: [AtomicU64; 3],
+    custodian: [AtomicU64; 4],
 }
 
 impl Counters {
@@ -52,6 +58,17 @@ impl Counters {
             Outcome::Refused(_) => 2,
         };
         self.credits[index].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one outcome of the custodian pass.
+    pub fn count_custodian(&self, outcome: CustodianOutcome) {
+        let index = match outcome {
+            CustodianOutcome::Attested => 0,
+            CustodianOutcome::Waiting(_) => 1,
+            CustodianOutcome::Refused(_) => 2,
+            CustodianOutcome::NoAccount => 3,
+        };
+        self.custodian[index].fetch_add(1, Ordering::Relaxed);
     }
 
     fn render(&self, oldest: f64, oldest_credit: f64) -> String {
@@ -97,6 +114,18 @@ impl Counters {
                 counter.load(Ordering::Relaxed)
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP {CUSTODIAN_EXAMINED} Proposed custodian releases examined by the witness, by outcome.\n\
+             # TYPE {CUSTODIAN_EXAMINED} counter"
+        );
+        for (label, counter) in CUSTODIAN_LABELS.iter().zip(&self.custodian) {
+            let _ = writeln!(
+                out,
+                "{CUSTODIAN_EXAMINED}{{outcome=\"{label}\"}} {}",
+                counter.load(Ordering::Relaxed)
+            );
+        }
         out
     }
 }
@@ -136,6 +165,31 @@ async fn scrape(State(scrape): State<Scrape>) -> impl IntoResponse {
                 [(header::CONTENT_TYPE, text)],
                 "# store unavailable\n".to_owned(),
             )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn custodian_outcomes_are_counted_by_label() {
+        let counters = Counters::default();
+        counters.count_custodian(CustodianOutcome::Attested);
+        counters.count_custodian(CustodianOutcome::Refused("CUSTODIAN_STATUS_DIFFERS"));
+        counters.count_custodian(CustodianOutcome::NoAccount);
+        counters.count_custodian(CustodianOutcome::NoAccount);
+        let text = counters.render(0.0, 0.0);
+        assert!(text.contains(&format!("# TYPE {CUSTODIAN_EXAMINED} counter")));
+        for (label, n) in [
+            ("attested", 1),
+            ("waiting", 0),
+            ("refused", 1),
+            ("no_account", 2),
+        ] {
+            let line = format!("{CUSTODIAN_EXAMINED}{{outcome=\"{label}\"}} {n}\n");
+            assert!(text.contains(&line), "{line}");
         }
     }
 }

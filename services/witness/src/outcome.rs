@@ -11,3 +11,16 @@ pub enum Outcome {
     /// Refused for good, with this reason code; the hold stays held for an owner.
     Refused(&'static str),
 }
+
+/// What examining one proposed custodian release did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CustodianOutcome {
+    /// The witness's own lookup of the provider's record agrees: attested.
+    Attested,
+    /// Nothing decided now (its lookup failed or found nothing): looked up again next pass.
+    Waiting(&'static str),
+    /// Refused for good, with this reason code; the hold stays held for an owner.
+    Refused(&'static str),
+    /// The witness has no account for the withdrawal's tenant, network and asset: left.
+    NoAccount,
+}

@@ -1,8 +1,10 @@
-//! The witness's parts built from its configuration: its evidence readers and its two witnesses.
+//! The witness's parts built from its configuration: its evidence readers, its custodian
+//! accounts and its three passes.
 
 use crate::attest::Witness;
 use crate::config::Config;
 use crate::credits::CreditWitness;
+use crate::custodian::CustodianWitness;
 use crate::metrics;
 use opledger_server::ServeError;
 use opledger_store::roles::WitnessStore;
@@ -20,6 +22,14 @@ pub enum StartError {
         network: String,
         /// Why.
         source: opledger_chain::evidence::ReaderError,
+    },
+    /// A custodian account's settings or credentials are refused.
+    #[error("custodian account {account}: {source}")]
+    Custodian {
+        /// The account's name.
+        account: String,
+        /// Why.
+        source: opledger_custodian::SetupError,
     },
     /// The server could not start or failed.
     #[error(transparent)]
@@ -74,4 +84,69 @@ pub fn credit_witness(config: &Config, store: WitnessStore) -> Result<CreditWitn
         store,
         Arc::new(readers(config)?),
     ))
+}
+
+/// A custodian pass for `config` over `store`, counting into `counters`: one adapter per
+/// `[[custodian_accounts]]` entry, built with the witness's own credentials.
+pub fn custodian_witness(
+    config: &Config,
+    store: WitnessStore,
+    counters: Arc<metrics::Counters>,
+) -> Result<CustodianWitness, StartError> {
+    let mut accounts = HashMap::new();
+    for route in &config.custodian_accounts {
+        let adapter =
+            opledger_custodian::build(&route.provider).map_err(|source| StartError::Custodian {
+                account: route.name.clone(),
+                source,
+            })?;
+        // Every key of a validated configuration parses.
+        if let Some(key) = route.key() {
+            accounts.insert(key, adapter);
+        }
+    }
+    Ok(CustodianWitness::new(
+        store,
+        accounts,
+        config.witness_id.clone(),
+        counters,
+    ))
+}
+
+/// The witness's passes, run one after the other every `poll_interval_ms`: proposed releases
+/// (chain evidence), proposed credits, proposed custodian releases.
+#[derive(Debug)]
+pub(crate) struct Passes {
+    releases: Witness,
+    credits: CreditWitness,
+    custodian: CustodianWitness,
+    counters: Arc<metrics::Counters>,
+}
+
+impl Passes {
+    /// The passes of `config` over `store`; one evidence reader per network, shared by the
+    /// release and credit passes (built once: its settings warn once).
+    pub(crate) fn new(
+        config: &Config,
+        store: WitnessStore,
+        counters: Arc<metrics::Counters>,
+    ) -> Result<Passes, StartError> {
+        let networks = readers(config)?;
+        let id = config.witness_id.clone();
+        Ok(Passes {
+            releases: Witness::new(store.clone(), networks.clone(), id, counters.clone()),
+            credits: CreditWitness::new(config, store.clone(), Arc::new(networks)),
+            custodian: custodian_witness(config, store, counters.clone())?,
+            counters,
+        })
+    }
+
+    /// One pass of each, up to `batch` items each.
+    pub(crate) async fn tick(&self, batch: u32) {
+        self.releases.tick(batch).await;
+        for outcome in self.credits.tick(batch).await {
+            self.counters.count_credit(outcome);
+        }
+        self.custodian.tick(batch).await;
+    }
 }

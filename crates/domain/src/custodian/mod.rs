@@ -21,8 +21,12 @@
 mod status;
 #[cfg(test)]
 mod tests;
+mod witness;
 
 pub use status::{ProviderStatus, StatusClass, UnknownStatus};
+pub use witness::{
+    OwnLookup, ProposedRelease, WitnessRefusal, WitnessVerdict, WitnessWait, witness_release,
+};
 
 use crate::evidence::Hash32;
 

@@ -2,6 +2,7 @@
 //! every explored interleaving, and the old decisions are caught with a counterexample. Every
 //! check prints `model: states=... elapsed=...ms`.
 
+mod custodian;
 mod domain;
 mod faults;
 mod legacy;

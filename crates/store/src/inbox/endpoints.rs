@@ -4,6 +4,7 @@
 use super::sealed::SealedBody;
 use crate::{Result, Store, StoreError};
 use opledger_domain::ids::TenantId;
+use opledger_webhook::provider::EndpointScheme;
 use sqlx::PgConnection;
 
 /// How an endpoint key verifies signatures.
@@ -57,8 +58,33 @@ pub struct Endpoint {
     pub source: String,
     /// Event types this provider may send; anything else is stored UNHANDLED.
     pub allowed_types: Vec<String>,
+    /// How its deliveries are verified (migration 35; `standard` before).
+    pub scheme: EndpointScheme,
+    /// For `fireblocks_jws`: where the provider publishes its key set.
+    pub jwks_url: Option<String>,
     /// Active keys (any may verify: rotation).
     pub secrets: Vec<StoredSecret>,
+}
+
+/// A new endpoint: its id (from [`new_endpoint_id`]), tenant, source label, allowed event types,
+/// verification scheme, key set URL (`fireblocks_jws` only) and first key (none for
+/// `fireblocks_jws`, whose keys are the provider's published ones).
+#[derive(Debug, Clone, Copy)]
+pub struct NewEndpoint<'a> {
+    /// `whe_` + 32 hex digits.
+    pub endpoint_id: &'a str,
+    /// The tenant it belongs to.
+    pub tenant_id: TenantId,
+    /// The provider label.
+    pub source: &'a str,
+    /// Event types it may send.
+    pub allowed_types: &'a [String],
+    /// How its deliveries are verified.
+    pub scheme: EndpointScheme,
+    /// The provider's key set URL (`fireblocks_jws` only).
+    pub jwks_url: Option<&'a str>,
+    /// Its first key, sealed by the caller with the endpoint id as associated data.
+    pub first: Option<&'a NewSecret>,
 }
 
 /// A fresh endpoint id (`whe_` + 32 hex digits): minted before the endpoint exists, because its
@@ -108,18 +134,43 @@ impl Store {
         allowed_types: &[String],
         first: &NewSecret,
     ) -> Result<i64> {
+        let created = self
+            .create_webhook_endpoint(&NewEndpoint {
+                endpoint_id,
+                tenant_id,
+                source,
+                allowed_types,
+                scheme: EndpointScheme::Standard,
+                jwks_url: None,
+                first: Some(first),
+            })
+            .await?;
+        created.ok_or(StoreError::Corrupt {
+            what: "webhook secret",
+        })
+    }
+
+    /// Creates an endpoint with any verification scheme and, when given, its first key; returns
+    /// the key's id. Owner role. The database refuses a key set URL on any scheme but
+    /// `fireblocks_jws`, and that scheme without one.
+    pub async fn create_webhook_endpoint(&self, new: &NewEndpoint<'_>) -> Result<Option<i64>> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
-            "INSERT INTO webhook_endpoints (endpoint_id, tenant_id, source, allowed_types) \
-             VALUES ($1, $2, $3, $4)",
+            "INSERT INTO webhook_endpoints (endpoint_id, tenant_id, source, allowed_types, \
+               scheme, jwks_url) VALUES ($1, $2, $3, $4, $5, $6)",
         )
-        .bind(endpoint_id)
-        .bind(tenant_id.as_uuid())
-        .bind(source)
-        .bind(allowed_types)
+        .bind(new.endpoint_id)
+        .bind(new.tenant_id.as_uuid())
+        .bind(new.source)
+        .bind(new.allowed_types)
+        .bind(new.scheme.as_str())
+        .bind(new.jwks_url)
         .execute(&mut *tx)
         .await?;
-        let id = insert_secret(&mut tx, endpoint_id, first).await?;
+        let id = match new.first {
+            Some(first) => Some(insert_secret(&mut tx, new.endpoint_id, first).await?),
+            None => None,
+        };
         tx.commit().await?;
         Ok(id)
     }
@@ -146,16 +197,20 @@ impl Store {
 
     /// The enabled endpoint with this id and its active keys.
     pub async fn webhook_endpoint(&self, endpoint_id: &str) -> Result<Option<Endpoint>> {
-        let row: Option<(uuid::Uuid, String, Vec<String>)> = sqlx::query_as(
-            "SELECT tenant_id, source, allowed_types FROM webhook_endpoints \
+        type EndpointRow = (uuid::Uuid, String, Vec<String>, String, Option<String>);
+        let row: Option<EndpointRow> = sqlx::query_as(
+            "SELECT tenant_id, source, allowed_types, scheme, jwks_url FROM webhook_endpoints \
              WHERE endpoint_id = $1 AND disabled_at IS NULL",
         )
         .bind(endpoint_id)
         .fetch_optional(&self.pool)
         .await?;
-        let Some((tenant, source, allowed_types)) = row else {
+        let Some((tenant, source, allowed_types, scheme, jwks_url)) = row else {
             return Ok(None);
         };
+        let scheme = EndpointScheme::parse(&scheme).ok_or(StoreError::Corrupt {
+            what: "webhook endpoint scheme",
+        })?;
         type SecretRow = (i64, String, Option<i16>, Option<Vec<u8>>, Vec<u8>);
         let rows: Vec<SecretRow> = sqlx::query_as(
             "SELECT secret_id, kind, key_id, nonce, material FROM webhook_secrets \
@@ -195,6 +250,8 @@ impl Store {
             tenant_id: TenantId::from_uuid(tenant),
             source,
             allowed_types,
+            scheme,
+            jwks_url,
             secrets,
         }))
     }

@@ -8,6 +8,7 @@ use crate::{Result, Store, StoreError};
 use opledger_domain::amount::Amount;
 use opledger_domain::evidence::AttemptKind;
 use opledger_domain::ids::{OperationId, TenantId};
+use opledger_domain::operation::Executor;
 use opledger_domain::payload::{AccountName, AssetCode};
 use opledger_domain::state::OperationState;
 use sqlx::{Postgres, Transaction};
@@ -44,6 +45,11 @@ pub struct WorkItem {
     pub sent_at: i64,
     /// The `v1a` signature the delivery was verified with, if any.
     pub signature: Option<Vec<u8>>,
+    /// The event type the ingress classified it as.
+    pub event_type: Option<String>,
+    /// The operation the ingress found named in it, if any (for a custodian's status event: our
+    /// reference, read from the verified body).
+    pub op_id: Option<OperationId>,
 }
 
 /// How a claimed item ends this attempt.
@@ -123,6 +129,59 @@ impl WorkTx {
         .await?;
         row.map(|(state, version)| Ok((crate::row::state(&state)?, version)))
             .transpose()
+    }
+
+    /// The withdrawal's state, version and executor (`None` when it does not exist for this
+    /// tenant).
+    pub async fn withdrawal(
+        &mut self,
+        op_id: OperationId,
+    ) -> Result<Option<(OperationState, i64, Executor)>> {
+        let row: Option<(String, i64, String)> = sqlx::query_as(
+            "SELECT state, version, executor FROM withdrawal_ops \
+             WHERE tenant_id = $1 AND op_id = $2",
+        )
+        .bind(self.item.tenant_id.as_uuid())
+        .bind(op_id.as_uuid())
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        row.map(|(state, version, executor)| {
+            let executor =
+                Executor::parse(&executor).ok_or(StoreError::Corrupt { what: "executor" })?;
+            Ok((crate::row::state(&state)?, version, executor))
+        })
+        .transpose()
+    }
+
+    /// Records that the custodian executor should look the withdrawal up at its next pass (a
+    /// verified status event of its custodian named it), in this transaction: one row per
+    /// withdrawal, a repeat only refreshes `hinted_at` (the database's clock). A hint moves
+    /// nothing: no state, no hold, no record. The database refuses it for a withdrawal that is not
+    /// a custodian's (migration 35).
+    pub async fn record_custodian_hint(&mut self, op_id: OperationId) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO custodian_hints (tenant_id, op_id) VALUES ($1, $2) \
+             ON CONFLICT (tenant_id, op_id) DO UPDATE SET hinted_at = now()",
+        )
+        .bind(self.item.tenant_id.as_uuid())
+        .bind(op_id.as_uuid())
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Whether an executor holds the custodian withdrawal's follow lease at this moment (it is
+    /// looking the withdrawal up, or sending its request).
+    pub async fn custodian_follow_in_progress(&mut self, op_id: OperationId) -> Result<bool> {
+        let row: Option<(bool,)> = sqlx::query_as(
+            "SELECT leased_until > clock_timestamp() FROM custodian_follows \
+             WHERE tenant_id = $1 AND op_id = $2",
+        )
+        .bind(self.item.tenant_id.as_uuid())
+        .bind(op_id.as_uuid())
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        Ok(row.is_some_and(|(held,)| held))
     }
 
     /// Every signed attempt of the operation, in attempt order: its transaction hash and the kind
@@ -269,6 +328,29 @@ impl Store {
         .execute(&self.pool)
         .await?
         .rows_affected())
+    }
+
+    /// Makes a pending item due again after `retry_in` without counting an attempt (after the
+    /// attempt's transaction rolled back): for a wait known to end (`reason`, a machine code).
+    pub async fn defer_work(
+        &self,
+        tenant_id: TenantId,
+        inbox_id: i64,
+        reason: &str,
+        retry_in: Duration,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE inbox_work SET last_error = $2, updated_at = now(), \
+               due_at = now() + $3::float8 * interval '1 second' \
+             WHERE tenant_id = $4 AND inbox_id = $1 AND status = 'PENDING'",
+        )
+        .bind(inbox_id)
+        .bind(reason)
+        .bind(retry_in.as_secs_f64())
+        .bind(tenant_id.as_uuid())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
     }
 
     /// Records a failed attempt (after the attempt's transaction rolled back): due again after

@@ -93,9 +93,10 @@ impl CustodianStore {
         tenant_id: TenantId,
         op_id: OperationId,
         executor_id: &str,
-    ) -> Result<i32> {
+        first: bool,
+    ) -> Result<Option<i32>> {
         self.store
-            .begin_custodian_send(tenant_id, op_id, executor_id)
+            .begin_custodian_send(tenant_id, op_id, executor_id, first)
             .await
     }
 

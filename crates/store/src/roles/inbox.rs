@@ -101,6 +101,19 @@ impl InboxStore {
         self.store.wake_parked_work().await
     }
 
+    /// See [`Store::defer_work`].
+    pub async fn defer_work(
+        &self,
+        tenant_id: TenantId,
+        inbox_id: i64,
+        reason: &str,
+        retry_in: Duration,
+    ) -> Result<()> {
+        self.store
+            .defer_work(tenant_id, inbox_id, reason, retry_in)
+            .await
+    }
+
     /// See [`Store::fail_work`].
     pub async fn fail_work(
         &self,

@@ -1,10 +1,11 @@
-//! The store as the witness (`opledger_witness` login): attests or refuses proposed releases and
-//! credits.
+//! The store as the witness (`opledger_witness` login): attests or refuses proposed releases
+//! (chain evidence and custodian records) and credits.
 
 use crate::credits::{CreditCursor, CreditToWitness};
+use crate::custodian_witness::{CustodianCursor, CustodianRefusal, CustodianReleaseToWitness};
 use crate::witness::PendingRelease;
 use crate::{Result, Store};
-use opledger_domain::ids::TenantId;
+use opledger_domain::ids::{OperationId, TenantId};
 
 super::role_handle! {
     /// The store as the witness (`opledger_witness` login): attests or refuses proposed releases
@@ -80,6 +81,53 @@ impl WitnessStore {
     /// See [`Store::oldest_unwitnessed_secs`].
     pub async fn oldest_unwitnessed_secs(&self) -> Result<Option<f64>> {
         self.store.oldest_unwitnessed_secs().await
+    }
+}
+
+impl WitnessStore {
+    /// See [`Store::custodian_releases_to_witness`].
+    pub async fn custodian_releases_to_witness(
+        &self,
+        after: Option<&CustodianCursor>,
+        limit: u32,
+    ) -> Result<Vec<CustodianReleaseToWitness>> {
+        self.store.custodian_releases_to_witness(after, limit).await
+    }
+
+    /// See [`Store::attest_custodian_release`].
+    pub async fn attest_custodian_release(
+        &self,
+        tenant_id: TenantId,
+        op_id: OperationId,
+        record_id: i64,
+        status: &str,
+        answer_sha256: &[u8; 32],
+        witness_id: &str,
+    ) -> Result<()> {
+        self.store
+            .attest_custodian_release(
+                tenant_id,
+                op_id,
+                record_id,
+                status,
+                answer_sha256,
+                witness_id,
+            )
+            .await
+    }
+
+    /// See [`Store::refuse_custodian_release`].
+    pub async fn refuse_custodian_release(
+        &self,
+        tenant_id: TenantId,
+        op_id: OperationId,
+        record_id: i64,
+        refusal: &CustodianRefusal<'_>,
+        witness_id: &str,
+    ) -> Result<()> {
+        self.store
+            .refuse_custodian_release(tenant_id, op_id, record_id, refusal, witness_id)
+            .await
     }
 }
 

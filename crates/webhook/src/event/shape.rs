@@ -4,7 +4,7 @@
 /// True when objects and arrays nest deeper than `max` (brackets inside
 /// strings do not count). Invalid JSON may give any answer: it is refused
 /// either way.
-pub(super) fn nested_deeper_than(body: &[u8], max: usize) -> bool {
+pub(crate) fn nested_deeper_than(body: &[u8], max: usize) -> bool {
     let mut depth = 0usize;
     let mut in_string = false;
     let mut escaped = false;

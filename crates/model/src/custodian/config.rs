@@ -1,0 +1,72 @@
+//! What one run of the custodian model explores: the provider's profile, how many executor
+//! instances, how many sends of the request, whether the executor's database login is
+//! compromised, and which decisions are taken (the domain's, or a mutant).
+
+use opledger_domain::custodian::Profile;
+
+/// A decision the model replaces to show that the checker finds what it gets wrong. Each is an
+/// alternative closure in [`super::decisions::Decisions`]; the domain is never changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mutant {
+    /// The domain's decisions, the executor's glue and the database's release rule.
+    None,
+    /// An executor that resends with a new reference when the provider does not find the first
+    /// (a "retry" after a timeout): two transactions for one operation.
+    NewReferenceOnResend,
+    /// A ledger that releases on the executor's proposal alone, without the witness's
+    /// attestation (`release_allowed` with every proposal counted as attested).
+    ReleaseOnProposal,
+    /// `after_submit` taking a resend's refusal for a refusal of the request (the rule before
+    /// `after_submit` took the round): "refused before anything was stored" while the first
+    /// request is stored at the provider.
+    ResendRefusalIsRefusal,
+    /// The executor before the send was numbered by the store: a pass that read SIGNED without
+    /// a send sends a "first" request whatever was sent since (the round from a stale read), and
+    /// a send is recorded and made without a live lease of its own.
+    SendOnStaleRead,
+}
+
+/// One run of the custodian model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CustodianConfig {
+    /// How the provider deduplicates and finds a request by our reference.
+    pub profile: Profile,
+    /// Executor instances: 1 (crash-restartable at every step boundary), or 2 running at once
+    /// whose leases may lapse (a stalled instance carries on with what it read; the store's
+    /// compare-and-set on the state and its leases are the guards).
+    pub executors: u8,
+    /// Sends of the request, the first included: the model stops resending beyond.
+    pub max_sends: u8,
+    /// Whether the executor's database login is compromised: it may insert a record of its own
+    /// (terminal without a hash) with a proposal of it, and ask for any move of the custodian
+    /// actor at any moment. It cannot attest (the witness's table is not its own).
+    pub compromised_executor: bool,
+    /// Whether the executor watches the network (its evidence endpoints settle a transaction the
+    /// provider's record names); on a network it does not watch, only a COMPLETED record settles.
+    pub watched_network: bool,
+    /// The decisions taken.
+    pub mutant: Mutant,
+    /// Checker threads.
+    pub threads: usize,
+}
+
+impl CustodianConfig {
+    /// The default run for `profile`: one executor, two sends (the first and one resend), honest
+    /// logins, a watched network, the domain's decisions, two checker threads.
+    pub fn new(profile: Profile) -> CustodianConfig {
+        CustodianConfig {
+            profile,
+            executors: 1,
+            max_sends: 2,
+            compromised_executor: false,
+            watched_network: true,
+            mutant: Mutant::None,
+            threads: 2,
+        }
+    }
+
+    /// The instances' indexes.
+    pub fn instances(&self) -> impl Iterator<Item = u8> + use<> {
+        0..self.executors.clamp(1, 2)
+    }
+}
