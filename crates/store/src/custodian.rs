@@ -6,7 +6,6 @@
 use crate::operations::{Operation, OperationRow, operation_columns};
 use crate::transition::{LeaseGuard, TransitionRequest, Transitioned, transition_in};
 use crate::{Result, Store, StoreError};
-use chrono::{DateTime, Utc};
 use opledger_domain::custodian::Profile;
 use opledger_domain::ids::{OperationId, TenantId};
 use opledger_domain::state::{Actor, OperationState};
@@ -366,22 +365,6 @@ impl Store {
         .execute(&self.pool)
         .await?;
         Ok(())
-    }
-
-    /// When the last send of the withdrawal's request was made, by the database's clock.
-    pub async fn last_custodian_send(
-        &self,
-        tenant_id: TenantId,
-        op_id: OperationId,
-    ) -> Result<Option<DateTime<Utc>>> {
-        let (at,): (Option<DateTime<Utc>>,) = sqlx::query_as(
-            "SELECT max(sent_at) FROM custodian_sends WHERE tenant_id = $1 AND op_id = $2",
-        )
-        .bind(tenant_id.as_uuid())
-        .bind(op_id.as_uuid())
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(at)
     }
 }
 

@@ -58,15 +58,6 @@ impl Accounts {
         Ok(Accounts { by_route })
     }
 
-    /// Accounts given in code (tests).
-    pub fn from_routes(
-        routes: impl IntoIterator<Item = ((TenantId, String, String), Account)>,
-    ) -> Accounts {
-        Accounts {
-            by_route: routes.into_iter().collect(),
-        }
-    }
-
     /// The account executing `op`, if this executor has one.
     pub fn get(&self, op: &Operation) -> Option<&Account> {
         let p = &op.payload;
