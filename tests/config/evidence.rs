@@ -25,7 +25,7 @@ fn dir(test: &str) -> anyhow::Result<PathBuf> {
 
 /// The chain-facing services: binary, environment prefix, and the keys each needs besides its
 /// `[evidence.anvil]` table (which must come last in the file).
-const SERVICES: [(&str, &str, &str); 3] = [
+const SERVICES: [(&str, &str, &str); 4] = [
     (
         "opledger-broadcaster",
         "OPLEDGER_BROADCASTER_",
@@ -37,6 +37,7 @@ const SERVICES: [(&str, &str, &str); 3] = [
         "signer_token = \"t\"\n[rpc]\nanvil = \"http://127.0.0.1:8545\"\n",
     ),
     ("opledger-witness", "OPLEDGER_WITNESS_", ""),
+    ("opledger-custodian-executor", "OPLEDGER_CUSTODIAN_", ""),
 ];
 
 /// The configuration file of `service` with `evidence` as its `[evidence.anvil]` keys.
@@ -53,6 +54,9 @@ fn load(bin: &str, path: &std::path::Path) -> Result<(), ConfigError> {
     match bin {
         "opledger-broadcaster" => opledger_broadcaster::Config::load(Some(path)).map(drop),
         "opledger-reconciler" => opledger_reconciler::Config::load(Some(path)).map(drop),
+        "opledger-custodian-executor" => {
+            opledger_custodian_executor::Config::load(Some(path)).map(drop)
+        }
         _ => opledger_witness::Config::load(Some(path)).map(drop),
     }
 }
@@ -117,6 +121,52 @@ fn a_shallow_depth_refuses_the_start_of_every_chain_facing_service() -> anyhow::
             std::fs::write(&path, file("postgres://u:p@127.0.0.1:1/db", keys, evidence))?;
             let loaded = load(bin, &path);
             assert!(loaded.is_ok(), "{bin} {evidence:?}: {loaded:?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// A custodian account on the `anvil` network (its credential files are read at start, not at
+/// load).
+const ACCOUNT: &str = "[[accounts]]\nname = \"fireblocks-main\"\n\
+    tenant = \"00000000-0000-4000-8000-000000000001\"\nnetwork = \"anvil\"\nasset = \"ETH\"\n\
+    [accounts.provider]\nprofile = \"lookup_by_reference\"\n\
+    base_url = \"https://custodian.example\"\napi_key_file = \"/run/secrets/api_key\"\n\
+    api_secret_file = \"/run/secrets/api_secret\"\nvault_account_id = \"0\"\n\
+    asset_id = \"ETH\"\ndecimals = 18\ntimeout_secs = 10\nconsistency_window_secs = 60\n";
+
+/// The adversary is a configuration mistake that would let the custodian's word settle a
+/// withdrawal alone: an account on a network the executor has no evidence endpoints for. The
+/// executor refuses it unless the network is named in `unwatched_networks` (an explicit choice),
+/// and refuses a network named both watched and unwatched.
+#[test]
+fn a_custodian_network_without_evidence_must_be_named_unwatched() -> anyhow::Result<()> {
+    let dir = dir("unwatched")?;
+    let path = dir.join("custodian.toml");
+    let base = "database_url = \"postgres://u:p@127.0.0.1:1/db\"\n";
+    let evidence = "[evidence.anvil]\nurls = [\"http://127.0.0.1:8545\"]\nquorum = 1\n\
+                    confirmations = 12\n";
+    for (keys, refused) in [
+        (format!("{base}{ACCOUNT}"), Some("accounts")),
+        (
+            format!("{base}unwatched_networks = [\"anvil\"]\n{ACCOUNT}{evidence}"),
+            Some("unwatched_networks"),
+        ),
+        (
+            format!("{base}unwatched_networks = [\"anvil\"]\n{ACCOUNT}"),
+            None,
+        ),
+        (format!("{base}{ACCOUNT}{evidence}"), None),
+    ] {
+        std::fs::write(&path, &keys)?;
+        let loaded = opledger_custodian_executor::Config::load(Some(&path));
+        match refused {
+            Some(field) => assert!(
+                matches!(loaded, Err(ConfigError::Invalid { field: f, .. }) if f == field),
+                "{keys}: {loaded:?}"
+            ),
+            None => assert!(loaded.is_ok(), "{keys}: {loaded:?}"),
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

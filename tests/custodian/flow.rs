@@ -206,7 +206,7 @@ async fn a_watched_network_settles_only_from_the_chain_at_final_depth_with_the_i
     }
     assert_eq!(state(&stack, &w.withdrawal_id).await?, "BROADCAST");
     // Two more blocks: final at 3 confirmations.
-    sim.anvil.mine(2).await?;
+    sim.anvil()?.mine(2).await?;
     drive_until(
         &stack,
         &[&executor],
@@ -217,7 +217,7 @@ async fn a_watched_network_settles_only_from_the_chain_at_final_depth_with_the_i
     .await?;
     let transfer = &sim.transfers_of(&w.withdrawal_id).await?[0];
     let receipt = sim
-        .anvil
+        .anvil()?
         .receipt(transfer["hash"].as_str().unwrap_or_default())
         .await?
         .ok_or_else(|| anyhow::anyhow!("no receipt"))?;

@@ -5,6 +5,7 @@
 //! SIGKILL and restarted on its own. Clients spread their calls over the instances in turn (as a
 //! load balancer would); each broadcaster and reconciler has a signer instance of its own to call.
 
+use crate::service::{Service, TempDir, loopback, signer_link, through};
 use anyhow::Context;
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::approvals_service_client::ApprovalsServiceClient;
@@ -14,26 +15,24 @@ use opledger_testkit::{
     Anvil, AnvilOptions, ChildService, FaultProxy, RpcProxy, free_port, wait_for_tcp,
 };
 use opledger_tests::inbox::{Endpoint, Sender, body_keys, endpoint};
-use opledger_tests::signer::{
-    CALLER_TOKEN, NETWORK, config as signer_config, signer_url, write_keystore,
-};
+use opledger_tests::signer::{NETWORK, config as signer_config, signer_url, write_keystore};
 use opledger_tests::{Stack, Tenant, authed};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tonic::transport::Channel;
 
-/// The services, in start order.
-pub const SERVICES: [&str; 7] = [
+/// The services, in start order (`custodian`: the custodian executor).
+pub const SERVICES: [&str; 8] = [
     "operations",
     "approvals",
     "signer",
     "broadcaster",
     "reconciler",
     "witness",
+    "custodian",
     "inbox",
 ];
 
@@ -67,24 +66,6 @@ pub fn all_instances() -> Vec<String> {
         .collect()
 }
 
-struct Service {
-    bin: &'static str,
-    env: Vec<(&'static str, String)>,
-    ready_port: u16,
-    child: Option<ChildService>,
-    /// Started with a failpoint armed (and not restarted unarmed since).
-    armed: bool,
-}
-
-/// A removed-on-drop folder for configuration files.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// The running system.
 pub struct Cluster {
     /// Database (and the tenant setup helpers; its in-process services are not used).
@@ -99,6 +80,8 @@ pub struct Cluster {
     pub node_proxy: FaultProxy,
     /// Between `node_proxy` and anvil: counts every `eth_sendRawTransaction` by signed bytes.
     pub rpc_recorder: RpcProxy,
+    /// The tenant routed to the custodian double, and the double.
+    pub custody: crate::custodian::Custody,
     /// The inbox endpoint of `acme`.
     pub endpoint: Endpoint,
     /// A sender to each inbox instance's ingress.
@@ -125,20 +108,6 @@ impl std::fmt::Debug for Cluster {
     }
 }
 
-/// `url` with its `host:port` replaced by `addr` (to route a database URL through a proxy).
-fn through(url: &str, addr: SocketAddr) -> anyhow::Result<String> {
-    let at = url.rfind('@').context("database url without credentials")?;
-    let slash = url[at..]
-        .find('/')
-        .context("database url without a database")?
-        + at;
-    Ok(format!("{}{addr}{}", &url[..=at], &url[slash..]))
-}
-
-fn loopback(port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], port))
-}
-
 impl Cluster {
     /// Provisions the database, the tenant (1000 ETH in `treasury`), anvil, the proxies and the
     /// configurations, and starts every instance unarmed.
@@ -155,6 +124,7 @@ impl Cluster {
             ..AnvilOptions::default()
         })
         .await?;
+        let custody = crate::custodian::Custody::start(&stack, &node).await?;
         let pg: SocketAddr = {
             let url = stack.url(ServiceRole::Operations);
             let at = url.rfind('@').context("service url")?;
@@ -192,27 +162,26 @@ impl Cluster {
             let operations = instance("operations", i);
             services.insert(
                 operations.clone(),
-                Service {
-                    bin: "opledger-operations",
-                    env: vec![
+                Service::new(
+                    "opledger-operations",
+                    vec![
                         (
                             "OPLEDGER_OPERATIONS_DATABASE_URL",
                             url_of(ServiceRole::Operations)?,
                         ),
                         ("OPLEDGER_OPERATIONS_LISTEN", listen(&operations)),
                         ("OPLEDGER_OPERATIONS_METRICS_LISTEN", "127.0.0.1:0".into()),
+                        ("OPLEDGER_OPERATIONS_CUSTODIAN_ROUTES", custody.routes()),
                     ],
-                    ready_port: ports[operations.as_str()],
-                    child: None,
-                    armed: false,
-                },
+                    ports[operations.as_str()],
+                ),
             );
             let approvals = instance("approvals", i);
             services.insert(
                 approvals.clone(),
-                Service {
-                    bin: "opledger-approvals",
-                    env: vec![
+                Service::new(
+                    "opledger-approvals",
+                    vec![
                         (
                             "OPLEDGER_APPROVALS_DATABASE_URL",
                             url_of(ServiceRole::Approvals)?,
@@ -220,10 +189,8 @@ impl Cluster {
                         ("OPLEDGER_APPROVALS_LISTEN", listen(&approvals)),
                         ("OPLEDGER_APPROVALS_METRICS_LISTEN", "127.0.0.1:0".into()),
                     ],
-                    ready_port: ports[approvals.as_str()],
-                    child: None,
-                    armed: false,
-                },
+                    ports[approvals.as_str()],
+                ),
             );
 
             let name = instance("signer", i);
@@ -234,13 +201,11 @@ impl Cluster {
             let path = config_file(&name, toml::to_string(&signer)?)?;
             services.insert(
                 name.clone(),
-                Service {
-                    bin: "opledger-signer",
-                    env: vec![("OPLEDGER_SIGNER_CONFIG", path)],
-                    ready_port: ports[name.as_str()],
-                    child: None,
-                    armed: false,
-                },
+                Service::new(
+                    "opledger-signer",
+                    vec![("OPLEDGER_SIGNER_CONFIG", path)],
+                    ports[name.as_str()],
+                ),
             );
 
             // Broadcaster i calls signer i, reconciler i the other signer: every signer
@@ -274,13 +239,11 @@ impl Cluster {
             let path = config_file(&name, toml::to_string(&broadcaster)?)?;
             services.insert(
                 name.clone(),
-                Service {
-                    bin: "opledger-broadcaster",
-                    env: vec![("OPLEDGER_BROADCASTER_CONFIG", path)],
-                    ready_port: ports[name.as_str()],
-                    child: None,
-                    armed: false,
-                },
+                Service::new(
+                    "opledger-broadcaster",
+                    vec![("OPLEDGER_BROADCASTER_CONFIG", path)],
+                    ports[name.as_str()],
+                ),
             );
 
             let name = instance("reconciler", i);
@@ -311,13 +274,11 @@ impl Cluster {
             let path = config_file(&name, toml::to_string(&reconciler)?)?;
             services.insert(
                 name.clone(),
-                Service {
-                    bin: "opledger-reconciler",
-                    env: vec![("OPLEDGER_RECONCILER_CONFIG", path)],
-                    ready_port: ports[name.as_str()],
-                    child: None,
-                    armed: false,
-                },
+                Service::new(
+                    "opledger-reconciler",
+                    vec![("OPLEDGER_RECONCILER_CONFIG", path)],
+                    ports[name.as_str()],
+                ),
             );
 
             // The witness of every release the reconciler proposes: its own login, its own
@@ -332,6 +293,7 @@ impl Cluster {
                 },
                 witness_id: format!("faults-{name}"),
                 evidence: evidence.clone(),
+                custodian_accounts: vec![custody.sim.witness_account(&custody.tenant)?],
                 poll_interval_ms: 200,
                 rpc_timeout_ms: 2_000,
                 ..opledger_witness::Config::default()
@@ -339,21 +301,32 @@ impl Cluster {
             let path = config_file(&name, toml::to_string(&witness)?)?;
             services.insert(
                 name.clone(),
-                Service {
-                    bin: "opledger-witness",
-                    env: vec![("OPLEDGER_WITNESS_CONFIG", path)],
-                    ready_port: ports[name.as_str()],
-                    child: None,
-                    armed: false,
-                },
+                Service::new(
+                    "opledger-witness",
+                    vec![("OPLEDGER_WITNESS_CONFIG", path)],
+                    ports[name.as_str()],
+                ),
             );
+
+            // The custodian executor: its own login, the double's account, the node as evidence.
+            let name = instance("custodian", i);
+            let executor = custody.executor(
+                &name,
+                loopback(ports[name.as_str()]),
+                url_of(ServiceRole::Custodian)?,
+                &node_proxy.url("http"),
+            )?;
+            let path = config_file(&name, toml::to_string(&executor)?)?;
+            let env = vec![("OPLEDGER_CUSTODIAN_CONFIG", path)];
+            let service = Service::new("opledger-custodian-executor", env, ports[name.as_str()]);
+            services.insert(name.clone(), service);
 
             let name = instance("inbox", i);
             services.insert(
                 name.clone(),
-                Service {
-                    bin: "opledger-inbox",
-                    env: vec![
+                Service::new(
+                    "opledger-inbox",
+                    vec![
                         ("OPLEDGER_INBOX_DATABASE_URL", url_of(ServiceRole::Inbox)?),
                         ("OPLEDGER_INBOX_LISTEN", listen(&name)),
                         (
@@ -367,10 +340,8 @@ impl Cluster {
                         ("OPLEDGER_INBOX_RETRY_BASE_MS", "100".into()),
                         ("OPLEDGER_INBOX_MAX_ATTEMPTS", "50".into()),
                     ],
-                    ready_port: inbox_http[i],
-                    child: None,
-                    armed: false,
-                },
+                    inbox_http[i],
+                ),
             );
         }
         let endpoint = endpoint(&stack, &acme, "chainwatch", &["deposit.confirmed"]).await?;
@@ -386,6 +357,7 @@ impl Cluster {
             db_proxy,
             node_proxy,
             rpc_recorder,
+            custody,
             endpoint,
             senders: inbox_http
                 .iter()
@@ -587,14 +559,5 @@ impl Cluster {
             ))
             .await?
             .into_inner())
-    }
-}
-
-/// The signer instance on `port`, reached in clear with the test caller token.
-fn signer_link(port: u16) -> opledger_grpc::client::SignerLink {
-    opledger_grpc::client::SignerLink {
-        signer_url: format!("http://{}", loopback(port)),
-        signer_token: opledger_config::Secret(CALLER_TOKEN.to_owned()),
-        signer_tls: None,
     }
 }

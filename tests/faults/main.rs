@@ -1,4 +1,4 @@
-//! The fault harness: two instances of each of the six real service processes against one real
+//! The fault harness: two instances of each of the eight real service processes against one real
 //! PostgreSQL database and a real anvil node, with every step boundary of the pipeline killed in
 //! turn (a failpoint aborts the process as SIGKILL would), then a transfer the node drops from
 //! its pool (cancelled, and VERIFIED_NOT_SENT only once the cancel is final at three
@@ -7,6 +7,10 @@
 //! webhooks and chain reorganizations. After each run the system is left to converge and audited
 //! against what every client was told and for duplicate work (`audit.rs`); at the end it prints
 //! what each instance did.
+//!
+//! The custodian path runs through the conformance double after the fault-free phase
+//! (`custodian.rs`: its executor killed at every step boundary, then 100 withdrawals under the
+//! double's seeded faults with executors killed at random).
 //!
 //! It ends with one summary line. Every random choice comes from one seed, printed in that line:
 //! `OPLEDGER_SOAK_SEED=<seed>` replays a run, `OPLEDGER_SOAK_STEPS=<n>` makes the soak longer
@@ -17,7 +21,9 @@
 mod audit;
 mod cluster;
 mod credits;
+mod custodian;
 mod duplicates;
+mod service;
 
 use audit::{Answer, Decision, Tally, create_request, decide_at, deposit_body};
 use cluster::{Cluster, all_instances, instance, instances};
@@ -442,6 +448,12 @@ async fn fault_harness_every_step_killed_then_a_seeded_soak_leaves_no_violation(
     tally.audit_clean(&c, &clean, "fault-free").await?;
     phases.push(("fault-free", started.elapsed()));
 
+    // The custodian path: its executor killed at every step boundary, then a batch under the
+    // double's seeded faults with executors killed at random.
+    let mut custody = custodian::CustodianTally::default();
+    custodian::phase(&mut tally, &mut custody, &mut c, &mut rng).await?;
+    phases.push(("custodian", started.elapsed()));
+
     for (i, (service, failpoint, trigger)) in FAILPOINTS.iter().enumerate() {
         let dest = to[i % to.len()].clone();
         kill_at(
@@ -489,7 +501,9 @@ async fn fault_harness_every_step_killed_then_a_seeded_soak_leaves_no_violation(
          duplicate_webhooks={} reordered_webhooks={}; indeterminate={} (had happened={}, \
          happened on retry={}) unknown_resolved={} dropped_cancelled={}; attempts={} submitted={} sends={} \
          repeated_sends={} most_sends={}; invariant_checks={} violations={} double_payouts={} \
-         releases_without_evidence={} witnessed_releases={} credits_without_evidence={}",
+         releases_without_evidence={} witnessed_releases={} credits_without_evidence={}; \
+         custodian: operations={} confirmed={} released={} custodian_faults={} (double={} \
+         executor_kills={}) resends={} double_payouts={} releases_without_evidence={}",
         tally.ops.len(),
         tally.webhooks.len(),
         tally.kills,
@@ -519,6 +533,15 @@ async fn fault_harness_every_step_killed_then_a_seeded_soak_leaves_no_violation(
         tally.releases_without_evidence,
         tally.witnessed_releases,
         tally.credits_without_evidence,
+        custody.ops.len(),
+        custody.confirmed,
+        custody.released,
+        custody.sim_faults + custody.kills,
+        custody.sim_faults,
+        custody.kills,
+        custody.resends,
+        custody.double_payouts,
+        custody.releases_without_evidence,
     );
     assert!(
         tally.violations.is_empty(),
@@ -532,6 +555,17 @@ async fn fault_harness_every_step_killed_then_a_seeded_soak_leaves_no_violation(
             tally.credits_without_evidence
         ),
         (0, 0, 0)
+    );
+    assert_eq!(
+        (custody.double_payouts, custody.releases_without_evidence),
+        (0, 0)
+    );
+    assert!(
+        custody.ops.len() > custodian::BATCH && custody.confirmed > 0 && custody.released > 0,
+        "custodian: {} withdrawals, {} confirmed, {} released",
+        custody.ops.len(),
+        custody.confirmed,
+        custody.released
     );
     // Every dropped transfer's release was proposed and witnessed (the audit counts releases of
     // signed withdrawals with both records, and counts any without the witness as a violation).

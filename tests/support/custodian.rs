@@ -21,17 +21,23 @@ use std::time::{Duration, Instant};
 pub const SIM_WALLET_KEY: &str =
     "0xdbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97";
 
+/// The address of [`SIM_WALLET_KEY`].
+pub const SIM_WALLET: &str = "0x23618e81e3f5cdf7f54c3d65f7fbc0abf5b21e8f";
+
 /// The Fireblocks API key the executor presents.
 pub const API_KEY: &str = "opledger-test-api-key";
 
-/// A running double on its own anvil, with the files its account needs.
+/// A running double on its own anvil (or on a node it was given), with the files its account
+/// needs.
 #[derive(Debug)]
 pub struct Sim {
     child: Child,
     /// `http://127.0.0.1:<port>`.
     pub base: String,
-    /// Its node.
-    pub anvil: Anvil,
+    /// Its node's JSON-RPC URL.
+    pub rpc_url: String,
+    /// Its node, when it started its own.
+    anvil: Option<Anvil>,
     /// Where its keys and the executor's secret files are.
     pub dir: PathBuf,
 }
@@ -76,13 +82,27 @@ impl Sim {
     /// (`{"seed":..,"rules":[..]}`) and `lag_secs` of consistency lag.
     pub async fn start(faults: Value, lag_secs: u64) -> anyhow::Result<Sim> {
         let anvil = Anvil::start().await?;
+        let (url, chain_id) = (anvil.rpc_url(), anvil.chain_id());
+        let mut sim = Sim::start_on(&url, chain_id, faults, lag_secs).await?;
+        sim.anvil = Some(anvil);
+        Ok(sim)
+    }
+
+    /// [`Sim::start`] on the node at `rpc_url` (chain `chain_id`), which the caller runs: the
+    /// double's hot wallet is anvil's 9th development account.
+    pub async fn start_on(
+        rpc_url: &str,
+        chain_id: u64,
+        faults: Value,
+        lag_secs: u64,
+    ) -> anyhow::Result<Sim> {
         let dir = std::env::temp_dir().join(format!("opledger-sim-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir)?;
         rsa_key(&dir.join("api.pem"))?;
         rsa_key(&dir.join("webhook.pem"))?;
         std::fs::write(dir.join("api_key"), API_KEY)?;
         let config = json!({
-            "chain": {"rpc_url": anvil.rpc_url(), "chain_id": anvil.chain_id(),
+            "chain": {"rpc_url": rpc_url, "chain_id": chain_id,
                       "hot_wallet_key": SIM_WALLET_KEY},
             "decimals": 18,
             "confirmations": 1,
@@ -95,8 +115,13 @@ impl Sim {
                 "consistency_lag_secs": lag_secs, "authorization_delay_secs": 0
             }
         });
+        Sim::launch(dir, &config, rpc_url)
+    }
+
+    /// Runs the double with `config` (written into `dir`) and reads the address it listens on.
+    fn launch(dir: PathBuf, config: &Value, rpc_url: &str) -> anyhow::Result<Sim> {
         let path = dir.join("sim.json");
-        std::fs::write(&path, serde_json::to_vec(&config)?)?;
+        std::fs::write(&path, serde_json::to_vec(config)?)?;
         let bin = opledger_testkit::binary_path("opledger-custodian-sim")?;
         let mut child = Command::new(bin)
             .arg("--config")
@@ -109,14 +134,23 @@ impl Sim {
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line)?;
         let Some(addr) = line.trim().strip_prefix("listening on ") else {
+            let _ = child.kill();
             bail!("the double did not start: {line:?}");
         };
         Ok(Sim {
             child,
             base: format!("http://{addr}"),
-            anvil,
+            rpc_url: rpc_url.to_owned(),
+            anvil: None,
             dir,
         })
+    }
+
+    /// The node the double started for itself.
+    pub fn anvil(&self) -> anyhow::Result<&Anvil> {
+        self.anvil
+            .as_ref()
+            .context("the double runs on a node it was given")
     }
 
     /// `GET /sim/<path>` as JSON.
@@ -214,8 +248,7 @@ pub async fn executor(
 
 /// The evidence of the double's node for the executor: quorum 1 (one node here), 3 blocks deep.
 pub fn chains(sim: &Sim) -> anyhow::Result<opledger_custodian_executor::chain::Chains> {
-    let url = sim.anvil.rpc_url();
-    let settings = crate::chain::evidence(&[url.as_str()], 1);
+    let settings = crate::chain::evidence(&[sim.rpc_url.as_str()], 1);
     let reader = opledger_chain::evidence::service_reader(
         NETWORK,
         Some(&settings),
@@ -357,10 +390,9 @@ pub async fn custodian_witness(
     sim: &Sim,
     accounts: Vec<AccountRoute>,
 ) -> anyhow::Result<opledger_witness::CustodianWitness> {
-    let url = sim.anvil.rpc_url();
     let config = opledger_witness::Config {
         custodian_accounts: accounts,
-        ..crate::chain::witness_config(stack, &[url.as_str()], 1)
+        ..crate::chain::witness_config(stack, &[sim.rpc_url.as_str()], 1)
     };
     config.validate()?;
     let store = Store::connect(&config.base.database_url.0, StoreConfig::default())
@@ -442,29 +474,10 @@ impl Sim {
                 "authorization_delay_secs": setup.authorization_delay_secs
             });
         }
-        let path = dir.join("sim.json");
-        std::fs::write(&path, serde_json::to_vec(&config)?)?;
-        let bin = opledger_testkit::binary_path("opledger-custodian-sim")?;
-        let mut child = Command::new(bin)
-            .arg("--config")
-            .arg(&path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("start opledger-custodian-sim")?;
-        let stdout = child.stdout.take().context("sim stdout")?;
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line)?;
-        let Some(addr) = line.trim().strip_prefix("listening on ") else {
-            let _ = child.kill();
-            bail!("the double did not start: {line:?}");
-        };
-        Ok(Sim {
-            child,
-            base: format!("http://{addr}"),
-            anvil,
-            dir,
-        })
+        let url = anvil.rpc_url();
+        let mut sim = Sim::launch(dir, &config, &url)?;
+        sim.anvil = Some(anvil);
+        Ok(sim)
     }
 
     /// `POST /sim/<path>` with a JSON body; the answer as JSON (`null` when empty).

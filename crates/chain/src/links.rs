@@ -131,6 +131,46 @@ impl ChainLinks {
     }
 }
 
+/// Refuses what [`evidence_readers`] would be built from wrongly: headers for a network without
+/// an `[evidence]` entry, and any entry's settings [`check_evidence`] refuses.
+pub fn check_reader_settings(
+    evidence: &BTreeMap<String, NetworkEvidence>,
+    rpc_headers: &BTreeMap<String, BTreeMap<String, Secret>>,
+) -> Result<(), ConfigError> {
+    let invalid = |field, problem| Err(ConfigError::Invalid { field, problem });
+    if rpc_headers.keys().any(|n| !evidence.contains_key(n)) {
+        return invalid("rpc_headers", "names a network without an [evidence] entry");
+    }
+    if let Err((field, problem)) = check_evidence(evidence.keys(), evidence) {
+        return invalid(field, problem);
+    }
+    Ok(())
+}
+
+/// An evidence reader per network of `evidence`, each call bounded by `timeout`, trusting only
+/// `rpc_ca` for `https://` URLs when it is given and sending `rpc_headers` of the network: the
+/// readers of a service that only reads (the witness, the custodian executor). The error names
+/// the network refused.
+pub fn evidence_readers(
+    evidence: &BTreeMap<String, NetworkEvidence>,
+    rpc_ca: Option<&std::path::Path>,
+    rpc_headers: &BTreeMap<String, BTreeMap<String, Secret>>,
+    timeout: Duration,
+) -> Result<std::collections::HashMap<String, EvidenceReader>, (String, ReaderError)> {
+    let mut readers = std::collections::HashMap::new();
+    for (network, settings) in evidence {
+        let headers = rpc_headers
+            .get(network)
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str(), v.0.as_str()));
+        let reader = service_reader(network, Some(settings), timeout, rpc_ca, headers)
+            .map_err(|source| (network.clone(), source))?;
+        readers.insert(network.clone(), reader);
+    }
+    Ok(readers)
+}
+
 #[cfg(test)]
 mod tests {
     use super::{ChainLinks, LinksError, NetworkEvidence};

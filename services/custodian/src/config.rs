@@ -1,11 +1,12 @@
 //! Typed configuration: defaults, then the TOML file named by `OPLEDGER_CUSTODIAN_CONFIG`, then
 //! `OPLEDGER_CUSTODIAN_*` environment variables, then validation.
 
-use opledger_config::{ConfigError, ServiceBase};
+use opledger_config::{ConfigError, Secret, ServiceBase};
 pub use opledger_custodian::{AccountRoute, account_name};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 /// The custodian executor's configuration.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -28,6 +29,27 @@ pub struct Config {
     /// met. A tenant without an entry has its withdrawals refused (FAILED_TERMINAL, security).
     #[serde(default)]
     pub trust_roots: Vec<opledger_trust::TrustRootConfig>,
+    /// Evidence per network id (`[evidence.<id>]`, the keys of the evidence section below): the
+    /// executor's own endpoints, `quorum`, `confirmations` or `finalized = true`. A withdrawal
+    /// whose custodian record names a transaction settles only once a quorum of these agrees,
+    /// at final depth, that it paid exactly the approved transfer. Every account's network is
+    /// here or in `unwatched_networks`.
+    #[serde(default)]
+    pub evidence: BTreeMap<String, opledger_chain::NetworkEvidence>,
+    /// Networks whose withdrawals settle on the custodian's COMPLETED record alone, without chain
+    /// evidence (a network this deployment cannot read). An explicit choice, never a default:
+    /// the custodian is then trusted for the payout (docs/custodians.md).
+    #[serde(default)]
+    pub unwatched_networks: Vec<String>,
+    /// PEM CA that alone is trusted for `https://` evidence URLs; absent: the system's roots.
+    #[serde(default)]
+    pub rpc_ca: Option<PathBuf>,
+    /// HTTP headers sent with every evidence call, per network id (a provider's API key); values
+    /// are secrets, never logged.
+    #[serde(default)]
+    pub rpc_headers: BTreeMap<String, BTreeMap<String, Secret>>,
+    /// Milliseconds an evidence endpoint may take to answer.
+    pub rpc_timeout_ms: u64,
     /// Milliseconds between passes.
     pub poll_interval_ms: u64,
     /// Withdrawals handled per pass.
@@ -48,6 +70,11 @@ impl Default for Config {
             executor_id: "custodian-executor".to_owned(),
             accounts: Vec::new(),
             trust_roots: Vec::new(),
+            evidence: BTreeMap::new(),
+            unwatched_networks: Vec::new(),
+            rpc_ca: None,
+            rpc_headers: BTreeMap::new(),
+            rpc_timeout_ms: 5_000,
             poll_interval_ms: 500,
             batch_size: 64,
             follow_every_secs: 5,
@@ -80,6 +107,28 @@ impl Config {
             return invalid(
                 "lease_secs",
                 "lease_secs must be at least 5 and follow_every_secs at least 1",
+            );
+        }
+        if self.rpc_timeout_ms == 0 {
+            return invalid("rpc_timeout_ms", "must be at least 1");
+        }
+        opledger_chain::links::check_reader_settings(&self.evidence, &self.rpc_headers)?;
+        if self
+            .unwatched_networks
+            .iter()
+            .any(|n| self.evidence.contains_key(n))
+        {
+            return invalid(
+                "unwatched_networks",
+                "names a network that has an [evidence] entry",
+            );
+        }
+        if self.accounts.iter().any(|a| {
+            !self.evidence.contains_key(&a.network) && !self.unwatched_networks.contains(&a.network)
+        }) {
+            return invalid(
+                "accounts",
+                "an account's network has no [evidence] entry and is not in unwatched_networks",
             );
         }
         opledger_trust::check_trust_roots(&self.trust_roots)?;

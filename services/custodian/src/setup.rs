@@ -1,6 +1,7 @@
 //! The executor built from its configuration.
 
 use crate::accounts::{AccountError, Accounts};
+use crate::chain::Chains;
 use crate::config::Config;
 use crate::executor::{Cadence, Executor};
 use std::sync::Arc;
@@ -12,16 +13,32 @@ pub enum StartError {
     /// An account's settings or secrets are refused.
     #[error(transparent)]
     Account(#[from] AccountError),
+    /// A network's evidence endpoints or settings are refused.
+    #[error("evidence for network {network}: {source}")]
+    Evidence {
+        /// The network id.
+        network: String,
+        /// Why.
+        source: opledger_chain::evidence::ReaderError,
+    },
     /// The server could not start or failed.
     #[error(transparent)]
     Serve(#[from] opledger_server::ServeError),
 }
 
-/// The executor `config` describes, over `store`.
+/// The executor `config` describes, over `store`: its accounts, trust roots and the evidence
+/// readers of its watched networks.
 pub fn executor(
     config: &Config,
     store: opledger_store::roles::CustodianStore,
 ) -> Result<Executor, StartError> {
+    let readers = opledger_chain::links::evidence_readers(
+        &config.evidence,
+        config.rpc_ca.as_deref(),
+        &config.rpc_headers,
+        Duration::from_millis(config.rpc_timeout_ms),
+    )
+    .map_err(|(network, source)| StartError::Evidence { network, source })?;
     Ok(Executor::new(
         store,
         Accounts::from_config(config)?,
@@ -31,7 +48,8 @@ pub fn executor(
             follow_every: Duration::from_secs(config.follow_every_secs),
             lease: Duration::from_secs(config.lease_secs),
         },
-    ))
+    )
+    .with_chains(Chains::new(readers)))
 }
 
 /// The name the executor's health service reports (it serves no API).

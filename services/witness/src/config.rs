@@ -105,18 +105,7 @@ impl Config {
         if self.evidence.is_empty() {
             return invalid("evidence", "must name at least one network");
         }
-        if self
-            .rpc_headers
-            .keys()
-            .any(|n| !self.evidence.contains_key(n))
-        {
-            return invalid("rpc_headers", "names a network without an [evidence] entry");
-        }
-        if let Err((field, problem)) =
-            opledger_chain::evidence::check_evidence(self.evidence.keys(), &self.evidence)
-        {
-            return invalid(field, problem);
-        }
+        opledger_chain::links::check_reader_settings(&self.evidence, &self.rpc_headers)?;
         if self.witness_id.is_empty() || self.witness_id.len() > 128 {
             return invalid("witness_id", "must be 1 to 128 characters");
         }

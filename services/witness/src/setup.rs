@@ -40,27 +40,13 @@ pub enum StartError {
 pub(crate) fn readers(
     config: &Config,
 ) -> Result<HashMap<String, opledger_chain::EvidenceReader>, StartError> {
-    let timeout = Duration::from_millis(config.rpc_timeout_ms);
-    let mut networks = HashMap::new();
-    for (network, settings) in &config.evidence {
-        let headers = config.rpc_headers.get(network);
-        let reader = opledger_chain::evidence::service_reader(
-            network,
-            Some(settings),
-            timeout,
-            config.rpc_ca.as_deref(),
-            headers
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| (k.as_str(), v.0.as_str())),
-        )
-        .map_err(|source| StartError::Evidence {
-            network: network.clone(),
-            source,
-        })?;
-        networks.insert(network.clone(), reader);
-    }
-    Ok(networks)
+    opledger_chain::links::evidence_readers(
+        &config.evidence,
+        config.rpc_ca.as_deref(),
+        &config.rpc_headers,
+        Duration::from_millis(config.rpc_timeout_ms),
+    )
+    .map_err(|(network, source)| StartError::Evidence { network, source })
 }
 
 /// A witness of releases for `config` over `store`, counting into `counters`.
