@@ -24,6 +24,19 @@
 # signed withdrawal's hold) has its own login in opledger_witness and its own [evidence]
 # endpoints: here the same anvil node as the reconciler's, quorum 1, the same confirmations.
 #
+# The custodian path: a second tenant, `demo-custodian` (its API keys in keys.env, the same
+# administrator, approver and operator keys as the demo tenant's), whose withdrawals on anvil the
+# operations service routes to a custodian ([[custodian_routes]]). The conformance double
+# (opledger-custodian-sim, Fireblocks profile) plays the provider on 127.0.0.1:8089, paying from
+# its own hot wallet on the dev anvil (anvil's 9th PUBLIC dev key); its RSA API key pair is made
+# with openssl at the first start under .data/dev/custodian (mode 600, never committed). The
+# custodian executor runs with its own login in opledger_custodian, its own copy of the
+# credentials and the anvil node as its evidence (no unwatched network); the witness attests its
+# releases from its own lookups with its own copy ([[custodian_accounts]]). The double keeps its
+# records in memory: a withdrawal still in flight when the stack stops is looked up in vain after
+# a restart and sent again under the same reference, which the restarted double pays again on the
+# dev chain (development only; a real provider keeps its records).
+#
 # Environment:
 #   OPLEDGER_DEV_HA=1         the same as --ha
 #   OPLEDGER_DATABASE_URL     owner URL of an existing database to use instead of a local cluster
@@ -53,7 +66,7 @@ done
 log "building the workspace binaries ($profile)"
 cargo build "${cargo_flags[@]}" -p opledger-operations -p opledger-approvals -p opledger-signer \
     -p opledger-broadcaster -p opledger-reconciler -p opledger-witness -p opledger-inbox \
-    -p opledger-admin -p opledger-opctl >&2
+    -p opledger-custodian-executor -p opledger-custodian-sim -p opledger-admin -p opledger-opctl >&2
 bin="$OPLEDGER_REPO_ROOT/target/$profile"
 
 # The stack's keys, tokens and chain state belong to its database: the HA stack keeps its own
@@ -70,7 +83,7 @@ chmod 700 "$state"
 if [[ -n "${OPLEDGER_DATABASE_URL:-}" ]]; then
     owner_url="$OPLEDGER_DATABASE_URL"
     app_url="${OPLEDGER_DEV_APP_URL:-$OPLEDGER_DATABASE_URL}"
-    for service in operations approvals broadcaster reconciler witness inbox; do
+    for service in operations approvals broadcaster reconciler witness inbox custodian; do
         printf -v "${service}_url" '%s' "$app_url"
     done
 else
@@ -95,7 +108,7 @@ else
     fi
     app_password="$(cat "$app_password_file")"
     # One login per service, each a member of its own service role only (least privilege).
-    for service in operations approvals broadcaster reconciler witness inbox; do
+    for service in operations approvals broadcaster reconciler witness inbox custodian; do
         printf -v "${service}_url" '%s' \
             "postgres://opledger_dev_${service}:${app_password}@${server#postgres://*@}/opledger"
     done
@@ -110,7 +123,7 @@ if [[ -z "${OPLEDGER_DATABASE_URL:-}" ]]; then
 DO \$\$
 DECLARE service text;
 BEGIN
-    FOREACH service IN ARRAY ARRAY['operations', 'approvals', 'broadcaster', 'reconciler', 'witness', 'inbox'] LOOP
+    FOREACH service IN ARRAY ARRAY['operations', 'approvals', 'broadcaster', 'reconciler', 'witness', 'inbox', 'custodian'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'opledger_dev_' || service) THEN
             EXECUTE format('CREATE ROLE %I LOGIN PASSWORD %L IN ROLE %I',
                 'opledger_dev_' || service, '${app_password}', 'opledger_' || service);
@@ -138,9 +151,26 @@ if [[ ! -s "$keys" ]]; then
         } >"$keys"
     )
 fi
+# The second tenant, whose withdrawals on anvil the custodian executor sends to the double.
+if ! grep -q '^OPLEDGER_CUSTODY_CLIENT_KEY=' "$keys"; then
+    log "creating the demo-custodian tenant and its keys"
+    "$bin/opledger-admin" --database-url "$owner_url" tenant create demo-custodian >&2 || true
+    (
+        umask 077
+        {
+            echo "# demo-custodian tenant API keys (its withdrawals go through the custodian executor)"
+            for role in client approver; do
+                echo "OPLEDGER_CUSTODY_${role^^}_KEY=$("$bin/opledger-admin" --database-url "$owner_url" key create --tenant demo-custodian --role "$role" --label dev)"
+            done
+        } >>"$keys"
+    )
+fi
 # Funding is idempotent by its key: re-running the dev stack does not credit again.
 "$bin/opledger-admin" --database-url "$owner_url" credit --tenant demo --account treasury \
     --asset ETH --amount 1000000000000000000000 --key dev-stack-initial-funding-v1 >&2
+"$bin/opledger-admin" --database-url "$owner_url" credit --tenant demo-custodian \
+    --account treasury --asset ETH --amount 1000000000000000000000 \
+    --key dev-stack-custodian-funding-v1 >&2
 
 listen="${OPLEDGER_OPERATIONS_LISTEN:-127.0.0.1:15051}"
 approvals_listen="127.0.0.1:15052"
@@ -149,6 +179,10 @@ broadcaster_listen="127.0.0.1:15054"
 reconciler_listen="127.0.0.1:15055"
 inbox_listen="127.0.0.1:15056"
 witness_listen="127.0.0.1:15057"
+custodian_listen="127.0.0.1:15058"
+sim_listen="127.0.0.1:8089"
+# The double's hot wallet: anvil's 9th dev key, which is PUBLIC (no other dev sender uses it).
+sim_wallet_key="0xdbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97"
 inbox_http="127.0.0.1:8088"
 anvil_port="${OPLEDGER_DEV_ANVIL_PORT:-8545}"
 anvil_url="http://127.0.0.1:$anvil_port"
@@ -156,6 +190,13 @@ anvil_url="http://127.0.0.1:$anvil_port"
 # the default floor of 12 (min_confirmations), so their [evidence.anvil] says
 # allow_shallow_finality = true: development only, they warn at start.
 dev_confirmations=2
+# The evidence section of every service that reads anvil's chain (the broadcaster, the reconciler,
+# the witness and the custodian executor, each from its own configuration).
+anvil_evidence="[evidence.anvil]
+urls = [\"$anvil_url\"]
+quorum = 1
+confirmations = $dev_confirmations
+allow_shallow_finality = true"
 if ! grep -q '^OPLEDGER_DEMO_SIGNER_TOKEN=' "$keys"; then
     echo "OPLEDGER_DEMO_SIGNER_TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" >>"$keys"
 fi
@@ -195,6 +236,10 @@ fi
 tenant_id="$(psql "$owner_url" -tAc "SELECT tenant_id FROM tenants WHERE name = 'demo'")"
 if ! grep -q '^OPLEDGER_DEMO_TENANT_ID=' "$keys"; then
     echo "OPLEDGER_DEMO_TENANT_ID=$tenant_id" >>"$keys"
+fi
+custody_tenant_id="$(psql "$owner_url" -tAc "SELECT tenant_id FROM tenants WHERE name = 'demo-custodian'")"
+if ! grep -q '^OPLEDGER_CUSTODY_TENANT_ID=' "$keys"; then
+    echo "OPLEDGER_CUSTODY_TENANT_ID=$custody_tenant_id" >>"$keys"
 fi
 
 # Trust material, development only: a demo tenant administrator key (its public key is pinned in
@@ -238,6 +283,14 @@ published="$(psql "$owner_url" -tAc "SELECT count(*) FROM trust_statements WHERE
 if [[ "$published" == 0 ]]; then
     log "publishing the demo tenant's trust statement v1 (one approver, one operator)"
     "$bin/opledger-admin" --database-url "$owner_url" trust publish --tenant demo \
+        --admin-key-file "$admin_key_file" --version 1 \
+        --approver "$OPLEDGER_DEMO_APPROVER_PUBLIC_KEY" \
+        --operator "$OPLEDGER_DEMO_OPERATOR_PUBLIC_KEY" >&2
+fi
+published="$(psql "$owner_url" -tAc "SELECT count(*) FROM trust_statements WHERE tenant_id = '$custody_tenant_id'")"
+if [[ "$published" == 0 ]]; then
+    log "publishing the demo-custodian tenant's trust statement v1 (the same approver and operator)"
+    "$bin/opledger-admin" --database-url "$owner_url" trust publish --tenant demo-custodian \
         --admin-key-file "$admin_key_file" --version 1 \
         --approver "$OPLEDGER_DEMO_APPROVER_PUBLIC_KEY" \
         --operator "$OPLEDGER_DEMO_OPERATOR_PUBLIC_KEY" >&2
@@ -306,13 +359,32 @@ anvil = "$anvil_url"
 # production network names two or more independent https:// endpoints and quorum 2) and
 # $dev_confirmations confirmations (1 s blocks; a production network keeps a safe depth or
 # finalized = true).
-[evidence.anvil]
-urls = ["$anvil_url"]
-quorum = 1
-confirmations = $dev_confirmations
-allow_shallow_finality = true
+$anvil_evidence
 TOML
         chmod 600 "$state/$worker.toml"
+    done
+    # The custodian double's API key pair (RSA, made with openssl at the first start, never
+    # committed) and API key; the executor and the witness each get their own copy of the
+    # credential files. Development only: every file mode 600 in a mode-700 folder.
+    custody="$state/custodian"
+    if [[ ! -s "$custody/api.pem" || ! -s "$custody/webhook.pem" ]]; then
+        command -v openssl >/dev/null || die "openssl is needed for the custodian double's keys"
+        log "creating the custodian double's API and webhook keys"
+        (
+            umask 077
+            mkdir -p "$custody"
+            openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 \
+                -out "$custody/api.pem" 2>/dev/null
+            openssl pkey -in "$custody/api.pem" -pubout -out "$custody/api.pem.pub" 2>/dev/null
+            openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 \
+                -out "$custody/webhook.pem" 2>/dev/null
+            printf 'dev-custodian-%s' "$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
+                >"$custody/api_key"
+        )
+    fi
+    for holder in executor witness; do
+        (umask 077 && mkdir -p "$custody/$holder" &&
+            cp "$custody/api.pem" "$custody/api_key" "$custody/$holder/")
     done
     # The witness: no signer token, no rpc; its own login and its own evidence endpoints (in
     # production other providers than the reconciler's, on another host).
@@ -331,13 +403,83 @@ admin_public_keys = ["$OPLEDGER_DEMO_TRUST_ADMIN_PUBLIC_KEY"]
 [deposit_assets.anvil]
 native = "ETH"
 
-[evidence.anvil]
-urls = ["$anvil_url"]
-quorum = 1
-confirmations = $dev_confirmations
-allow_shallow_finality = true
+$anvil_evidence
+
+# The demo-custodian tenant's account at the double, looked up with the witness's own copy of
+# the credentials: it attests a custodian release only from its own lookup.
+[[custodian_accounts]]
+name = "sim-fireblocks-witness"
+tenant = "$custody_tenant_id"
+network = "anvil"
+asset = "ETH"
+
+[custodian_accounts.provider]
+profile = "lookup_by_reference"
+base_url = "http://$sim_listen"
+api_key_file = "$custody/witness/api_key"
+api_secret_file = "$custody/witness/api.pem"
+vault_account_id = "0"
+asset_id = "ETH"
+decimals = 18
+consistency_window_secs = 0
 TOML
     chmod 600 "$state/witness.toml"
+    # The double: the Fireblocks profile, paying from its own hot wallet on the dev anvil.
+    pem_json() { awk '{printf "%s\\n", $0}' "$1"; }
+    cat >"$custody/sim.json" <<JSON
+{
+  "listen": "$sim_listen",
+  "chain": {"rpc_url": "$anvil_url", "chain_id": 31337, "hot_wallet_key": "$sim_wallet_key"},
+  "decimals": 18,
+  "confirmations": $dev_confirmations,
+  "faults": {"seed": 0, "rules": []},
+  "fireblocks": {
+    "api_key": "$(cat "$custody/api_key")",
+    "api_public_key_pem": "$(pem_json "$custody/api.pem.pub")",
+    "vault_account_id": "0", "asset_id": "ETH", "workspace_id": "dev",
+    "webhook_signing_keys_pem": ["$(pem_json "$custody/webhook.pem")"],
+    "consistency_lag_secs": 0, "authorization_delay_secs": 0
+  }
+}
+JSON
+    chmod 600 "$custody/sim.json"
+    # The custodian executor: its own login, its own credentials, its own evidence; no signer
+    # token.
+    cat >"$state/custodian.toml" <<TOML
+listen = "$custodian_listen"
+metrics_listen = "127.0.0.1:9108"
+database_url = "$custodian_url"
+executor_id = "dev-custodian"
+# Every account's network has [evidence] below: none settles on the provider's word alone.
+unwatched_networks = []
+
+# The demo-custodian tenant's withdrawals on anvil, sent to the double under our reference.
+[[accounts]]
+name = "sim-fireblocks"
+tenant = "$custody_tenant_id"
+network = "anvil"
+asset = "ETH"
+
+[accounts.provider]
+profile = "lookup_by_reference"
+base_url = "http://$sim_listen"
+api_key_file = "$custody/executor/api_key"
+api_secret_file = "$custody/executor/api.pem"
+vault_account_id = "0"
+asset_id = "ETH"
+decimals = 18
+consistency_window_secs = 5
+
+# The approvals it sends on must verify as the signer's do: the demo-custodian tenant's
+# administrator key (development only).
+[[trust_roots]]
+tenant_id = "$custody_tenant_id"
+admin_public_keys = ["$OPLEDGER_DEMO_TRUST_ADMIN_PUBLIC_KEY"]
+min_version = 1
+
+$anvil_evidence
+TOML
+    chmod 600 "$state/custodian.toml"
 fi
 # The operations service's network registry: anvil's EVM transfers carry no memo, so a memo is
 # refused at create. Creates need a hot wallet the signer registered for the tenant and network
@@ -350,6 +492,15 @@ require_executor = $require_executor
 [networks.anvil]
 memo = false
 TOML
+if [[ -s "$signer_config" ]]; then
+    # The demo-custodian tenant's withdrawals on anvil go to the custodian executor.
+    cat >>"$operations_config" <<TOML
+
+[[custodian_routes]]
+tenant = "$custody_tenant_id"
+network = "anvil"
+TOML
+fi
 cat >&2 <<EOF2
 
 opledger dev stack
@@ -359,6 +510,9 @@ opledger dev stack
   broadcaster       $broadcaster_listen (health), metrics http://127.0.0.1:9104/metrics
   reconciler        $reconciler_listen (operator API), metrics http://127.0.0.1:9105/metrics
   witness           $witness_listen (health), metrics http://127.0.0.1:9107/metrics
+  custodian         $custodian_listen (health), metrics http://127.0.0.1:9108/metrics: the custodian
+                    executor, sending tenant demo-custodian's anvil withdrawals to the double
+                    (opledger-custodian-sim, Fireblocks profile) at http://$sim_listen
   inbox (webhooks)  http://$inbox_http\$OPLEDGER_DEMO_WEBHOOK_PATH (Standard Webhooks, secret
                     \$OPLEDGER_DEMO_WEBHOOK_SECRET), operator API $inbox_listen,
                     metrics http://127.0.0.1:9106/metrics
@@ -393,6 +547,12 @@ Or call the APIs, for example with grpcurl (reflection lists every method):
   grpcurl -plaintext -d '{"service":"opledger.witness"}' $witness_listen grpc.health.v1.Health/Check
   (the witness serves no API: what it attested and refused is in release_attestations and
   witness_refusals)
+Push one withdrawal through the custodian (tenant demo-custodian: the executor sends it to the
+double under its id, follows the double's record and settles it from anvil):
+  OPCTL_API_KEY=\$OPLEDGER_CUSTODY_CLIENT_KEY OPCTL_APPROVER_KEY=\$OPLEDGER_CUSTODY_APPROVER_KEY \\
+    OPCTL_TENANT_ID=\$OPLEDGER_CUSTODY_TENANT_ID $bin/opctl demo --key-file $approver_key_file
+  curl -s http://127.0.0.1:9108/metrics | grep ^opledger_custodian
+  curl -s http://$sim_listen/sim/transfers   (what the double paid, by our reference)
 (source $keys first; Ctrl-C stops the services and the local cluster)
 
 EOF2
@@ -430,6 +590,20 @@ if [[ -s "$signer_config" ]]; then
     OPLEDGER_RECONCILER_CONFIG="$state/reconciler.toml" "$bin/opledger-reconciler" &
     pids+=("$!")
     OPLEDGER_WITNESS_CONFIG="$state/witness.toml" "$bin/opledger-witness" &
+    pids+=("$!")
+    # The custodian double first (its records are what the executor follows), then the executor.
+    "$bin/opledger-custodian-sim" --config "$custody/sim.json" \
+        >"$custody/sim.out" 2>"$state/custodian-sim.log" &
+    pids+=("$!")
+    for _ in $(seq 1 100); do
+        grep -q '^listening on ' "$custody/sim.out" 2>/dev/null && break
+        sleep 0.1
+    done
+    if ! grep -q '^listening on ' "$custody/sim.out"; then
+        kill -TERM "${pids[@]}" 2>/dev/null || true
+        die "the custodian double did not start: see $state/custodian-sim.log"
+    fi
+    OPLEDGER_CUSTODIAN_CONFIG="$state/custodian.toml" "$bin/opledger-custodian-executor" &
     pids+=("$!")
 fi
 OPLEDGER_OPERATIONS_CONFIG="$operations_config" OPLEDGER_OPERATIONS_DATABASE_URL="$operations_url" \

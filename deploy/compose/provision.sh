@@ -1,8 +1,8 @@
 #!/bin/sh
 # Development provisioning, run by compose once `opledger-admin migrate` has created the schema and
 # the services' group roles (opledger_operations, opledger_approvals, opledger_broadcaster,
-# opledger_reconciler, opledger_inbox, opledger_witness, opledger_signer). Idempotent: every
-# `docker compose up` runs it.
+# opledger_reconciler, opledger_inbox, opledger_witness, opledger_custodian, opledger_signer).
+# Idempotent: every `docker compose up` runs it.
 #
 # * One login role per service (production: deploy/postgres/roles.sql). User and password come from
 #   the database_url in that service's secret config, so each password is written in one file.
@@ -31,7 +31,7 @@ SQL
     echo "login role $user in $2"
 }
 
-for service in operations approvals broadcaster reconciler inbox witness; do
+for service in operations approvals broadcaster reconciler inbox witness custodian; do
     # Each service's login is a member of its own role only: grants are per service.
     login_role "/run/secrets/${service}_config" "opledger_${service}"
 done

@@ -70,6 +70,16 @@ fn every_default_listen_port_lies_outside_the_ephemeral_range() {
             opledger_witness::Config::default().base.metrics_listen,
         ),
         (
+            "custodian executor listen",
+            opledger_custodian_executor::Config::default().base.listen,
+        ),
+        (
+            "custodian executor metrics",
+            opledger_custodian_executor::Config::default()
+                .base
+                .metrics_listen,
+        ),
+        (
             "inbox listen",
             opledger_inbox::Config::default().base.listen,
         ),

@@ -7,6 +7,9 @@
 //! (and a proposal its own lookup contradicts is refused); two executors never send twice. Every
 //! test checks the chain: one transfer per withdrawal, at most.
 
+mod classes;
 mod faults;
 mod flow;
+mod no_lookup;
+mod reorg;
 mod witness;

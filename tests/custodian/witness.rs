@@ -28,7 +28,8 @@ fn rules(rules: Value) -> Value {
     json!({"seed": 11, "rules": rules})
 }
 
-async fn scalar(stack: &Stack, sql: &str, op: &str) -> anyhow::Result<i64> {
+/// The count `sql` (with `$1` the withdrawal id) returns.
+pub(crate) async fn scalar(stack: &Stack, sql: &str, op: &str) -> anyhow::Result<i64> {
     let (n,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(sql.to_owned()))
         .bind(op)
         .fetch_one(stack.admin.pool())

@@ -1,4 +1,4 @@
-//! Shared by every check: the seven services and their ports, reading files under the repository,
+//! Shared by every check: the eight services and their ports, reading files under the repository,
 //! YAML (merge keys applied) and JSON as `serde_json::Value`s, and reporting every problem at once.
 
 use serde::Deserialize as _;
@@ -6,9 +6,10 @@ use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// The seven services: compose service name, Kubernetes workload name `opledger-<name>`, image and
-/// Dockerfile target `<name>`, settings `OPLEDGER_<NAME>_*`, and their ports.
-pub(crate) const SERVICES: [Service; 7] = [
+/// The eight services: compose service name, Kubernetes workload name `opledger-<name>`, image and
+/// Dockerfile target `<name>`, settings `OPLEDGER_<NAME>_*`, their ports, and their binary and
+/// package ([`binary`]).
+pub(crate) const SERVICES: [Service; 8] = [
     service("operations", 15051, 9101),
     service("approvals", 15052, 9102),
     service("signer", 15053, 9103),
@@ -16,7 +17,17 @@ pub(crate) const SERVICES: [Service; 7] = [
     service("reconciler", 15055, 9105),
     service("inbox", 15056, 9106),
     service("witness", 15057, 9107),
+    service("custodian", 15058, 9108),
 ];
+
+/// The binary (and Cargo package) of a Dockerfile target or service: `opledger-<name>`, but for
+/// the custodian executor, whose name says what it is beside the `opledger-custodian` library.
+pub(crate) fn binary(target: &str) -> String {
+    match target {
+        "custodian" => "opledger-custodian-executor".to_owned(),
+        other => format!("opledger-{other}"),
+    }
+}
 
 const fn service(name: &'static str, grpc: u16, metrics: u16) -> Service {
     Service {
@@ -36,6 +47,10 @@ pub(crate) struct Service {
 impl Service {
     pub(crate) fn prefix(&self) -> String {
         format!("OPLEDGER_{}_", self.name.to_uppercase())
+    }
+
+    pub(crate) fn binary(&self) -> String {
+        binary(self.name)
     }
 }
 

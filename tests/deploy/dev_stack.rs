@@ -18,12 +18,12 @@ fn the_dev_stack_builds_starts_stops_and_lists_every_service_each_with_its_own_l
         .expect("the loop creating the services' logins");
     let mut problems = Vec::new();
     for service in SERVICES {
-        let name = service.name;
-        if !dev.contains(&format!("-p opledger-{name} ")) {
+        let (name, binary) = (service.name, service.binary());
+        if !dev.contains(&format!("-p {binary} ")) {
             problems.push(format!("{name}: not built"));
         }
         // Started in the background and remembered: Ctrl-C, or any service exiting, stops it.
-        let start = format!("\"$bin/opledger-{name}\" &");
+        let start = format!("\"$bin/{binary}\" &");
         match lines.iter().position(|l| l.contains(&start)) {
             Some(i) if lines.get(i + 1).map(|l| l.trim()) == Some("pids+=(\"$!\")") => {}
             Some(_) => problems.push(format!("{name}: started but not stopped with the stack")),

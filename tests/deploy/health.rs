@@ -16,6 +16,7 @@ pub(crate) fn expected_health_service(service: &str) -> &'static str {
         "reconciler" => "opledger.v1.OperatorService",
         "inbox" => "opledger.v1.InboxService",
         "witness" => "opledger.witness",
+        "custodian" => "opledger.custodian",
         other => panic!("unknown service {other}"),
     }
 }
@@ -51,6 +52,7 @@ fn the_health_service_names_are_the_ones_the_services_register() {
         ("reconciler", opledger_reconciler::SERVICE_NAME),
         ("inbox", opledger_inbox::SERVICE_NAME),
         ("witness", opledger_witness::SERVICE_NAME),
+        ("custodian", opledger_custodian_executor::SERVICE_NAME),
     ] {
         assert_eq!(expected_health_service(service), registered, "{service}");
     }

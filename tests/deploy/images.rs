@@ -1,13 +1,13 @@
 //! Images: the Dockerfile's stages per service, the signer's minimal image, the anvil image,
 //! the build context and CA bundles.
 
-use crate::common::{assert_none, deploy, json_file, read, repo, str_at};
+use crate::common::{assert_none, binary, deploy, json_file, read, repo, str_at};
 use crate::compose_file::compose;
 use crate::dockerfile::{dockerfile, effective_user};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
-const TARGETS: [&str; 8] = [
+const TARGETS: [&str; 9] = [
     "operations",
     "approvals",
     "signer",
@@ -15,6 +15,7 @@ const TARGETS: [&str; 8] = [
     "reconciler",
     "inbox",
     "witness",
+    "custodian",
     "admin",
 ];
 
@@ -39,7 +40,7 @@ fn the_dockerfile_has_a_non_root_stage_per_service_running_its_binary() {
         let entrypoint = stage.with("ENTRYPOINT").last().unwrap_or_default();
         let argv: Vec<String> = serde_json::from_str(entrypoint).unwrap_or_default();
         if argv.first().map(String::as_str)
-            != Some(format!("/usr/local/bin/opledger-{target}").as_str())
+            != Some(format!("/usr/local/bin/{}", binary(target)).as_str())
         {
             problems.push(format!(
                 "{target}: ENTRYPOINT {entrypoint} is not its binary"
@@ -70,8 +71,9 @@ fn the_dockerfile_has_a_non_root_stage_per_service_running_its_binary() {
         .map(|w| w[1])
         .collect();
     for target in TARGETS {
-        if !packages.contains(format!("opledger-{target}").as_str()) {
-            problems.push(format!("cargo build does not build opledger-{target}"));
+        let package = binary(target);
+        if !packages.contains(package.as_str()) {
+            problems.push(format!("cargo build does not build {package}"));
         }
     }
     assert_none(problems, "Dockerfile");
@@ -183,11 +185,13 @@ fn only_the_chain_facing_images_carry_a_ca_bundle() {
         let copies = stage
             .with("COPY")
             .any(|c| c.contains("ca-certificates.crt"));
-        let chain_facing = ["broadcaster", "reconciler", "witness"].contains(&stage.name.as_str());
+        // The custodian executor also calls its providers' https:// APIs.
+        let chain_facing =
+            ["broadcaster", "reconciler", "witness", "custodian"].contains(&stage.name.as_str());
         if chain_facing {
             assert!(
                 stage.with("COPY").any(|c| c == BUNDLE),
-                "{} verifies https:// nodes and needs the CA bundle",
+                "{} verifies https:// servers and needs the CA bundle",
                 stage.name
             );
         } else {

@@ -50,6 +50,13 @@ pub(crate) const METRICS: &[(&str, MetricKind)] = &[
         "opledger_witness_credits_examined_total",
         MetricKind::Counter,
     ),
+    // the custodian executor (services/custodian/src/metrics.rs)
+    (
+        "opledger_custodian_oldest_in_flight_seconds",
+        MetricKind::Gauge,
+    ),
+    ("opledger_custodian_in_flight", MetricKind::Gauge),
+    ("opledger_custodian_open_escalations", MetricKind::Gauge),
     // every service that reads chain evidence (crates/chain/src/evidence/settings.rs)
     ("opledger_evidence_no_verdict_total", MetricKind::Counter),
 ];

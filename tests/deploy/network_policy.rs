@@ -1,4 +1,5 @@
-//! The signer's network isolation in Kubernetes: who may reach it, and what it may reach.
+//! Network isolation in Kubernetes: who may reach the signer and what it may reach, and what the
+//! custodian executor may reach.
 
 use crate::common::{array_at, assert_none, deploy, files_under, str_at, strings, yaml_docs};
 use crate::kustomize::{Manifest, all_k8s_resources, k8s, render};
@@ -156,4 +157,139 @@ fn the_signers_network_policies_allow_egress_only_to_postgresql_and_dns() {
         "dev keeps DNS"
     );
     assert_none(problems, "signer egress beyond PostgreSQL and DNS");
+}
+
+/// What one egress rule of the custodian executor's policy allows.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Egress {
+    /// PostgreSQL (TCP 5432), to the peers given (none: any address).
+    Postgres(Vec<String>),
+    /// HTTPS (TCP 443) to public addresses only: the providers' APIs and evidence endpoints.
+    PublicHttps,
+    /// DNS to kube-system's resolver.
+    Dns,
+    /// The dev overlay's anvil (TCP 8545), its evidence endpoint.
+    DevAnvil,
+}
+
+/// The address ranges an HTTPS rule must leave out: the cluster's and the cloud's own.
+const PRIVATE_RANGES: [&str; 5] = [
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "169.254.0.0/16",
+    "100.64.0.0/10",
+];
+
+fn pod_names(rule: &Value) -> Vec<String> {
+    array_at(rule, "/to")
+        .iter()
+        .filter_map(|peer| str_at(peer, "/podSelector/matchLabels/app.kubernetes.io~1name"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Each egress rule of `policy` as one [`Egress`], or the problem it is.
+fn custodian_egress(policy: &Manifest) -> Result<Vec<Egress>, Vec<String>> {
+    let (mut allowed, mut problems) = (Vec::new(), Vec::new());
+    let tcp = |port| BTreeSet::from([("TCP".to_owned(), port)]);
+    for rule in array_at(&policy.doc, "/spec/egress") {
+        let ports = ports(rule);
+        let dns = [("UDP".to_owned(), 53), ("TCP".to_owned(), 53)];
+        let to_kube_dns = !array_at(rule, "/to").is_empty()
+            && array_at(rule, "/to").iter().all(|peer| {
+                str_at(
+                    peer,
+                    "/namespaceSelector/matchLabels/kubernetes.io~1metadata.name",
+                ) == Some("kube-system")
+            });
+        let public_only = !array_at(rule, "/to").is_empty()
+            && array_at(rule, "/to").iter().all(|peer| {
+                let except = strings(&peer["ipBlock"]["except"]);
+                str_at(peer, "/ipBlock/cidr") == Some("0.0.0.0/0")
+                    && PRIVATE_RANGES
+                        .iter()
+                        .all(|r| except.contains(&(*r).to_owned()))
+            });
+        if ports == tcp(5432) {
+            allowed.push(Egress::Postgres(pod_names(rule)));
+        } else if ports == tcp(443) && public_only {
+            allowed.push(Egress::PublicHttps);
+        } else if !ports.is_empty() && ports.iter().all(|p| dns.contains(p)) && to_kube_dns {
+            allowed.push(Egress::Dns);
+        } else if ports == tcp(8545) && pod_names(rule) == ["anvil"] {
+            allowed.push(Egress::DevAnvil);
+        } else {
+            problems.push(format!("{}: egress {rule}", policy.at()));
+        }
+    }
+    allowed.sort();
+    if problems.is_empty() {
+        Ok(allowed)
+    } else {
+        Err(problems)
+    }
+}
+
+#[test]
+fn the_custodian_executor_reaches_only_postgresql_its_providers_https_evidence_and_dns() {
+    let base = render(&k8s().join("base"));
+    let policy = base
+        .resources
+        .iter()
+        .find(|m| m.kind() == "NetworkPolicy" && m.name() == "opledger-custodian")
+        .expect("the custodian executor's NetworkPolicy");
+    let mut problems = Vec::new();
+    let pods = str_at(
+        &policy.doc,
+        "/spec/podSelector/matchLabels/app.kubernetes.io~1name",
+    );
+    let deployment = crate::kustomize::deployment(&base.resources, "opledger-custodian");
+    let labelled = str_at(
+        &deployment.doc,
+        "/spec/template/metadata/labels/app.kubernetes.io~1name",
+    );
+    if pods.is_none() || pods != labelled {
+        problems.push(format!(
+            "{}: selects {pods:?}, its pods are {labelled:?}",
+            policy.at()
+        ));
+    }
+    if !strings(&policy.doc["spec"]["policyTypes"]).contains(&"Egress".to_owned()) {
+        problems.push(format!("{}: egress is not restricted", policy.at()));
+    }
+    match custodian_egress(policy) {
+        Ok(rules) => assert_eq!(
+            rules,
+            [
+                Egress::Postgres(Vec::new()),
+                Egress::PublicHttps,
+                Egress::Dns
+            ],
+            "base: PostgreSQL, public HTTPS and DNS"
+        ),
+        Err(found) => problems.extend(found),
+    }
+    // The dev overlay: its PostgreSQL pod, its anvil (the evidence endpoint) and DNS; no
+    // provider there, so no HTTPS.
+    let dev = render(&k8s().join("overlays/dev"));
+    let patch = dev
+        .patches
+        .iter()
+        .find(|m| m.kind() == "NetworkPolicy" && m.name() == "opledger-custodian")
+        .expect("the dev overlay's custodian egress patch");
+    assert_eq!(patch.namespace, "opledger", "{}", patch.at());
+    match custodian_egress(patch) {
+        Ok(rules) => assert_eq!(
+            rules,
+            [
+                Egress::Postgres(vec!["postgres".to_owned()]),
+                Egress::Dns,
+                Egress::DevAnvil
+            ],
+            "dev: its PostgreSQL pod, anvil and DNS"
+        ),
+        Err(found) => problems.extend(found),
+    }
+    assert_none(problems, "custodian executor egress");
 }

@@ -113,6 +113,10 @@ fn every_alert_reads_exported_metrics_names_its_owner_and_links_a_runbook_sectio
         "opledger_witness_examined_total",
         "opledger_witness_oldest_unwitnessed_credit_seconds",
         "opledger_witness_credits_examined_total",
+        // A custodian withdrawal stuck at its provider, or escalated, keeps its hold silently
+        // otherwise.
+        "opledger_custodian_oldest_in_flight_seconds",
+        "opledger_custodian_open_escalations",
     ] {
         if !read_metrics.contains(needed) {
             problems.push(format!("no alert reads {needed}"));
@@ -194,6 +198,9 @@ fn every_dashboard_query_names_only_metrics_the_suite_exports() {
         "opledger_witness_examined_total",
         "opledger_witness_oldest_unwitnessed_credit_seconds",
         "opledger_witness_credits_examined_total",
+        "opledger_custodian_in_flight",
+        "opledger_custodian_oldest_in_flight_seconds",
+        "opledger_custodian_open_escalations",
     ] {
         if !queried.contains(needed) {
             problems.push(format!("no panel shows {needed}"));

@@ -1,9 +1,10 @@
-//! Secrets and signer configurations: the files the compose signer is given, example wallets
-//! and their tenants, pinned administrator keys, the dev keystore, development-only markers.
+//! Secrets and signer configurations: the files the compose signer and custodian executor are
+//! given, the custodian executor's provider credentials as files, example wallets and their
+//! tenants, pinned administrator keys, the dev keystore, development-only markers.
 
-use crate::common::{assert_none, deploy, files_under, read, strings};
-use crate::compose_file::{compose, compose_dir, compose_secret_file};
-use crate::kustomize::{file_name, k8s};
+use crate::common::{array_at, assert_none, deploy, files_under, read, str_at, strings};
+use crate::compose_file::{compose, compose_dir, compose_secret_file, environment};
+use crate::kustomize::{deployment, dev_overlay, file_name, k8s};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
@@ -23,6 +24,86 @@ fn the_compose_signer_reads_only_files_it_is_given() {
         }
     }
     assert_none(problems, "compose signer files");
+}
+
+/// Whether a variable's name says it carries a credential.
+fn credential_variable(name: &str) -> bool {
+    ["KEY", "SECRET", "TOKEN", "PASSWORD", "PASSPHRASE"]
+        .iter()
+        .any(|word| name.contains(word))
+}
+
+#[test]
+fn the_custodian_executors_provider_credentials_are_files_never_variables() {
+    let mut problems = Vec::new();
+    // compose: its config file names only files it is given as secrets, the provider's API key
+    // and secret among them, and no variable of its carries a credential.
+    let compose = compose();
+    let custodian = &compose["services"]["custodian"];
+    let given = strings(&custodian["secrets"]);
+    let text = read(&compose_secret_file(&compose, "custodian_config"));
+    for path in text.split('"').filter(|s| s.starts_with("/run/secrets/")) {
+        if !given.contains(&path.trim_start_matches("/run/secrets/").to_owned()) {
+            problems.push(format!(
+                "custodian.toml names {path}, not one of its secrets"
+            ));
+        }
+    }
+    for secret in ["custodian_api_key", "custodian_api_secret"] {
+        if !given.contains(&secret.to_owned()) {
+            problems.push(format!("compose: the executor is not given {secret}"));
+        }
+    }
+    for name in environment(custodian).keys() {
+        if credential_variable(name) {
+            problems.push(format!(
+                "compose: the executor's {name} is a credential in a variable"
+            ));
+        }
+    }
+    // Kubernetes: the provider credentials are the files of one Secret, mounted read-only; the
+    // only value taken from a Secret into a variable is its database URL.
+    let dev = dev_overlay();
+    let executor = deployment(&dev.resources, "opledger-custodian");
+    let pod = executor.pod_spec().expect("pod");
+    let container = executor.containers()[0];
+    let mount = array_at(container, "/volumeMounts")
+        .iter()
+        .find(|m| m["mountPath"] == "/run/secrets/opledger-custodian");
+    let volume = mount.and_then(|m| {
+        array_at(pod, "/volumes")
+            .iter()
+            .find(|v| v["name"] == m["name"])
+    });
+    if mount.is_none_or(|m| m["readOnly"] != serde_json::Value::Bool(true))
+        || volume.and_then(|v| str_at(v, "/secret/secretName"))
+            != Some("opledger-custodian-provider")
+    {
+        problems.push(format!(
+            "{}: the provider credentials are not the Secret opledger-custodian-provider, \
+             mounted read-only at /run/secrets/opledger-custodian",
+            executor.at()
+        ));
+    }
+    for var in array_at(container, "/env") {
+        let name = str_at(var, "/name").unwrap_or_default();
+        let from_secret = var.pointer("/valueFrom/secretKeyRef").is_some();
+        if (from_secret && name != "OPLEDGER_CUSTODIAN_DATABASE_URL")
+            || (credential_variable(name) && var.get("value").is_some())
+        {
+            problems.push(format!("{}: {name} carries a credential", executor.at()));
+        }
+    }
+    if array_at(container, "/envFrom")
+        .iter()
+        .any(|source| source.get("secretRef").is_some())
+    {
+        problems.push(format!(
+            "{}: takes a whole Secret as variables",
+            executor.at()
+        ));
+    }
+    assert_none(problems, "the custodian executor's credentials");
 }
 
 #[test]

@@ -18,6 +18,7 @@ fn config_fields(service: &Service) -> BTreeSet<String> {
         "reconciler" => schema_keys::<opledger_reconciler::Config>(),
         "inbox" => schema_keys::<opledger_inbox::Config>(),
         "witness" => schema_keys::<opledger_witness::Config>(),
+        "custodian" => schema_keys::<opledger_custodian_executor::Config>(),
         other => panic!("no configuration type known for service {other}"),
     }
 }
@@ -76,8 +77,9 @@ pub(crate) fn unknown_settings(service: &Service, settings: &toml::Table) -> Vec
         .filter(|k| !fields.contains(*k))
         .map(|k| {
             format!(
-                "{}: no setting `{k}` in opledger_{}::Config",
-                service.name, service.name
+                "{}: no setting `{k}` in {}::Config",
+                service.name,
+                service.binary().replace('-', "_")
             )
         })
         .collect()

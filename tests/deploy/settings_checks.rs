@@ -77,6 +77,7 @@ fn load_with_service_type(service: &Service, settings: &toml::Table) -> Result<(
         "reconciler" => opledger_reconciler::Config::load(path).map(drop),
         "inbox" => opledger_inbox::Config::load(path).map(drop),
         "witness" => opledger_witness::Config::load(path).map(drop),
+        "custodian" => opledger_custodian_executor::Config::load(path).map(drop),
         other => panic!("unknown service {other}"),
     };
     let _ = fs::remove_file(&file);

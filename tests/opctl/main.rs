@@ -5,9 +5,11 @@
 //! rejections are signed by opctl with the tenant's approver key 0 of `opledger_testkit::trust`
 //! (OPLEDGER_APPROVER_KEY), registered in the trust statement v1 every test tenant gets. No output
 //! of any run may contain the API key or the signing key it used. `lying.rs` plays the operations
-//! host lying to approvers; `tls.rs` TLS and a man in the middle.
+//! host lying to approvers; `tls.rs` TLS and a man in the middle; `custodian.rs` the binding of
+//! a `no_lookup` custodian withdrawal through the custodian executor's operator API.
 
 mod credits;
+mod custodian;
 mod lying;
 mod tls;
 
@@ -26,11 +28,12 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 /// Environment variables opctl reads; cleared so the test's environment cannot leak in.
-const OPCTL_ENV: [&str; 10] = [
+const OPCTL_ENV: [&str; 11] = [
     "OPCTL_OPERATIONS_URL",
     "OPCTL_APPROVALS_URL",
     "OPCTL_RECONCILER_URL",
     "OPCTL_INBOX_URL",
+    "OPCTL_CUSTODIAN_URL",
     "OPCTL_API_KEY",
     "OPCTL_APPROVER_KEY",
     "OPCTL_TENANT_ID",
@@ -191,45 +194,36 @@ fn args_text(argv: &[String]) -> String {
     argv.join(" ")
 }
 
+/// `routes` served in-process as the service `name` on a loopback port.
+async fn serve_routes(
+    name: &'static str,
+    routes: tonic::service::Routes,
+) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let server = tokio::spawn(async move {
+        let _ = opledger_server::serve::serve(listener, name, routes, std::future::pending()).await;
+    });
+    Ok((addr, server))
+}
+
 /// The reconciler's operator API served in-process on a loopback port.
 async fn serve_operator_api(
     stack: &Stack,
     reconciler: opledger_reconciler::Reconciler,
 ) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
     let routes = opledger_reconciler::routes(
         stack.admin.reconciler(),
         reconciler,
         Duration::from_secs(30),
     );
-    let server = tokio::spawn(async move {
-        let _ = opledger_server::serve::serve(
-            listener,
-            opledger_reconciler::SERVICE_NAME,
-            routes,
-            std::future::pending(),
-        )
-        .await;
-    });
-    Ok((addr, server))
+    serve_routes(opledger_reconciler::SERVICE_NAME, routes).await
 }
 
 /// The inbox's operator API served in-process on a loopback port.
 async fn serve_inbox_api(stack: &Stack) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
     let routes = opledger_inbox::routes(stack.admin.inbox(), Duration::from_secs(30));
-    let server = tokio::spawn(async move {
-        let _ = opledger_server::serve::serve(
-            listener,
-            opledger_inbox::SERVICE_NAME,
-            routes,
-            std::future::pending(),
-        )
-        .await;
-    });
-    Ok((addr, server))
+    serve_routes(opledger_inbox::SERVICE_NAME, routes).await
 }
 
 /// Runs the broadcaster and its chain watcher in this test (mining a block per pass) until the

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 /// (service directory, its handle, the `Store` accessor that makes it)
-const SERVICES: [(&str, &str, &str); 7] = [
+const SERVICES: [(&str, &str, &str); 8] = [
     ("operations", "OperationsStore", "operations"),
     ("approvals", "ApprovalsStore", "approvals"),
     ("signer", "SignerStore", "signer"),
@@ -14,6 +14,7 @@ const SERVICES: [(&str, &str, &str); 7] = [
     ("reconciler", "ReconcilerStore", "reconciler"),
     ("inbox", "InboxStore", "inbox"),
     ("witness", "WitnessStore", "witness"),
+    ("custodian", "CustodianStore", "custodian"),
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {

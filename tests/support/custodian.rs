@@ -214,11 +214,33 @@ impl Sim {
 }
 
 /// A custodian executor in process as the `opledger_custodian` login, verifying the approvals
-/// of the accounts' tenants against their test trust roots.
+/// of the accounts' tenants against their test trust roots, following each withdrawal at most
+/// every 200 ms.
 pub async fn executor(
     stack: &Stack,
     id: &str,
     accounts: Vec<AccountRoute>,
+) -> anyhow::Result<Executor> {
+    executor_with(stack, id, accounts, cadence(Duration::from_millis(200))).await
+}
+
+/// The test cadence: following every `follow_every`, the default lease, and a final record whose
+/// transaction the chain does not show escalated after the default two hours.
+pub fn cadence(follow_every: Duration) -> Cadence {
+    let defaults = Config::default();
+    Cadence {
+        follow_every,
+        lease: Duration::from_secs(defaults.lease_secs),
+        stuck_after: Duration::from_secs(defaults.stuck_after_secs),
+    }
+}
+
+/// [`executor`] with `cadence`.
+pub async fn executor_with(
+    stack: &Stack,
+    id: &str,
+    accounts: Vec<AccountRoute>,
+    cadence: Cadence,
 ) -> anyhow::Result<Executor> {
     let mut trust_roots = Vec::new();
     for account in &accounts {
@@ -228,7 +250,6 @@ pub async fn executor(
         executor_id: id.to_owned(),
         accounts,
         trust_roots,
-        follow_every_secs: 1,
         ..Config::default()
     };
     let store = Store::connect(&stack.url(ServiceRole::Custodian), StoreConfig::default())
@@ -239,11 +260,28 @@ pub async fn executor(
         Accounts::from_config(&config)?,
         opledger_trust::TrustRoots::new(&config.trust_roots),
         config.executor_id.clone(),
-        Cadence {
-            follow_every: Duration::from_millis(200),
-            lease: Duration::from_secs(config.lease_secs),
-        },
+        cadence,
     ))
+}
+
+/// The executor's operator API (`CustodianOperatorService`) over its own login, with `account`
+/// as its one provider account: the routes the executor serves.
+pub async fn operator_routes(
+    stack: &Stack,
+    account: AccountRoute,
+) -> anyhow::Result<tonic::service::Routes> {
+    let config = Config {
+        executor_id: "executor-api".to_owned(),
+        accounts: vec![account],
+        ..Config::default()
+    };
+    let login = Store::connect(&stack.url(ServiceRole::Custodian), StoreConfig::default())
+        .await
+        .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
+    Ok(opledger_custodian_executor::operator_routes(
+        &config,
+        login.custodian(),
+    )?)
 }
 
 /// The evidence of the double's node for the executor: quorum 1 (one node here), 3 blocks deep.
@@ -584,27 +622,246 @@ pub async fn executor_following_every(
     accounts: Vec<AccountRoute>,
     follow_every: Duration,
 ) -> anyhow::Result<Executor> {
-    let mut trust_roots = Vec::new();
-    for account in &accounts {
-        trust_roots.push(crate::signer::trust_root(account.tenant.parse()?));
+    executor_with(stack, id, accounts, cadence(follow_every)).await
+}
+
+/// One record of the provider's that a lookup of the executor's stored (`custodian_records`).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct StoredRecord {
+    /// Its status (our names).
+    pub status: String,
+    /// Its sub-status.
+    pub sub_status: Option<String>,
+    /// The transaction it named.
+    pub tx_hash: Option<String>,
+    /// The hashes it named as replaced.
+    pub replaced: Vec<String>,
+}
+
+/// One inclusion recorded for a withdrawal (`inclusions`).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Included {
+    /// The transaction.
+    pub tx_hash: String,
+    /// Its block.
+    pub block_number: i64,
+    /// Its block's hash.
+    pub block_hash: String,
+    /// Whether a reorganization removed it.
+    pub reorged: bool,
+}
+
+/// Everything the database holds about one custodian withdrawal, read together so that a test
+/// asserts exact outcomes: its state and hold, the request, sends, answers and records of the
+/// executor, the release's proposals and attestations, its ledger entries, escalations and
+/// inclusions.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Books {
+    /// `withdrawal_ops.state`.
+    pub state: String,
+    /// `ledger_holds.status`: OPEN, SETTLED or RELEASED.
+    pub hold: String,
+    /// Stored requests: one is one reference, ours.
+    pub requests: i64,
+    /// Sends of the stored request.
+    pub sends: i64,
+    /// The answer classes, by send.
+    pub answers: Vec<String>,
+    /// The provider's records as the lookups found them, oldest first.
+    #[sqlx(skip)]
+    pub records: Vec<StoredRecord>,
+    /// Release proposals (the executor's).
+    pub proposals: i64,
+    /// Release attestations (the witness's).
+    pub attestations: i64,
+    /// SETTLE ledger entries.
+    pub settles: i64,
+    /// RELEASE ledger entries.
+    pub releases: i64,
+    /// REOPEN ledger entries.
+    pub reopens: i64,
+    /// The reason codes of its escalations, oldest first.
+    pub escalations: Vec<String>,
+    /// Its inclusions, oldest first.
+    #[sqlx(skip)]
+    pub inclusions: Vec<Included>,
+}
+
+impl Books {
+    /// The records that named a transaction.
+    pub fn records_with_hash(&self) -> usize {
+        self.records.iter().filter(|r| r.tx_hash.is_some()).count()
     }
-    let config = Config {
-        executor_id: id.to_owned(),
-        accounts,
-        trust_roots,
-        ..Config::default()
+
+    /// The records in `status`.
+    pub fn records_in(&self, status: &str) -> usize {
+        self.records.iter().filter(|r| r.status == status).count()
+    }
+
+    /// The inclusions no reorganization removed.
+    pub fn live_inclusions(&self) -> Vec<&Included> {
+        self.inclusions.iter().filter(|i| !i.reorged).collect()
+    }
+}
+
+/// The [`Books`] of withdrawal `op`.
+pub async fn books(stack: &Stack, op: &str) -> anyhow::Result<Books> {
+    let pool = stack.admin.pool();
+    let mut books: Books = sqlx::query_as(
+        "SELECT o.state, h.status AS hold, \
+           (SELECT count(*) FROM custodian_requests x WHERE x.op_id = o.op_id) AS requests, \
+           (SELECT count(*) FROM custodian_sends x WHERE x.op_id = o.op_id) AS sends, \
+           (SELECT coalesce(array_agg(x.answer ORDER BY x.send_no), '{}') \
+              FROM custodian_answers x WHERE x.op_id = o.op_id) AS answers, \
+           (SELECT count(*) FROM custodian_release_proposals x WHERE x.op_id = o.op_id) \
+              AS proposals, \
+           (SELECT count(*) FROM custodian_release_attestations x WHERE x.op_id = o.op_id) \
+              AS attestations, \
+           (SELECT count(*) FROM ledger_entries x WHERE x.op_id = o.op_id AND x.kind = 'SETTLE') \
+              AS settles, \
+           (SELECT count(*) FROM ledger_entries x WHERE x.op_id = o.op_id AND x.kind = 'RELEASE') \
+              AS releases, \
+           (SELECT count(*) FROM ledger_entries x WHERE x.op_id = o.op_id AND x.kind = 'REOPEN') \
+              AS reopens, \
+           (SELECT coalesce(array_agg(x.reason_code ORDER BY x.escalation_id), '{}') \
+              FROM escalations x WHERE x.op_id = o.op_id) AS escalations \
+         FROM withdrawal_ops o JOIN ledger_holds h USING (tenant_id, op_id) \
+         WHERE o.op_id = $1::uuid",
+    )
+    .bind(op)
+    .fetch_one(pool)
+    .await?;
+    books.records = sqlx::query_as(
+        "SELECT status, sub_status, tx_hash, replaced_hashes AS replaced FROM custodian_records \
+         WHERE op_id = $1::uuid ORDER BY record_id",
+    )
+    .bind(op)
+    .fetch_all(pool)
+    .await?;
+    books.inclusions = sqlx::query_as(
+        "SELECT tx_hash, block_number, block_hash, reorged_at IS NOT NULL AS reorged \
+         FROM inclusions WHERE op_id = $1::uuid ORDER BY inclusion_id",
+    )
+    .bind(op)
+    .fetch_all(pool)
+    .await?;
+    Ok(books)
+}
+
+/// Runs passes of `executor` until the [`Books`] of `op` satisfy `done` (or fails after
+/// `within`, showing them), mining a block on `mine_on` after each pass that did not.
+pub async fn pass_until(
+    stack: &Stack,
+    executor: &Executor,
+    op: &str,
+    mine_on: Option<&Anvil>,
+    within: Duration,
+    done: impl Fn(&Books) -> bool,
+) -> anyhow::Result<Books> {
+    let deadline = Instant::now() + within;
+    loop {
+        executor.pass(16, 4).await;
+        let now = books(stack, op).await?;
+        if done(&now) {
+            return Ok(now);
+        }
+        if Instant::now() > deadline {
+            bail!("not reached within {within:?}: {now:?}");
+        }
+        if let Some(node) = mine_on {
+            node.mine(1).await?;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+impl Sim {
+    /// [`Sim::prime_account`] with a consistency window of `secs`.
+    pub fn prime_account_within(&self, tenant: &Tenant, secs: u64) -> anyhow::Result<AccountRoute> {
+        let mut account = self.prime_account(tenant)?;
+        if let opledger_custodian::AccountConfig::NoLookup(prime) = &mut account.provider {
+            prime.consistency_window_secs = secs;
+        }
+        Ok(account)
+    }
+
+    /// Moves the double's clock forward by `secs` (`POST /sim/clock`): its lags, holds and
+    /// windows end without a real wait.
+    pub async fn advance_clock(&self, secs: u64) -> anyhow::Result<()> {
+        self.post("clock", &json!({"advance_secs": secs})).await?;
+        Ok(())
+    }
+
+    /// The create calls the double received for `reference`, in order: the status each was
+    /// answered (`None`: the connection closed without an answer) and the faults applied.
+    pub async fn creates_of(
+        &self,
+        reference: &str,
+    ) -> anyhow::Result<Vec<(Option<u64>, Vec<String>)>> {
+        Ok(self
+            .requests()
+            .await?
+            .iter()
+            .filter(|r| r["method"] == "POST" && r["reference"].as_str() == Some(reference))
+            .map(|r| {
+                let faults = r["faults"].as_array().cloned().unwrap_or_default();
+                let faults = faults.iter().filter_map(|f| f.as_str().map(str::to_owned));
+                (r["status"].as_u64(), faults.collect())
+            })
+            .collect())
+    }
+
+    /// The one transfer the double put on chain for `reference`, checked against its node:
+    /// mined and successful, to `destination`, whose balance is exactly `amount` (a fresh
+    /// address: paid once). Gives the transfer and the receipt's block hash.
+    pub async fn paid_once(
+        &self,
+        reference: &str,
+        destination: &str,
+        amount: &str,
+    ) -> anyhow::Result<(Value, String)> {
+        let transfers = self.transfers_of(reference).await?;
+        anyhow::ensure!(transfers.len() == 1, "not one transfer: {transfers:?}");
+        let transfer = transfers[0].clone();
+        anyhow::ensure!(transfer["destination"] == destination, "{transfer}");
+        anyhow::ensure!(transfer["amount_wei"] == amount, "{transfer}");
+        let hash = transfer["hash"].as_str().context("no hash")?;
+        let node = self.anvil()?;
+        let receipt = node.receipt(hash).await?.context("transfer not mined")?;
+        anyhow::ensure!(receipt["status"] == "0x1", "{receipt}");
+        anyhow::ensure!(
+            node.balance(destination).await? == amount.parse::<u128>()?,
+            "the destination does not hold exactly {amount}"
+        );
+        let block_hash = receipt["blockHash"].as_str().context("no block hash")?;
+        Ok((transfer, block_hash.to_owned()))
+    }
+}
+
+/// The broadcaster's chain watcher as its own login (`opledger_broadcaster`), watching the test
+/// network on the double's node (quorum 1, [`crate::chain::CONFIRMATIONS`] deep): the watcher
+/// that re-checks every CONFIRMED inclusion of the network, a custodian's included.
+pub async fn chain_watcher(
+    stack: &Stack,
+    sim: &Sim,
+) -> anyhow::Result<opledger_broadcaster::watcher::Watcher> {
+    let defaults = opledger_broadcaster::Config::default();
+    let rpc = sim.rpc_url.as_str();
+    let config = opledger_broadcaster::Config {
+        base: crate::chain::test_base(stack.url(ServiceRole::Broadcaster), defaults.base.clone()),
+        chain: opledger_chain::ChainLinks {
+            rpc: std::collections::BTreeMap::from([(NETWORK.to_owned(), rpc.to_owned())]),
+            evidence: std::collections::BTreeMap::from([(
+                NETWORK.to_owned(),
+                crate::chain::evidence(&[rpc], 1),
+            )]),
+            ..Default::default()
+        },
+        worker_id: "watcher-custodian-test".into(),
+        ..defaults
     };
-    let store = Store::connect(&stack.url(ServiceRole::Custodian), StoreConfig::default())
+    let store = Store::connect(&config.base.database_url.0, StoreConfig::default())
         .await
         .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
-    Ok(Executor::new(
-        store.custodian(),
-        Accounts::from_config(&config)?,
-        opledger_trust::TrustRoots::new(&config.trust_roots),
-        config.executor_id.clone(),
-        Cadence {
-            follow_every,
-            lease: Duration::from_secs(config.lease_secs),
-        },
-    ))
+    Ok(opledger_broadcaster::watcher(&config, store.broadcaster())?)
 }

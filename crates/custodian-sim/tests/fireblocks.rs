@@ -110,13 +110,13 @@ async fn authentication_refusals() -> anyhow::Result<()> {
     let mut cases: Vec<(&str, String, &str)> = vec![
         (
             "bad signature",
-            sign(API_OTHER_PEM, FbClaims::now())?,
+            sign(&keys().api_other, FbClaims::now())?,
             API_KEY,
         ),
         (
             "wrong bodyHash",
             sign(
-                API_CLIENT_PEM,
+                &keys().api_client,
                 FbClaims {
                     body_hash: Some(hex::encode([0_u8; 32])),
                     ..FbClaims::now()
@@ -127,7 +127,7 @@ async fn authentication_refusals() -> anyhow::Result<()> {
         (
             "wrong uri",
             sign(
-                API_CLIENT_PEM,
+                &keys().api_client,
                 FbClaims {
                     uri: Some("/v1/other".into()),
                     ..FbClaims::now()
@@ -138,7 +138,7 @@ async fn authentication_refusals() -> anyhow::Result<()> {
         (
             "expired",
             sign(
-                API_CLIENT_PEM,
+                &keys().api_client,
                 FbClaims {
                     iat: unix_now() - 60,
                     exp: unix_now() - 31,
@@ -150,7 +150,7 @@ async fn authentication_refusals() -> anyhow::Result<()> {
         (
             "lifetime over 30 s",
             sign(
-                API_CLIENT_PEM,
+                &keys().api_client,
                 FbClaims {
                     exp: unix_now() + 60,
                     ..FbClaims::now()
@@ -161,7 +161,7 @@ async fn authentication_refusals() -> anyhow::Result<()> {
         (
             "sub is not the key",
             sign(
-                API_CLIENT_PEM,
+                &keys().api_client,
                 FbClaims {
                     sub: "someone".into(),
                     ..FbClaims::now()
@@ -171,16 +171,16 @@ async fn authentication_refusals() -> anyhow::Result<()> {
         ),
         (
             "unknown API key",
-            sign(API_CLIENT_PEM, FbClaims::now())?,
+            sign(&keys().api_client, FbClaims::now())?,
             "other-key",
         ),
         ("not a JWT", "abc.def".to_owned(), API_KEY),
     ];
     let reused = FbClaims::now();
-    let first = sign(API_CLIENT_PEM, reused.clone())?;
+    let first = sign(&keys().api_client, reused.clone())?;
     let (status, _) = send_with(&sim, &first, API_KEY, &body).await?;
     assert_eq!(status, 200, "the first use of a nonce");
-    cases.push(("reused nonce", sign(API_CLIENT_PEM, reused)?, API_KEY));
+    cases.push(("reused nonce", sign(&keys().api_client, reused)?, API_KEY));
     for (what, token, key) in cases {
         let (status, answer) = send_with(&sim, &token, key, &body).await?;
         assert_eq!((status, &answer), (401, &unauthorized), "{what}");

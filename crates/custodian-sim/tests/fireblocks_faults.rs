@@ -55,7 +55,7 @@ async fn fault_1_answer_after_timeout() -> anyhow::Result<()> {
     let (reference, to) = (reference(), fresh_address());
     let body = fb_body(&reference, &to, AMOUNT_WHOLE);
     let token = fb_jwt(
-        API_CLIENT_PEM,
+        &keys().api_client,
         API_KEY,
         "/v1/transactions",
         body.as_bytes(),
@@ -364,7 +364,7 @@ async fn fault_10_rate_limited() -> anyhow::Result<()> {
     let (reference, to) = (reference(), fresh_address());
     let body = fb_body(&reference, &to, AMOUNT_WHOLE);
     let token = fb_jwt(
-        API_CLIENT_PEM,
+        &keys().api_client,
         API_KEY,
         "/v1/transactions",
         body.as_bytes(),

@@ -1,5 +1,8 @@
-//! The one trait every provider profile implements, used as `Arc<dyn Custodian>`.
+//! The one trait every provider profile is used through, as `Arc<dyn Custodian>`, and the one
+//! each profile implements ([`Adapter`]): the same calls as plain async functions, which every
+//! [`Custodian`] boxes.
 
+use crate::classify::lookup_candidates;
 use crate::types::{
     Candidate, CandidatesError, LookupOutcome, RequestBody, RequestError, Submission, SubmitError,
     TimeWindow, TransferRequest,
@@ -79,4 +82,77 @@ pub trait Custodian: fmt::Debug + Send + Sync {
         request: &'a TransferRequest,
         window: TimeWindow,
     ) -> BoxFuture<'a, Result<Vec<Candidate>, CandidatesError>>;
+}
+
+/// What a provider profile implements: the calls of [`Custodian`] as plain async functions.
+/// Every `Adapter` is a [`Custodian`], its futures boxed, so that each profile writes only what
+/// is its own.
+pub(crate) trait Adapter: fmt::Debug + Send + Sync {
+    /// [`Custodian::profile`].
+    fn profile(&self) -> Profile;
+
+    /// [`Custodian::consistency_window`].
+    fn consistency_window(&self) -> Duration;
+
+    /// [`Custodian::request`].
+    fn request(&self, request: &TransferRequest) -> Result<RequestBody, RequestError>;
+
+    /// [`Custodian::submit`].
+    fn submit(
+        &self,
+        reference: Uuid,
+        body: &[u8],
+    ) -> impl Future<Output = Result<Submission, SubmitError>> + Send;
+
+    /// [`Custodian::lookup`].
+    fn lookup(&self, expected: &TransferRequest) -> impl Future<Output = LookupOutcome> + Send;
+
+    /// [`Custodian::candidates`]. By default, a profile with a lookup's: the record its lookup
+    /// finds (or none), the window only checked.
+    fn candidates(
+        &self,
+        request: &TransferRequest,
+        window: TimeWindow,
+    ) -> impl Future<Output = Result<Vec<Candidate>, CandidatesError>> + Send {
+        async move {
+            if window.end < window.start {
+                return Err(CandidatesError::Window);
+            }
+            lookup_candidates(Adapter::lookup(self, request).await)
+        }
+    }
+}
+
+impl<A: Adapter> Custodian for A {
+    fn profile(&self) -> Profile {
+        Adapter::profile(self)
+    }
+
+    fn consistency_window(&self) -> Duration {
+        Adapter::consistency_window(self)
+    }
+
+    fn request(&self, request: &TransferRequest) -> Result<RequestBody, RequestError> {
+        Adapter::request(self, request)
+    }
+
+    fn submit<'a>(
+        &'a self,
+        reference: Uuid,
+        body: &'a [u8],
+    ) -> BoxFuture<'a, Result<Submission, SubmitError>> {
+        Box::pin(Adapter::submit(self, reference, body))
+    }
+
+    fn lookup<'a>(&'a self, expected: &'a TransferRequest) -> BoxFuture<'a, LookupOutcome> {
+        Box::pin(Adapter::lookup(self, expected))
+    }
+
+    fn candidates<'a>(
+        &'a self,
+        request: &'a TransferRequest,
+        window: TimeWindow,
+    ) -> BoxFuture<'a, Result<Vec<Candidate>, CandidatesError>> {
+        Box::pin(Adapter::candidates(self, request, window))
+    }
 }

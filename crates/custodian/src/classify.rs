@@ -177,7 +177,9 @@ pub fn lookup_candidates(outcome: LookupOutcome) -> Result<Vec<Candidate>, Candi
     match (outcome.lookup, outcome.record) {
         (Lookup::NotFound, _) => Ok(Vec::new()),
         (Lookup::Found(_), Some(record)) => {
-            let (Some(destination), Some(amount)) = (record.destination, record.amount) else {
+            let (Some(destination), Some(amount), Some(answer_sha256)) =
+                (record.destination, record.amount, outcome.body_sha256)
+            else {
                 return Err(CandidatesError::Failed(LookupFailure::Unreadable));
             };
             let mut hashes: Vec<_> = record.tx_hash.into_iter().collect();
@@ -191,6 +193,7 @@ pub fn lookup_candidates(outcome: LookupOutcome) -> Result<Vec<Candidate>, Candi
                 amount,
                 created_at: record.created_at,
                 completed_at: None,
+                answer_sha256,
             }])
         }
         _ => Err(CandidatesError::Failed(

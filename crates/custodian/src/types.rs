@@ -281,6 +281,9 @@ pub struct Candidate {
     pub created_at: Option<DateTime<Utc>>,
     /// When it completed, when given.
     pub completed_at: Option<DateTime<Utc>>,
+    /// The SHA-256 of the provider's answer it was read from (the list page, or the lookup), as
+    /// received: what a decision on it rests on.
+    pub answer_sha256: [u8; 32],
 }
 
 impl fmt::Debug for Candidate {

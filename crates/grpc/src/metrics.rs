@@ -214,11 +214,36 @@ pub fn router() -> axum::Router {
         "/metrics",
         axum::routing::get(|| async {
             (
-                [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                [(http::header::CONTENT_TYPE, TEXT_FORMAT)],
                 global().render(),
             )
         }),
     )
+}
+
+/// The content type of the Prometheus text exposition every `/metrics` endpoint serves.
+pub const TEXT_FORMAT: &str = "text/plain; version=0.0.4";
+
+/// The answer of a `/metrics` endpoint whose `gauges` are read from the database at scrape time:
+/// their text followed by this process's gRPC metrics, or 503 with a one-line comment when the
+/// store could not be read (logged through its log-safe form).
+pub fn store_scrape(
+    gauges: Result<String, opledger_store::StoreError>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let format = [(http::header::CONTENT_TYPE, TEXT_FORMAT)];
+    match gauges {
+        Ok(text) => (format, text + &global().render()).into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e.log_safe(), "metrics unavailable");
+            (
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                format,
+                "# store unavailable\n",
+            )
+                .into_response()
+        }
+    }
 }
 
 /// Serves [`router`] on `listener` in a background task.

@@ -65,8 +65,8 @@
 //! modelled: a record that differs from the request (a security event, never a verdict), stale
 //! lookups (an older record: in flight and without a hash, so it could only delay), unreadable
 //! answers (ambiguous like the others), chain reorganizations and lying endpoints (the payout
-//! model's), the operator's resolutions (FAILED_TERMINAL and an escalated UNKNOWN end the run
-//! here), webhooks (a webhook only wakes a follow, which the model takes at any time anyway).
+//! model's), the operator's resolutions of a FAILED_TERMINAL withdrawal (it ends the run here),
+//! webhooks (a webhook only wakes a follow, which the model takes at any time anyway).
 //!
 //! # Properties
 //!
@@ -79,7 +79,12 @@
 //! settlement only of an executed withdrawal; the hold matches the state; every move in the
 //! table. `sometimes`: BROADCAST, executed with the hold held, settled, refused, released after
 //! a rejection, UNKNOWN resolved by lookup, a resend deduplicated, a proposal awaiting the
-//! witness, a proposal the witness refused, left to an operator without lookup.
+//! witness, a proposal the witness refused, left to an operator without lookup, and, without
+//! lookup, bound by an operator to the provider's listed transaction then settled, or attested
+//! and released. The operator binds once, only the transaction the provider lists for the
+//! request (the database refuses any other: `custodian_bindings`, migration 37), and only a
+//! withdrawal escalated to it; the executor and the witness then read it from the list as a
+//! lookup.
 
 pub mod chain;
 pub mod config;

@@ -10,8 +10,8 @@ mod tests;
 mod values;
 
 pub use args::{
-    ApproveArgs, ApproverCommand, CreateArgs, DemoArgs, InboxCommand, ListArgs, RejectArgs,
-    SigningArgs, WatchArgs,
+    ApproveArgs, ApproverCommand, CreateArgs, CustodianCommand, DemoArgs, InboxCommand, ListArgs,
+    RejectArgs, SigningArgs, WatchArgs,
 };
 pub use credit::{CreditCommand, CreditCreateArgs, CreditSignArgs, OperatorSigningArgs};
 pub use values::{ApiKey, Outcome};
@@ -26,11 +26,12 @@ use values::{parse_api_key, parse_withdrawal_id};
 pub const LONG_ABOUT: &str = "\
 Operator CLI of opledger: creates, approves, watches and resolves withdrawals, proposes and \
 co-signs credits and handles webhook inbox issues over the services' gRPC APIs (operations, \
-approvals, the reconciler's operator API, the inbox's operator API).
+approvals, the reconciler's operator API, the inbox's operator API, the custodian executor's \
+operator API).
 
 The API key (--api-key or, better, OPCTL_API_KEY) is sent as `authorization: Bearer <key>`; its \
 role decides what may be called (client: create, get, list, balance; approver: approve, reject, \
-policy; operator: credit, balance, policy, unresolved, resolve, inbox). It is never printed.
+policy; operator: credit, balance, policy, unresolved, resolve, inbox, custodian). It is never printed.
 
 Approvals and rejections are approval statements signed locally with your own Ed25519 approver key \
 (`opctl approver keygen`; then --key-file or OPLEDGER_APPROVER_KEY, with --tenant or \
@@ -138,6 +139,15 @@ pub struct Global {
         default_value = "http://127.0.0.1:15056"
     )]
     pub inbox: String,
+    /// The custodian executor's operator API (custodian ...).
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "OPCTL_CUSTODIAN_URL",
+        default_value = "http://127.0.0.1:15058"
+    )]
+    pub custodian: String,
     /// API key, sent as `authorization: Bearer <key>`; prefer the environment variable (a flag is
     /// visible to other local users in the process list). Never printed.
     #[arg(
@@ -254,6 +264,14 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         command: InboxCommand,
+    },
+    /// Withdrawals a custodian without lookup by our reference (`no_lookup`) left UNKNOWN
+    /// (operator key): list the provider's transactions that may be the withdrawal's, bind the one
+    /// that is, with a reason; the custodian executor then follows that transaction.
+    Custodian {
+        /// What to do.
+        #[command(subcommand)]
+        command: CustodianCommand,
     },
     /// Credits (operator API key): propose one signed with your operator key, list the pending
     /// ones, show one, co-sign a pending one. A credit is PENDING (not spendable) until the

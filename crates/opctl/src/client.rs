@@ -4,6 +4,7 @@
 use crate::cli::{ApiKey, Global};
 use crate::error::Failure;
 use opledger_proto::v1::approvals_service_client::ApprovalsServiceClient;
+use opledger_proto::v1::custodian_operator_service_client::CustodianOperatorServiceClient;
 use opledger_proto::v1::inbox_service_client::InboxServiceClient;
 use opledger_proto::v1::operations_service_client::OperationsServiceClient;
 use opledger_proto::v1::operator_service_client::OperatorServiceClient;
@@ -25,6 +26,8 @@ pub enum Service {
     Reconciler,
     /// InboxService.
     Inbox,
+    /// The custodian executor's CustodianOperatorService.
+    Custodian,
 }
 
 impl Service {
@@ -35,6 +38,7 @@ impl Service {
             Service::Approvals => "approvals",
             Service::Reconciler => "reconciler",
             Service::Inbox => "inbox",
+            Service::Custodian => "custodian executor",
         }
     }
 
@@ -44,6 +48,7 @@ impl Service {
             Service::Approvals => "--approvals",
             Service::Reconciler => "--reconciler",
             Service::Inbox => "--inbox",
+            Service::Custodian => "--custodian",
         }
     }
 }
@@ -116,6 +121,7 @@ impl Session {
             Service::Approvals => &self.global.approvals,
             Service::Reconciler => &self.global.reconciler,
             Service::Inbox => &self.global.inbox,
+            Service::Custodian => &self.global.custodian,
         }
     }
 
@@ -157,6 +163,13 @@ impl Session {
     /// An InboxService client.
     pub async fn inbox(&self) -> Result<InboxServiceClient<Channel>, Failure> {
         Ok(InboxServiceClient::new(self.channel(Service::Inbox).await?))
+    }
+
+    /// The custodian executor's CustodianOperatorService client.
+    pub async fn custodian(&self) -> Result<CustodianOperatorServiceClient<Channel>, Failure> {
+        Ok(CustodianOperatorServiceClient::new(
+            self.channel(Service::Custodian).await?,
+        ))
     }
 }
 

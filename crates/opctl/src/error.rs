@@ -202,8 +202,7 @@ impl From<crate::credit_review::Unverified> for Failure {
     }
 }
 
-/// What to do about a refusal of a signed approval or credit statement, for people (text output
-/// only).
+/// What to do about a refusal, for people (text output only).
 pub fn hint(reason: &str) -> Option<&'static str> {
     Some(match reason {
         "APPROVER_KEY_UNKNOWN" => {
@@ -260,6 +259,58 @@ pub fn hint(reason: &str) -> Option<&'static str> {
         "KYT_PASS_REQUIRED" => {
             "the tenant's policy needs a recorded KYT pass for this withdrawal before approvals \
              count: wait for the KYT result, then approve again"
+        }
+        "ROLE_NOT_ALLOWED" => {
+            "the API key's role may not make this call: opctl --help says which role each command \
+             needs (operator for unresolved, resolve, inbox, credit and custodian); the tenant \
+             administrator issues a key of that role with opledger-admin key create --role <role>"
+        }
+        _ => return binding_hint(reason),
+    })
+}
+
+/// What to do about a refusal of `opctl custodian bind` or `candidates`, for people.
+fn binding_hint(reason: &str) -> Option<&'static str> {
+    Some(match reason {
+        "NOT_BINDABLE" => {
+            "nothing was recorded, and nothing is to be bound here: opctl get <withdrawal-id> shows \
+             the withdrawal; only a BROADCAST or UNKNOWN withdrawal of a custodian without lookup \
+             by our reference (no_lookup) takes a binding, the executor follows the others alone; \
+             if this executor has no account for it, point --custodian at the executor that has"
+        }
+        "CANDIDATE_NOT_LISTED" => {
+            "nothing was recorded; the provider lists this transaction no longer, or never did \
+             with this withdrawal's destination and amount in its window, or the id is mistyped: \
+             list again with opctl custodian candidates <withdrawal-id> and bind a PROVIDER ID it \
+             shows"
+        }
+        "CANDIDATE_TAKEN" => {
+            "nothing was recorded; either this withdrawal is bound already, which opctl custodian \
+             candidates <withdrawal-id> shows, and a binding is never changed, or this \
+             transaction is another withdrawal's, sent or bound for it: list again and bind the \
+             one that is this withdrawal's; if a binding in place is wrong, escalate to payments \
+             operations, as opctl cannot undo it"
+        }
+        "PROVIDER_UNAVAILABLE" => {
+            "nothing was recorded; the custodian executor could not read the provider's list just \
+             now: run the same command again in a minute, binding the same transaction again is \
+             safe; if it persists, check the provider's status and the executor's logs"
+        }
+        _ => return None,
+    })
+}
+
+/// What to do about an INVALID_FIELD refusal of `field`, for people (text output only), where the
+/// service's message does not say it all.
+pub fn field_hint(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "reason" => {
+            "give --reason with 1 to 200 characters on one line saying why; it is kept with the \
+             record, so no personal data"
+        }
+        "provider_id" => {
+            "give the PROVIDER ID exactly as opctl custodian candidates <withdrawal-id> lists it, \
+             1 to 128 characters"
         }
         _ => return None,
     })

@@ -119,7 +119,11 @@ pub fn failure_text(failure: &Failure) -> String {
     for (field, description) in &failure.violations {
         text.push_str(&format!("  {field}: {description}\n"));
     }
-    if let Some(hint) = crate::error::hint(&failure.reason) {
+    let hint = match (failure.reason.as_str(), failure.metadata.get("field")) {
+        ("INVALID_FIELD", Some(field)) => crate::error::field_hint(field),
+        (reason, _) => crate::error::hint(reason),
+    };
+    if let Some(hint) = hint {
         text.push_str(&format!("  ({hint})\n"));
     }
     if failure.kind == crate::error::Kind::Transient {
@@ -174,6 +178,16 @@ pub fn age(secs: i64) -> String {
         60..3_600 => format!("{}m{:02}s", s / 60, s % 60),
         3_600..86_400 => format!("{}h{:02}m", s / 3_600, (s % 3_600) / 60),
         _ => format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3_600),
+    }
+}
+
+/// A field of an answer for people: `-` when empty, control and direction characters escaped (so
+/// that what a service or a provider wrote cannot move the cursor or reorder the line).
+pub fn printable(text: &str) -> String {
+    if text.is_empty() {
+        "-".to_owned()
+    } else {
+        text.escape_debug().to_string()
     }
 }
 

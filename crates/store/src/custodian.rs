@@ -50,6 +50,10 @@ pub struct CustodianDue {
     pub answers: i32,
     /// Seconds since the last send (none sent: `None`).
     pub since_last_send: Option<f64>,
+    /// Seconds since the request was stored (none stored: `None`).
+    pub since_request: Option<f64>,
+    /// The provider transaction an operator bound to it (`no_lookup`: migration 37), if any.
+    pub bound: Option<String>,
 }
 
 /// A record of the provider's, as the executor's lookup found it.
@@ -82,6 +86,8 @@ struct DueRow {
     sends: i32,
     answers: i32,
     since_last_send: Option<f64>,
+    since_request: Option<f64>,
+    bound: Option<String>,
 }
 
 impl DueRow {
@@ -108,11 +114,56 @@ impl DueRow {
             sends: self.sends,
             answers: self.answers,
             since_last_send: self.since_last_send,
+            since_request: self.since_request,
+            bound: self.bound,
         })
     }
 }
 
+/// The columns of a [`DueRow`] and the joins they read (`o` the operation, `q` its request, `f`
+/// its follow lease, `b` its binding).
+macro_rules! due_select {
+    () => {
+        concat!(
+            "SELECT o.tenant_id, ",
+            operation_columns!(),
+            ", coalesce(o.lease_expires_at <= now(), true) AS lease_free, \
+             q.account, q.profile, q.body, q.body_sha256, \
+             (SELECT count(*)::int4 FROM custodian_sends s \
+               WHERE s.tenant_id = o.tenant_id AND s.op_id = o.op_id) AS sends, \
+             (SELECT count(*)::int4 FROM custodian_answers a \
+               WHERE a.tenant_id = o.tenant_id AND a.op_id = o.op_id) AS answers, \
+             (SELECT extract(epoch FROM now() - max(s.sent_at))::float8 FROM custodian_sends s \
+               WHERE s.tenant_id = o.tenant_id AND s.op_id = o.op_id) AS since_last_send, \
+             extract(epoch FROM now() - q.created_at)::float8 AS since_request, \
+             b.provider_id AS bound \
+             FROM withdrawal_ops o JOIN withdrawal_payloads p USING (tenant_id, op_id) \
+             LEFT JOIN custodian_requests q USING (tenant_id, op_id) \
+             LEFT JOIN custodian_follows f USING (tenant_id, op_id) \
+             LEFT JOIN custodian_bindings b USING (tenant_id, op_id)"
+        )
+    };
+}
+
 impl Store {
+    /// One custodian withdrawal of `tenant_id` as its executor sees it (`None`: no such
+    /// withdrawal, or another executor's).
+    pub async fn custodian_withdrawal(
+        &self,
+        tenant_id: TenantId,
+        op_id: OperationId,
+    ) -> Result<Option<CustodianDue>> {
+        let row: Option<DueRow> = sqlx::query_as(concat!(
+            due_select!(),
+            " WHERE o.tenant_id = $1 AND o.op_id = $2 AND o.executor = 'custodian'"
+        ))
+        .bind(tenant_id.as_uuid())
+        .bind(op_id.as_uuid())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(DueRow::into_due).transpose()
+    }
+
     /// Up to `limit` custodian withdrawals due for an executor, least recently followed first:
     /// APPROVED ones to claim, SIGNING ones whose claim expired (an executor stopped before
     /// storing the request), and SIGNED, BROADCAST and UNKNOWN ones to follow whose claim and
@@ -124,20 +175,8 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<CustodianDue>> {
         let rows: Vec<DueRow> = sqlx::query_as(concat!(
-            "SELECT o.tenant_id, ",
-            operation_columns!(),
-            ", coalesce(o.lease_expires_at <= now(), true) AS lease_free, \
-             q.account, q.profile, q.body, q.body_sha256, \
-             (SELECT count(*)::int4 FROM custodian_sends s \
-               WHERE s.tenant_id = o.tenant_id AND s.op_id = o.op_id) AS sends, \
-             (SELECT count(*)::int4 FROM custodian_answers a \
-               WHERE a.tenant_id = o.tenant_id AND a.op_id = o.op_id) AS answers, \
-             (SELECT extract(epoch FROM now() - max(s.sent_at))::float8 FROM custodian_sends s \
-               WHERE s.tenant_id = o.tenant_id AND s.op_id = o.op_id) AS since_last_send \
-             FROM withdrawal_ops o JOIN withdrawal_payloads p USING (tenant_id, op_id) \
-             LEFT JOIN custodian_requests q USING (tenant_id, op_id) \
-             LEFT JOIN custodian_follows f USING (tenant_id, op_id) \
-             WHERE o.executor = 'custodian' AND (o.state = 'APPROVED' \
+            due_select!(),
+            " WHERE o.executor = 'custodian' AND (o.state = 'APPROVED' \
                OR (o.state = 'SIGNING' AND coalesce(o.lease_expires_at <= now(), true)) \
                OR (o.state IN ('SIGNED', 'BROADCAST', 'UNKNOWN') \
                    AND coalesce(o.lease_expires_at <= now(), true) \

@@ -31,6 +31,11 @@ pub struct CustodianReleaseToWitness {
     pub ever_broadcast: bool,
     /// When it was proposed.
     pub proposed_at: DateTime<Utc>,
+    /// The provider transaction an operator bound to the withdrawal (`no_lookup`, migration
+    /// 37): the witness reads it from its own listing instead of a lookup by our reference.
+    pub bound: Option<String>,
+    /// Whole seconds since the withdrawal's request was stored (the listing's window).
+    pub since_request: i64,
 }
 
 impl fmt::Debug for CustodianReleaseToWitness {
@@ -95,6 +100,8 @@ struct ToWitnessRow {
     record_tx_hash: Option<String>,
     ever_broadcast: bool,
     proposed_at: DateTime<Utc>,
+    bound: Option<String>,
+    since_request: i64,
 }
 
 impl ToWitnessRow {
@@ -108,6 +115,8 @@ impl ToWitnessRow {
             tx_hash: self.record_tx_hash.as_deref().map(parse_hash).transpose()?,
             ever_broadcast: self.ever_broadcast,
             proposed_at: self.proposed_at,
+            bound: self.bound,
+            since_request: self.since_request,
         })
     }
 }
@@ -130,9 +139,12 @@ impl Store {
                  WHERE x.tenant_id = c.tenant_id AND x.op_id = c.op_id \
                    AND (x.tx_hash IS NOT NULL OR cardinality(x.replaced_hashes) > 0)) \
                  AS ever_broadcast, \
-               c.created_at AS proposed_at \
+               c.created_at AS proposed_at, b.provider_id AS bound, \
+               extract(epoch FROM now() - k.created_at)::int8 AS since_request \
              FROM custodian_release_proposals c \
              JOIN custodian_records r USING (tenant_id, op_id, record_id) \
+             JOIN custodian_requests k USING (tenant_id, op_id) \
+             LEFT JOIN custodian_bindings b USING (tenant_id, op_id) \
              JOIN withdrawal_ops o USING (tenant_id, op_id) \
              JOIN withdrawal_payloads p USING (tenant_id, op_id) \
              JOIN ledger_holds h USING (tenant_id, op_id) \

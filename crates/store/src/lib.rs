@@ -12,6 +12,8 @@ pub mod approvals;
 pub mod broadcast;
 pub mod credits;
 pub mod custodian;
+pub mod custodian_bindings;
+pub mod custodian_metrics;
 pub mod custodian_witness;
 mod error;
 pub mod executors;

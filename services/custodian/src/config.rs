@@ -59,6 +59,15 @@ pub struct Config {
     /// Seconds an instance holds a withdrawal while it sends or looks it up (another instance
     /// takes it over after that).
     pub lease_secs: u64,
+    /// Seconds after its request was stored that a withdrawal whose provider record is final
+    /// (COMPLETED or FAILED) with a transaction the chain does not show final is escalated to an
+    /// operator (`CUSTODIAN_TRANSACTION_NOT_FINAL`: dropped, or reorganized away); its funds stay
+    /// held.
+    pub stuck_after_secs: u64,
+    /// How long a verified API key of an operator (the `no_lookup` binding API) stays cached
+    /// (`auth_cache_ttl_secs`).
+    #[serde(flatten)]
+    pub api_keys: opledger_config::ApiKeyCache,
 }
 
 opledger_config::service_config!(Config);
@@ -79,6 +88,8 @@ impl Default for Config {
             batch_size: 64,
             follow_every_secs: 5,
             lease_secs: 60,
+            stuck_after_secs: 7_200,
+            api_keys: opledger_config::ApiKeyCache::default(),
         }
     }
 }
@@ -108,6 +119,9 @@ impl Config {
                 "lease_secs",
                 "lease_secs must be at least 5 and follow_every_secs at least 1",
             );
+        }
+        if self.stuck_after_secs == 0 {
+            return invalid("stuck_after_secs", "must be at least 1");
         }
         if self.rpc_timeout_ms == 0 {
             return invalid("rpc_timeout_ms", "must be at least 1");

@@ -14,17 +14,18 @@
 //! operator. Nothing here ever uses a second reference or releases on its own word.
 
 use crate::accounts::{Account, Accounts};
-use crate::chain::{ChainSays, Chains};
+use crate::chain::Chains;
 use opledger_custodian::{LookupOutcome, TransferRequest};
 use opledger_domain::custodian::{
-    Lookup, Next, ProviderStatus, Round, SubmitAnswer, Window, after_lookup, after_submit,
+    Lookup, Next, Round, SubmitAnswer, Window, after_lookup, after_submit,
 };
 use opledger_domain::state::{Actor, OperationState as S};
 use opledger_store::StoreError;
-use opledger_store::custodian::{CustodianDue, NewRecord, StoredRequest, custodian_move};
+use opledger_store::custodian::{CustodianDue, StoredRequest, custodian_move};
 use opledger_store::roles::CustodianStore;
-use opledger_store::transition::Inclusion;
 use opledger_trust::{Evidence, TrustRoots};
+
+mod settle;
 use std::time::Duration;
 
 /// Who owns what the executor escalates.
@@ -40,6 +41,7 @@ pub struct Executor {
     executor_id: String,
     follow_every: Duration,
     lease: Duration,
+    stuck_after: Duration,
 }
 
 /// How often and how long an executor follows a withdrawal.
@@ -49,6 +51,10 @@ pub struct Cadence {
     pub follow_every: Duration,
     /// How long an instance holds a withdrawal while it sends or looks it up.
     pub lease: Duration,
+    /// How long after its request was stored a withdrawal whose provider record is final with a
+    /// transaction the chain does not show final is escalated to an operator (its funds stay
+    /// held).
+    pub stuck_after: Duration,
 }
 
 impl Executor {
@@ -68,6 +74,7 @@ impl Executor {
             executor_id,
             follow_every: cadence.follow_every,
             lease: cadence.lease,
+            stuck_after: cadence.stuck_after,
         }
     }
 
@@ -276,7 +283,7 @@ impl Executor {
         };
         opledger_failpoint::hit("custodian.after_send");
         self.store
-            .record_custodian_answer(t, o, send_no, answer_code(answer), provider_id.as_deref())
+            .record_custodian_answer(t, o, send_no, answer.as_str(), provider_id.as_deref())
             .await?;
         let next = after_submit(account.custodian.profile(), round, answer);
         self.apply(due, state, next, None).await
@@ -305,7 +312,10 @@ impl Executor {
         }
         let profile = account.custodian.profile();
         if !profile.has_lookup() {
-            return self.apply(due, op.state, Next::Operator, None).await;
+            return match &due.bound {
+                None => self.apply(due, op.state, Next::Operator, None).await,
+                Some(provider_id) => self.follow_bound(due, account, &request, provider_id).await,
+            };
         }
         let outcome = account.custodian.lookup(&request).await;
         let record_id = self.store_record(due, &outcome).await?;
@@ -324,125 +334,54 @@ impl Executor {
                 .send(due, account, &request, &stored.body, op.state)
                 .await;
         }
-        self.apply(due, op.state, next, record_id).await?;
-        if let Next::Chain(hash) = next {
-            let completed = outcome
-                .record
-                .as_ref()
-                .is_some_and(|r| r.status == ProviderStatus::Completed);
-            self.settle(due, &request, hash, completed).await?;
-        }
-        Ok(())
+        self.conclude(due, &request, &outcome, next, record_id)
+            .await
     }
 
-    /// Settles a withdrawal whose provider named transaction `hash`, once the chain shows it paid
-    /// the approved transfer at final depth (or, on an unwatched network, once the provider's
-    /// record is COMPLETED).
-    async fn settle(
+    /// Follows a `no_lookup` withdrawal through the provider transaction an operator bound to it,
+    /// read from the provider's list as a lookup would return it: decided as any record (a hash
+    /// is the chain's; terminal without one is proposed for release, which the witness attests
+    /// only from its own listing). Not listed, or unreadable: nothing is concluded.
+    async fn follow_bound(
+        &self,
+        due: &CustodianDue,
+        account: &Account,
+        request: &TransferRequest,
+        provider_id: &str,
+    ) -> Result<(), StoreError> {
+        let age = Duration::from_secs_f64(due.since_request.unwrap_or(0.0).max(0.0));
+        let window = opledger_custodian::window_since(age);
+        let outcome = opledger_custodian::lookup_bound(
+            account.custodian.as_ref(),
+            request,
+            window,
+            provider_id,
+        )
+        .await;
+        let record_id = self.store_record(due, &outcome).await?;
+        let Lookup::Found(record) = outcome.lookup else {
+            return Ok(());
+        };
+        let next = opledger_domain::custodian::after_record(record);
+        self.conclude(due, request, &outcome, next, record_id).await
+    }
+
+    /// Applies `next`, decided on the record `outcome` read, and settles from the chain when the
+    /// record names a transaction.
+    async fn conclude(
         &self,
         due: &CustodianDue,
         request: &TransferRequest,
-        hash: opledger_domain::evidence::Hash32,
-        completed: bool,
-    ) -> Result<(), StoreError> {
-        let op = &due.operation;
-        let (t, o) = (op.payload.tenant_id, op.op_id);
-        let network = op.payload.network.as_str();
-        let says = self
-            .chains
-            .judge(network, hash, request.destination, request.amount)
-            .await;
-        let settle = self.moved(due, S::Broadcast, S::Confirmed, "custodian transfer final");
-        match says {
-            ChainSays::Paid(block) => {
-                let inclusion = Inclusion {
-                    tenant_id: t,
-                    op_id: o,
-                    tx_hash: format!("0x{}", hex::encode(hash)),
-                    block_number: block.number,
-                    block_hash: format!("0x{}", hex::encode(block.hash)),
-                };
-                ignore_conflict(self.store.confirm(&settle, &inclusion).await)
-            }
-            ChainSays::Unwatched if completed => {
-                ignore_conflict(self.store.transition(&settle).await)
-            }
-            ChainSays::Unwatched | ChainSays::NotYet => Ok(()),
-            ChainSays::Contradicted(reason) => {
-                tracing::error!(op = %o, reason, "the custodian's transaction is not the approved transfer");
-                self.store
-                    .record_security_event(
-                        t,
-                        o,
-                        "CUSTODIAN_TRANSACTION_CONTRADICTED",
-                        Actor::Custodian,
-                        &self.executor_id,
-                        reason,
-                    )
-                    .await?;
-                self.store
-                    .record_custodian_escalation(
-                        t,
-                        o,
-                        "security",
-                        "CUSTODIAN_TRANSACTION_CONTRADICTED",
-                    )
-                    .await
-            }
-        }
-    }
-
-    /// Stores the record a lookup found; its id.
-    async fn store_record(
-        &self,
-        due: &CustodianDue,
         outcome: &LookupOutcome,
-    ) -> Result<Option<i64>, StoreError> {
-        let (Lookup::Found(_), Some(record), Some(sha)) =
-            (outcome.lookup, &outcome.record, outcome.body_sha256)
-        else {
-            return Ok(None);
-        };
-        let tx_hash = record.tx_hash.map(|h| format!("0x{}", hex::encode(h)));
-        let replaced: Vec<String> = record
-            .replaced_hashes
-            .iter()
-            .map(|h| format!("0x{}", hex::encode(h)))
-            .collect();
-        let new = NewRecord {
-            status: record.status.as_str(),
-            sub_status: record.sub_status.as_deref().filter(|s| !s.is_empty()),
-            tx_hash: tx_hash.as_deref(),
-            replaced_hashes: &replaced,
-            provider_id: Some(record.provider_id.as_str()).filter(|s| !s.is_empty()),
-            answer_sha256: sha,
-        };
-        let op = &due.operation;
-        let id = self
-            .store
-            .record_custodian_record(op.payload.tenant_id, op.op_id, &new, &self.executor_id)
+        next: Next,
+        record_id: Option<i64>,
+    ) -> Result<(), StoreError> {
+        self.apply(due, due.operation.state, next, record_id)
             .await?;
-        Ok(Some(id))
-    }
-
-    /// A record that differs from the request: a security event for an operator, never a
-    /// verdict.
-    async fn mismatch(&self, due: &CustodianDue) -> Result<(), StoreError> {
-        let op = &due.operation;
-        let (t, o) = (op.payload.tenant_id, op.op_id);
-        self.store
-            .record_security_event(
-                t,
-                o,
-                "CUSTODIAN_RECORD_MISMATCH",
-                Actor::Custodian,
-                &self.executor_id,
-                "the custodian's record of our reference differs from the request",
-            )
-            .await?;
-        self.store
-            .record_custodian_escalation(t, o, "security", "CUSTODIAN_RECORD_MISMATCH")
-            .await
+        if let (Next::Chain(hash), Some(record)) = (next, &outcome.record) {
+            self.settle(due, request, hash, record.status).await?;
+        }
+        Ok(())
     }
 
     /// Applies `next` to a withdrawal in `state`.
@@ -537,21 +476,6 @@ impl Executor {
             &self.executor_id,
             reason,
         )
-    }
-}
-
-/// The stored name of an answer class.
-pub fn answer_code(answer: SubmitAnswer) -> &'static str {
-    use opledger_domain::custodian::Ambiguity as A;
-    match answer {
-        SubmitAnswer::Accepted => "ACCEPTED",
-        SubmitAnswer::Refused => "REFUSED",
-        SubmitAnswer::Ambiguous(A::Timeout) => "TIMEOUT",
-        SubmitAnswer::Ambiguous(A::ConnectionLost) => "CONNECTION_LOST",
-        SubmitAnswer::Ambiguous(A::ServerError) => "SERVER_ERROR",
-        SubmitAnswer::Ambiguous(A::RateLimited) => "RATE_LIMITED",
-        SubmitAnswer::Ambiguous(A::Duplicate) => "DUPLICATE",
-        SubmitAnswer::Ambiguous(A::Unreadable) => "UNREADABLE",
     }
 }
 

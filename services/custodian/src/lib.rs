@@ -6,9 +6,11 @@ pub mod accounts;
 pub mod chain;
 pub mod config;
 pub mod executor;
+pub mod metrics;
+pub mod operator;
 mod setup;
 
 pub use accounts::{Account, AccountError, Accounts};
 pub use config::Config;
 pub use executor::{Cadence, Executor};
-pub use setup::{SERVICE_NAME, StartError, executor, run};
+pub use setup::{SERVICE_NAME, StartError, executor, operator_routes, run};

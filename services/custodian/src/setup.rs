@@ -47,19 +47,45 @@ pub fn executor(
         Cadence {
             follow_every: Duration::from_secs(config.follow_every_secs),
             lease: Duration::from_secs(config.lease_secs),
+            stuck_after: Duration::from_secs(config.stuck_after_secs),
         },
     )
     .with_chains(Chains::new(readers)))
 }
 
-/// The name the executor's health service reports (it serves no API).
+/// The operator API (`CustodianOperatorService`) over `store`, with the accounts of `config`.
+pub fn operator_routes(
+    config: &Config,
+    store: opledger_store::roles::CustodianStore,
+) -> Result<tonic::service::Routes, StartError> {
+    let auth = Arc::new(opledger_grpc::Authenticator::new(
+        store.keys(),
+        config.api_keys.ttl(),
+    ));
+    let api = crate::operator::OperatorApi::new(
+        store,
+        auth,
+        Arc::new(Accounts::from_config(config)?),
+        config.executor_id.clone(),
+    );
+    Ok(tonic::service::Routes::new(
+        opledger_proto::v1::custodian_operator_service_server::CustodianOperatorServiceServer::new(
+            api,
+        ),
+    ))
+}
+
+/// The name the executor's health service reports.
 pub const SERVICE_NAME: &str = "opledger.custodian";
 
-/// Connects the store, runs a pass every `poll_interval_ms` and serves health until Ctrl-C or
-/// SIGTERM.
+/// Connects the store, runs a pass every `poll_interval_ms` and serves health and metrics until
+/// Ctrl-C or SIGTERM.
 pub async fn run(config: Config) -> Result<(), StartError> {
     let mut runtime = opledger_server::Runtime::start(SERVICE_NAME, &config.base).await?;
-    let worker = Arc::new(executor(&config, runtime.store().custodian())?);
+    let store = runtime.store().custodian();
+    runtime.metrics(crate::metrics::router(store.clone()));
+    let worker = Arc::new(executor(&config, store.clone())?);
+    let routes = operator_routes(&config, store)?;
     let batch = config.batch_size;
     runtime.every(Duration::from_millis(config.poll_interval_ms), move || {
         let worker = worker.clone();
@@ -67,6 +93,5 @@ pub async fn run(config: Config) -> Result<(), StartError> {
             worker.pass(batch, 8).await;
         }
     });
-    let routes = tonic::service::Routes::default();
     Ok(runtime.serve(routes, None).await?)
 }

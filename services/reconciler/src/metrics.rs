@@ -6,8 +6,6 @@
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
 use axum::routing::get;
 use opledger_store::roles::ReconcilerStore;
 
@@ -18,30 +16,11 @@ pub fn router(store: ReconcilerStore) -> Router {
         .with_state(store)
 }
 
-async fn scrape(State(store): State<ReconcilerStore>) -> impl IntoResponse {
-    let read = async {
-        Ok((
-            store.metrics_snapshot().await?,
-            store.reopened_releases().await?,
-        ))
+async fn scrape(State(store): State<ReconcilerStore>) -> axum::response::Response {
+    let text = async {
+        Ok(store.metrics_snapshot().await?.to_prometheus()
+            + &opledger_store::witness::reopened_releases_text(&store.reopened_releases().await?)
+            + &opledger_chain::evidence::no_evidence().render("reconciler"))
     };
-    let read: Result<_, opledger_store::StoreError> = read.await;
-    match read {
-        Ok((snapshot, reopened)) => (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-            snapshot.to_prometheus()
-                + &opledger_store::witness::reopened_releases_text(&reopened)
-                + &opledger_grpc::metrics::global().render()
-                + &opledger_chain::evidence::no_evidence().render("reconciler"),
-        ),
-        Err(e) => {
-            tracing::warn!(error = %e.log_safe(), "metrics unavailable");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-                "# store unavailable\n".to_owned(),
-            )
-        }
-    }
+    opledger_grpc::metrics::store_scrape(text.await)
 }

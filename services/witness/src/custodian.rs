@@ -147,7 +147,18 @@ impl CustodianWitness {
             },
             ever_broadcast: release.ever_broadcast,
         };
-        let seen = custodian.lookup(&request).await;
+        // A `no_lookup` withdrawal is read through the transaction an operator bound to it, from
+        // the witness's own listing.
+        let seen = match &release.bound {
+            Some(provider_id) => {
+                let age =
+                    std::time::Duration::from_secs(release.since_request.max(0).unsigned_abs());
+                let window = opledger_custodian::window_since(age);
+                opledger_custodian::lookup_bound(custodian.as_ref(), &request, window, provider_id)
+                    .await
+            }
+            None => custodian.lookup(&request).await,
+        };
         match (
             witness_release(proposed, own_lookup(&seen)),
             seen.body_sha256,

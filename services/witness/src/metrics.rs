@@ -6,8 +6,6 @@
 use crate::outcome::{CustodianOutcome, Outcome};
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
 use axum::routing::get;
 use opledger_store::roles::WitnessStore;
 use std::fmt::Write as _;
@@ -143,30 +141,14 @@ pub fn router(store: WitnessStore, counters: Arc<Counters>) -> Router {
         .with_state(Scrape { store, counters })
 }
 
-async fn scrape(State(scrape): State<Scrape>) -> impl IntoResponse {
-    let text = "text/plain; version=0.0.4";
-    let ages = async {
+async fn scrape(State(scrape): State<Scrape>) -> axum::response::Response {
+    let text = async {
         let releases = scrape.store.oldest_unwitnessed_secs().await?;
         let credits = scrape.store.oldest_unwitnessed_credit_secs().await?;
-        Ok::<_, opledger_store::StoreError>((releases.unwrap_or(0.0), credits))
+        Ok(scrape.counters.render(releases.unwrap_or(0.0), credits)
+            + &opledger_chain::evidence::no_evidence().render("witness"))
     };
-    match ages.await {
-        Ok((oldest, oldest_credit)) => (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, text)],
-            scrape.counters.render(oldest, oldest_credit)
-                + &opledger_grpc::metrics::global().render()
-                + &opledger_chain::evidence::no_evidence().render("witness"),
-        ),
-        Err(e) => {
-            tracing::warn!(error = %e.log_safe(), "metrics unavailable");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                [(header::CONTENT_TYPE, text)],
-                "# store unavailable\n".to_owned(),
-            )
-        }
-    }
+    opledger_grpc::metrics::store_scrape(text.await)
 }
 
 #[cfg(test)]

@@ -15,7 +15,10 @@ use opledger_testkit::Anvil;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+mod keys;
 pub mod webhook;
+
+pub use keys::keys;
 
 /// Anvil's 10th development account (mnemonic "test test ... junk", index 9): the double's hot
 /// wallet, an account no other test sends from. Public knowledge; never holds anything real.
@@ -24,15 +27,6 @@ pub const HOT_WALLET_KEY: &str =
 pub const HOT_WALLET: &str = "0xa0ee7a142d267c1f36714e4a8f75612f20a79720";
 
 pub const API_KEY: &str = "fb-api-key-1";
-pub const API_CLIENT_PEM: &str = include_str!("../fixtures/api_client.pem");
-pub const API_CLIENT_PUB_PEM: &str = include_str!("../fixtures/api_client.pub.pem");
-pub const API_OTHER_PEM: &str = include_str!("../fixtures/api_other.pem");
-pub const WEBHOOK_KEYS: [&str; 3] = [
-    include_str!("../fixtures/webhook_0.pem"),
-    include_str!("../fixtures/webhook_1.pem"),
-    include_str!("../fixtures/webhook_2.pem"),
-];
-pub const WEBHOOK_FORGER: &str = include_str!("../fixtures/webhook_forger.pem");
 
 pub const BITGO_COIN: &str = "hteth";
 pub const BITGO_WALLET: &str = "0123456789abcdef0123456789abcdef";
@@ -70,6 +64,7 @@ impl Drop for Sim {
 
 /// The configuration every test starts from; `tweak` changes it.
 pub fn base_config(anvil: &Anvil) -> Value {
+    let keys = keys();
     json!({
         "chain": {"rpc_url": anvil.rpc_url(), "chain_id": anvil.chain_id(), "hot_wallet_key": HOT_WALLET_KEY},
         "decimals": 18,
@@ -77,12 +72,12 @@ pub fn base_config(anvil: &Anvil) -> Value {
         "faults": {"seed": 1, "rules": []},
         "fireblocks": {
             "api_key": API_KEY,
-            "api_public_key_pem": API_CLIENT_PUB_PEM,
+            "api_public_key_pem": keys.api_client_pub,
             "vault_account_id": "0",
             "asset_id": "ETH",
             "workspace_id": "ws-1",
-            "webhook_signing_keys_pem": WEBHOOK_KEYS,
-            "webhook_forger_key_pem": WEBHOOK_FORGER,
+            "webhook_signing_keys_pem": keys.webhook,
+            "webhook_forger_key_pem": keys.webhook_forger,
         },
         "bitgo": {
             "coin": BITGO_COIN, "wallet_id": BITGO_WALLET, "access_token": BITGO_TOKEN,
@@ -274,7 +269,7 @@ impl Sim {
         idempotency_key: Option<&str>,
     ) -> anyhow::Result<(u16, String)> {
         let token = fb_jwt(
-            API_CLIENT_PEM,
+            &keys().api_client,
             API_KEY,
             "/v1/transactions",
             body.as_bytes(),
@@ -296,7 +291,7 @@ impl Sim {
 
     pub async fn fb_lookup(&self, reference: &str) -> anyhow::Result<(u16, Value)> {
         let path = format!("/v1/transactions/external_tx_id/{reference}");
-        let token = fb_jwt(API_CLIENT_PEM, API_KEY, &path, b"", FbClaims::now())?;
+        let token = fb_jwt(&keys().api_client, API_KEY, &path, b"", FbClaims::now())?;
         let answer = self
             .http
             .get(self.url(&path))

@@ -8,10 +8,8 @@
 pub mod webhook;
 pub mod wire;
 
-use crate::api::{BoxFuture, Custodian};
-use crate::classify::{
-    classify_lookup, classify_submit, lookup_candidates, lookup_outcome, submission,
-};
+use crate::api::Adapter;
+use crate::classify::{classify_lookup, classify_submit, lookup_outcome, submission};
 use crate::codec::{reference_text, sha256};
 use crate::config::{
     BitGoConfig, SetupError, base_url, bitgo_wallet_id, invalid, plain_id, timeout, window,
@@ -19,8 +17,8 @@ use crate::config::{
 use crate::secret::{SecretBytes, read_secret};
 use crate::transport::exchange;
 use crate::types::{
-    Candidate, CandidatesError, LookupFailure, LookupOutcome, RequestBody, RequestError,
-    Submission, SubmitError, TimeWindow, TransferRequest,
+    LookupFailure, LookupOutcome, RequestBody, RequestError, Submission, SubmitError,
+    TransferRequest,
 };
 use opledger_domain::custodian::Profile;
 use reqwest::header::CONTENT_TYPE;
@@ -80,8 +78,24 @@ impl BitGo {
             self.account.coin, self.account.wallet_id
         )
     }
+}
 
-    async fn submit_stored(&self, reference: Uuid, body: &[u8]) -> Result<Submission, SubmitError> {
+impl Adapter for BitGo {
+    fn profile(&self) -> Profile {
+        Profile::OneSendPerReference
+    }
+
+    fn consistency_window(&self) -> Duration {
+        self.window
+    }
+
+    fn request(&self, request: &TransferRequest) -> Result<RequestBody, RequestError> {
+        let bytes = send_body(request)?;
+        let sha256 = sha256(&bytes);
+        Ok(RequestBody { bytes, sha256 })
+    }
+
+    async fn submit(&self, reference: Uuid, body: &[u8]) -> Result<Submission, SubmitError> {
         let stored = wire::stored_reference(body).ok_or(SubmitError::Body)?;
         let reference = reference_text(reference);
         if stored != reference {
@@ -106,7 +120,7 @@ impl BitGo {
         }))
     }
 
-    async fn look_up(&self, expected: &TransferRequest) -> LookupOutcome {
+    async fn lookup(&self, expected: &TransferRequest) -> LookupOutcome {
         let url = format!(
             "{}{}/transfer/sequenceId/{}",
             self.base,
@@ -123,47 +137,6 @@ impl BitGo {
                 || read_record(&answer.body, expected, &self.account),
                 || is_not_found(&answer.body),
             )
-        })
-    }
-}
-
-impl Custodian for BitGo {
-    fn profile(&self) -> Profile {
-        Profile::OneSendPerReference
-    }
-
-    fn consistency_window(&self) -> Duration {
-        self.window
-    }
-
-    fn request(&self, request: &TransferRequest) -> Result<RequestBody, RequestError> {
-        let bytes = send_body(request)?;
-        let sha256 = sha256(&bytes);
-        Ok(RequestBody { bytes, sha256 })
-    }
-
-    fn submit<'a>(
-        &'a self,
-        reference: Uuid,
-        body: &'a [u8],
-    ) -> BoxFuture<'a, Result<Submission, SubmitError>> {
-        Box::pin(self.submit_stored(reference, body))
-    }
-
-    fn lookup<'a>(&'a self, expected: &'a TransferRequest) -> BoxFuture<'a, LookupOutcome> {
-        Box::pin(self.look_up(expected))
-    }
-
-    fn candidates<'a>(
-        &'a self,
-        request: &'a TransferRequest,
-        window: TimeWindow,
-    ) -> BoxFuture<'a, Result<Vec<Candidate>, CandidatesError>> {
-        Box::pin(async move {
-            if window.end < window.start {
-                return Err(CandidatesError::Window);
-            }
-            lookup_candidates(self.look_up(request).await)
         })
     }
 }

@@ -236,12 +236,13 @@ fn a_found_record_is_the_one_candidate_and_not_found_is_none() {
         failure: None,
         record: Some(found),
         http_status: Some(200),
-        body_sha256: None,
+        body_sha256: Some([5; 32]),
         retry_after: None,
     };
     let candidates = lookup_candidates(outcome).expect("candidates");
     assert_eq!(candidates.len(), 1);
     assert_eq!(candidates[0].hashes, vec![[7; 32], [9; 32]]);
+    assert_eq!(candidates[0].answer_sha256, [5; 32]);
     assert_eq!(candidates[0].status, Some(ProviderStatus::Completed));
     let not_found = LookupOutcome {
         lookup: Lookup::NotFound,

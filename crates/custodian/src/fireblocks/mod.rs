@@ -9,17 +9,15 @@ pub mod jwt;
 pub mod webhook;
 pub mod wire;
 
-use crate::api::{BoxFuture, Custodian};
-use crate::classify::{
-    classify_lookup, classify_submit, lookup_candidates, lookup_outcome, submission,
-};
+use crate::api::Adapter;
+use crate::classify::{classify_lookup, classify_submit, lookup_outcome, submission};
 use crate::codec::{reference_text, sha256};
 use crate::config::{FireblocksConfig, SetupError, base_url, decimals, plain_id, timeout, window};
 use crate::secret::read_secret;
 use crate::transport::{exchange, unix_now};
 use crate::types::{
-    Candidate, CandidatesError, LookupFailure, LookupOutcome, RequestBody, RequestError,
-    Submission, SubmitError, TimeWindow, TransferRequest,
+    LookupFailure, LookupOutcome, RequestBody, RequestError, Submission, SubmitError,
+    TransferRequest,
 };
 use jwt::FireblocksSigner;
 use opledger_domain::custodian::Profile;
@@ -110,8 +108,24 @@ impl Fireblocks {
         }
         builder.build().map_err(|_| SubmitError::Build)
     }
+}
 
-    async fn submit_stored(&self, reference: Uuid, body: &[u8]) -> Result<Submission, SubmitError> {
+impl Adapter for Fireblocks {
+    fn profile(&self) -> Profile {
+        Profile::LookupByReference
+    }
+
+    fn consistency_window(&self) -> Duration {
+        self.window
+    }
+
+    fn request(&self, request: &TransferRequest) -> Result<RequestBody, RequestError> {
+        let bytes = create_body(request, &self.account)?;
+        let sha256 = sha256(&bytes);
+        Ok(RequestBody { bytes, sha256 })
+    }
+
+    async fn submit(&self, reference: Uuid, body: &[u8]) -> Result<Submission, SubmitError> {
         let stored = wire::stored_reference(body).ok_or(SubmitError::Body)?;
         let reference = reference_text(reference);
         if stored != reference {
@@ -128,7 +142,7 @@ impl Fireblocks {
         }))
     }
 
-    async fn look_up(&self, expected: &TransferRequest) -> LookupOutcome {
+    async fn lookup(&self, expected: &TransferRequest) -> LookupOutcome {
         let uri = lookup_path(expected.reference);
         let Ok(request) = self.signed(Method::GET, &uri, b"", None) else {
             return LookupOutcome::failed(LookupFailure::NotSent);
@@ -140,47 +154,6 @@ impl Fireblocks {
                 || read_record(&answer.body, expected, &self.account),
                 || is_not_found(&answer.body),
             )
-        })
-    }
-}
-
-impl Custodian for Fireblocks {
-    fn profile(&self) -> Profile {
-        Profile::LookupByReference
-    }
-
-    fn consistency_window(&self) -> Duration {
-        self.window
-    }
-
-    fn request(&self, request: &TransferRequest) -> Result<RequestBody, RequestError> {
-        let bytes = create_body(request, &self.account)?;
-        let sha256 = sha256(&bytes);
-        Ok(RequestBody { bytes, sha256 })
-    }
-
-    fn submit<'a>(
-        &'a self,
-        reference: Uuid,
-        body: &'a [u8],
-    ) -> BoxFuture<'a, Result<Submission, SubmitError>> {
-        Box::pin(self.submit_stored(reference, body))
-    }
-
-    fn lookup<'a>(&'a self, expected: &'a TransferRequest) -> BoxFuture<'a, LookupOutcome> {
-        Box::pin(self.look_up(expected))
-    }
-
-    fn candidates<'a>(
-        &'a self,
-        request: &'a TransferRequest,
-        window: TimeWindow,
-    ) -> BoxFuture<'a, Result<Vec<Candidate>, CandidatesError>> {
-        Box::pin(async move {
-            if window.end < window.start {
-                return Err(CandidatesError::Window);
-            }
-            lookup_candidates(self.look_up(request).await)
         })
     }
 }

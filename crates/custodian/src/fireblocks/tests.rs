@@ -11,7 +11,7 @@ use crate::codec::b64url_decode;
 use crate::testutil::{
     API_KEY, Canned, Fault, fireblocks_config, key, refused, request, serve, serve_fault,
 };
-use crate::types::Mismatch;
+use crate::types::{CandidatesError, Mismatch, TimeWindow};
 use opledger_domain::custodian::{Ambiguity, Lookup, ProviderStatus, SubmitAnswer};
 use serde_json::{Value, json};
 

@@ -6,7 +6,7 @@
 
 pub mod wire;
 
-use crate::api::{BoxFuture, Custodian};
+use crate::api::Adapter;
 use crate::classify::{classify_submit, status_failure, submission, transport_failure};
 use crate::codec::{query_value, reference_text, sha256};
 use crate::config::{
@@ -113,7 +113,40 @@ impl Prime {
         builder.build().map_err(|_| SubmitError::Build)
     }
 
-    async fn submit_stored(&self, reference: Uuid, body: &[u8]) -> Result<Submission, SubmitError> {
+    /// The list's path and query for `window`, from `cursor` when set. The times are written as
+    /// `2026-01-02T03:04:05Z` (no character a query must escape); the cursor is percent-encoded.
+    fn list_path(&self, window: TimeWindow, cursor: Option<&str>) -> String {
+        let time = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
+        let mut path = format!(
+            "/v1/portfolios/{}/transactions?types=WITHDRAWAL&start_time={}&end_time={}",
+            self.account.portfolio_id,
+            time(window.start),
+            time(window.end),
+        );
+        if let Some(cursor) = cursor {
+            path.push_str("&cursor=");
+            path.push_str(&query_value(cursor));
+        }
+        path
+    }
+}
+
+impl Adapter for Prime {
+    fn profile(&self) -> Profile {
+        Profile::NoLookup
+    }
+
+    fn consistency_window(&self) -> Duration {
+        self.window
+    }
+
+    fn request(&self, request: &TransferRequest) -> Result<RequestBody, RequestError> {
+        let bytes = withdrawal_body(request, &self.account)?;
+        let sha256 = sha256(&bytes);
+        Ok(RequestBody { bytes, sha256 })
+    }
+
+    async fn submit(&self, reference: Uuid, body: &[u8]) -> Result<Submission, SubmitError> {
         let sent = wire::stored(body).ok_or(SubmitError::Body)?;
         if sent.idempotency_key() != reference_text(reference) {
             return Err(SubmitError::Reference);
@@ -133,24 +166,11 @@ impl Prime {
         }))
     }
 
-    /// The list's path and query for `window`, from `cursor` when set. The times are written as
-    /// `2026-01-02T03:04:05Z` (no character a query must escape); the cursor is percent-encoded.
-    fn list_path(&self, window: TimeWindow, cursor: Option<&str>) -> String {
-        let time = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
-        let mut path = format!(
-            "/v1/portfolios/{}/transactions?types=WITHDRAWAL&start_time={}&end_time={}",
-            self.account.portfolio_id,
-            time(window.start),
-            time(window.end),
-        );
-        if let Some(cursor) = cursor {
-            path.push_str("&cursor=");
-            path.push_str(&query_value(cursor));
-        }
-        path
+    async fn lookup(&self, _expected: &TransferRequest) -> LookupOutcome {
+        LookupOutcome::failed(LookupFailure::Unsupported)
     }
 
-    async fn list(
+    async fn candidates(
         &self,
         request: &TransferRequest,
         window: TimeWindow,
@@ -180,42 +200,6 @@ impl Prime {
             }
         }
         Err(failed(LookupFailure::Unreadable))
-    }
-}
-
-impl Custodian for Prime {
-    fn profile(&self) -> Profile {
-        Profile::NoLookup
-    }
-
-    fn consistency_window(&self) -> Duration {
-        self.window
-    }
-
-    fn request(&self, request: &TransferRequest) -> Result<RequestBody, RequestError> {
-        let bytes = withdrawal_body(request, &self.account)?;
-        let sha256 = sha256(&bytes);
-        Ok(RequestBody { bytes, sha256 })
-    }
-
-    fn submit<'a>(
-        &'a self,
-        reference: Uuid,
-        body: &'a [u8],
-    ) -> BoxFuture<'a, Result<Submission, SubmitError>> {
-        Box::pin(self.submit_stored(reference, body))
-    }
-
-    fn lookup<'a>(&'a self, _expected: &'a TransferRequest) -> BoxFuture<'a, LookupOutcome> {
-        Box::pin(async { LookupOutcome::failed(LookupFailure::Unsupported) })
-    }
-
-    fn candidates<'a>(
-        &'a self,
-        request: &'a TransferRequest,
-        window: TimeWindow,
-    ) -> BoxFuture<'a, Result<Vec<Candidate>, CandidatesError>> {
-        Box::pin(self.list(request, window))
     }
 }
 

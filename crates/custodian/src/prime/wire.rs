@@ -229,6 +229,7 @@ pub fn read_page(
 ) -> Result<(Vec<Candidate>, Option<String>), LookupFailure> {
     let unreadable = LookupFailure::Unreadable;
     let page: Page = serde_json::from_slice(body).map_err(|_| unreadable)?;
+    let answer_sha256 = crate::codec::sha256(body);
     let mut candidates = Vec::new();
     for listed in page.transactions {
         let relevant = listed.kind == "WITHDRAWAL"
@@ -271,6 +272,7 @@ pub fn read_page(
             amount,
             created_at: time(listed.created_at.as_deref())?,
             completed_at: time(listed.completed_at.as_deref())?,
+            answer_sha256,
         });
     }
     let next = match page.pagination {

@@ -101,6 +101,22 @@ pub enum SubmitAnswer {
     Ambiguous(Ambiguity),
 }
 
+impl SubmitAnswer {
+    /// The answer class's stored name (`custodian_answers.answer`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubmitAnswer::Accepted => "ACCEPTED",
+            SubmitAnswer::Refused => "REFUSED",
+            SubmitAnswer::Ambiguous(Ambiguity::Timeout) => "TIMEOUT",
+            SubmitAnswer::Ambiguous(Ambiguity::ConnectionLost) => "CONNECTION_LOST",
+            SubmitAnswer::Ambiguous(Ambiguity::ServerError) => "SERVER_ERROR",
+            SubmitAnswer::Ambiguous(Ambiguity::RateLimited) => "RATE_LIMITED",
+            SubmitAnswer::Ambiguous(Ambiguity::Duplicate) => "DUPLICATE",
+            SubmitAnswer::Ambiguous(Ambiguity::Unreadable) => "UNREADABLE",
+        }
+    }
+}
+
 /// What one lookup by our reference returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Lookup {

@@ -11,8 +11,10 @@
 //!   is sent; the round is the store's number (the first is 1), whatever the pass read;
 //! - a follow of SIGNED sends the first request when it read no send, and otherwise moves to
 //!   UNKNOWN (a send without an answer may have arrived);
-//! - a follow of BROADCAST or UNKNOWN escalates to an operator without lookup, and otherwise
-//!   looks the request's reference up, stores the record and decides; a resend is sent from there;
+//! - a follow of BROADCAST or UNKNOWN escalates to an operator without lookup until the operator
+//!   bound the provider's listed transaction, which it then reads from the list and decides on
+//!   as any record (`after_record`; not listed, nothing); with lookup it looks the request's
+//!   reference up, stores the record and decides; a resend is sent from there;
 //! - `Follow` or `Chain` moves SIGNED or UNKNOWN to BROADCAST; `LookUp` moves SIGNED to UNKNOWN;
 //!   `Operator` escalates (and moves SIGNED to UNKNOWN); `Refused` moves SIGNED to FAILED_TERMINAL
 //!   with an escalation; `NotSent` proposes the record, moves BROADCAST to UNKNOWN, then asks for
@@ -21,7 +23,7 @@
 //!   (`settle`): paid at final depth settles BROADCAST -> CONFIRMED; on a network the executor
 //!   does not watch, a COMPLETED record settles alone.
 
-use opledger_domain::custodian::{Lookup, Next, ProviderStatus, Round, Window};
+use opledger_domain::custodian::{Lookup, Next, ProviderStatus, Round, Window, after_record};
 use opledger_domain::evidence::Hash32;
 use opledger_domain::state::{Actor, OperationState as S};
 
@@ -246,7 +248,7 @@ impl Executor<'_> {
             _ => return Pc::Idle,
         }
         let profile = self.config.profile;
-        if !profile.has_lookup() {
+        if !profile.has_lookup() && !state.ledger.bound {
             return self.apply(state, from, Next::Operator, None);
         }
         let lookup = if failed {
@@ -263,7 +265,13 @@ impl Executor<'_> {
         } else {
             Window::Inside
         };
-        let next = (self.decisions.after_lookup)(profile, lookup, window);
+        let next = match lookup {
+            // The bound transaction, read from the provider's list: decided as any record; not
+            // listed (or the list unreadable), nothing is concluded.
+            Lookup::Found(found) if !profile.has_lookup() => after_record(found),
+            _ if !profile.has_lookup() => return Pc::Idle,
+            _ => (self.decisions.after_lookup)(profile, lookup, window),
+        };
         if next == Next::ResendSameReference {
             return Pc::Send {
                 from,

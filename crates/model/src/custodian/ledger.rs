@@ -125,6 +125,9 @@ pub struct Ledger {
     pub refused: u16,
     /// The escalation recorded.
     pub escalation: Option<Escalation>,
+    /// An operator bound the provider's listed transaction of the request to the operation
+    /// (`no_lookup`: `custodian_bindings`, once).
+    pub bound: bool,
 }
 
 impl Ledger {
@@ -142,6 +145,7 @@ impl Ledger {
             attested: Vec::new(),
             refused: 0,
             escalation: None,
+            bound: false,
         }
     }
 

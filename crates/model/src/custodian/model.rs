@@ -56,6 +56,9 @@ impl CustodianModel {
         for id in witness::judgeable(self.config.profile, &state.provider, &state.ledger) {
             actions.push(Action::Witness(id));
         }
+        if witness::bindable(self.config.profile, &state.provider, &state.ledger) {
+            actions.push(Action::Bind);
+        }
         if self.config.compromised_executor {
             let mut rogue: Vec<RogueStep> = Vec::new();
             rogue::steps(&state.ledger, &state.ghost, &mut rogue);
@@ -80,6 +83,10 @@ impl CustodianModel {
             Action::Lapse(Lease::Follow) => next.ledger.follower.take().is_some(),
             Action::Witness(id) => {
                 witness::judge(self.config.profile, &next.provider, &mut next.ledger, id)
+            }
+            Action::Bind => {
+                next.ledger.bound = true;
+                true
             }
             Action::Rogue(step) => rogue::take(
                 &mut next.ledger,

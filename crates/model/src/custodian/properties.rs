@@ -68,6 +68,11 @@ pub const REACH_RESEND_DEDUPLICATED: &str = "sometimes: a resend deduplicated by
 pub const REACH_AWAITING_WITNESS: &str = "sometimes: a release proposal awaits the witness";
 /// The first request refused: FAILED_TERMINAL, the hold held.
 pub const REACH_REFUSED: &str = "sometimes: refused, FAILED_TERMINAL with the hold held";
+/// A provider without lookup: after an operator's binding, the provider's payment settles.
+pub const REACH_BOUND_SETTLED: &str = "sometimes: without lookup, bound by an operator and settled";
+/// A provider without lookup: after an operator's binding, a rejection is attested and released.
+pub const REACH_BOUND_RELEASED: &str =
+    "sometimes: without lookup, bound by an operator, attested and released";
 /// A provider without lookup: the ambiguous withdrawal is left to an operator.
 pub const REACH_LEFT_TO_OPERATOR: &str = "sometimes: ambiguous without lookup, left to an operator";
 
@@ -121,6 +126,12 @@ pub fn for_config(config: &CustodianConfig) -> Vec<Property<CustodianModel>> {
                     && s.ledger.escalation == Some(Escalation::NoLookup)
             },
         ));
+        properties.push(Property::sometimes(REACH_BOUND_SETTLED, |_, s: &State| {
+            s.ledger.bound && s.ledger.hold == Hold::Settled
+        }));
+        properties.push(Property::sometimes(REACH_BOUND_RELEASED, |_, s: &State| {
+            s.ledger.bound && released(s)
+        }));
     }
     properties
 }

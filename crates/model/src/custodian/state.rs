@@ -136,6 +136,8 @@ pub enum Action {
     /// The witness looks the reference up and judges the proposal of record `0` (attests it, or
     /// refuses it for good).
     Witness(u8),
+    /// An operator binds the provider's listed transaction of the request (`no_lookup`).
+    Bind,
     /// The compromised login's step.
     Rogue(RogueStep),
 }

@@ -2,11 +2,18 @@
 //! `witness_release`, from its own lookup of the request's reference at the provider (the
 //! provider's current record; a lookup that lags or fails gives it nothing, and it looks again
 //! later). It attests, refuses for good, or waits. A provider without lookup gives it nothing to
-//! judge from.
+//! judge from until an operator binds the provider's listed transaction of the request to the
+//! operation; the witness then reads that transaction from its own listing.
+//!
+//! The operator (`CustodianOperatorService`): binds, once, the transaction the provider lists for
+//! the request (stored and listed), to an operation left to it (BROADCAST or UNKNOWN, escalated
+//! without lookup).
 
 use opledger_domain::custodian::{
     Lookup, OwnLookup, Profile, ProposedRelease, WitnessVerdict, witness_release,
 };
+
+use opledger_domain::state::OperationState;
 
 use super::ledger::Ledger;
 use super::provider::Provider;
@@ -18,7 +25,7 @@ pub fn verdict(
     ledger: &Ledger,
     id: u8,
 ) -> Option<WitnessVerdict> {
-    if !profile.has_lookup()
+    if !(profile.has_lookup() || ledger.bound)
         || !ledger.is_proposed(id)
         || ledger.is_attested(id)
         || ledger.is_refused(id)
@@ -38,6 +45,18 @@ pub fn verdict(
         differs: false,
     };
     Some(witness_release(proposed, own))
+}
+
+/// Whether an operator may bind the provider's transaction of the request now.
+pub fn bindable(profile: Profile, provider: &Provider, ledger: &Ledger) -> bool {
+    !profile.has_lookup()
+        && !ledger.bound
+        && ledger.escalation == Some(super::ledger::Escalation::NoLookup)
+        && matches!(
+            ledger.state,
+            OperationState::Broadcast | OperationState::Unknown
+        )
+        && matches!(provider.lookup(ledger.reference), Lookup::Found(_))
 }
 
 /// The proposals whose judgment changes something now (an attestation or a refusal).

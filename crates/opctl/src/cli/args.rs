@@ -1,4 +1,4 @@
-//! The arguments of the withdrawal, approval, watch, demo and inbox subcommands.
+//! The arguments of the withdrawal, approval, watch, demo, inbox and custodian subcommands.
 
 use super::values::{
     ApiKey, IdempotencyKeyArg, SecretHex, parse_amount, parse_api_key, parse_secret_hex,
@@ -202,6 +202,35 @@ pub enum InboxCommand {
         /// The inbox id.
         inbox_id: i64,
         /// Why, 1 to 200 characters, kept in the action log; no personal data.
+        #[arg(long)]
+        reason: String,
+    },
+}
+
+/// `opctl custodian ...`.
+#[derive(Subcommand, Debug, Clone)]
+pub enum CustodianCommand {
+    /// The provider's transactions with the withdrawal's destination and amount, created from a
+    /// few minutes before its request was stored until now, as the provider lists them now; with
+    /// the withdrawal's state and the transaction already bound to it, if any.
+    Candidates {
+        /// The withdrawal id.
+        #[arg(value_parser = parse_withdrawal_id)]
+        id: String,
+    },
+    /// Binds one listed transaction to a BROADCAST or UNKNOWN withdrawal, once and for good: it
+    /// must be listed as a candidate now and be no other withdrawal's. The executor then follows
+    /// it (a hash settles from the chain; terminal without one is released once the witness
+    /// attests it).
+    Bind {
+        /// The withdrawal id.
+        #[arg(value_parser = parse_withdrawal_id)]
+        id: String,
+        /// The provider's id of the transaction, as `opctl custodian candidates` lists it.
+        #[arg(value_name = "PROVIDER_ID")]
+        provider_id: String,
+        /// Why this transaction is the withdrawal's, 1 to 200 characters, kept with the binding;
+        /// no personal data.
         #[arg(long)]
         reason: String,
     },

@@ -128,6 +128,9 @@ fn defaults_are_the_services_default_ports() {
     if std::env::var_os("OPCTL_RECONCILER_URL").is_none() {
         assert_eq!(g.reconciler, "http://127.0.0.1:15055");
     }
+    if std::env::var_os("OPCTL_CUSTODIAN_URL").is_none() {
+        assert_eq!(g.custodian, "http://127.0.0.1:15058");
+    }
     assert_eq!((g.timeout, g.json), (10, false));
 }
 
@@ -275,5 +278,45 @@ fn outcomes_and_states_parse_case_insensitively() {
             ]
         ),
         other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn custodian_commands_take_a_withdrawal_id_a_provider_id_and_a_reason() {
+    let id = "0190c4c8-4b5d-7c6e-8f90-123456789abc";
+    let cli = parse(&[
+        "--custodian",
+        "http://127.0.0.1:1",
+        "custodian",
+        "bind",
+        id,
+        "prime-tx-1",
+        "--reason",
+        "console shows it paid",
+    ])
+    .expect("valid");
+    assert_eq!(cli.global.custodian, "http://127.0.0.1:1");
+    match cli.command {
+        Command::Custodian {
+            command:
+                CustodianCommand::Bind {
+                    id: bound,
+                    provider_id,
+                    reason,
+                },
+        } => assert_eq!(
+            (bound.as_str(), provider_id.as_str(), reason.as_str()),
+            (id, "prime-tx-1", "console shows it paid")
+        ),
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(parse(&["custodian", "candidates", id]).is_ok());
+    for args in [
+        &["custodian", "candidates", "not-a-uuid"][..],
+        &["custodian", "bind", id, "prime-tx-1"],
+        &["custodian", "bind", id, "--reason", "x"],
+    ] {
+        let err = parse(args).expect_err("usage error");
+        assert_eq!(err.exit_code(), 2, "{args:?}");
     }
 }

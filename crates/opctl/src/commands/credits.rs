@@ -10,7 +10,7 @@ use crate::client::{Service, Session};
 use crate::credit_review::{self, CreditId, Shown, signing_text, statement_json};
 use crate::error::{Done, Failure};
 use crate::keyfile;
-use crate::output::{Output, Report, balance_json, balance_text, rfc3339, table};
+use crate::output::{Output, Report, balance_json, balance_text, printable, rfc3339, table};
 use crate::states::{credit_kind_name, credit_state_name};
 use opledger_domain::amount::Amount;
 use opledger_domain::approval::{CreditStatement, SigningKey};
@@ -257,20 +257,13 @@ fn credit_json(c: &pb::Credit) -> Value {
 /// A credit for people, one field per line; control and direction characters of an answer are
 /// escaped.
 fn credit_text(c: &pb::Credit) -> String {
-    let dash = |s: &str| {
-        if s.is_empty() {
-            "-".to_owned()
-        } else {
-            s.escape_debug().to_string()
-        }
-    };
     let rows: [(&str, String); 10] = [
-        ("credit id", dash(&c.credit_id)),
+        ("credit id", printable(&c.credit_id)),
         ("kind", credit_kind_name(c.kind)),
         ("state", credit_state_name(c.state)),
-        ("account", dash(&c.account)),
-        ("asset", dash(&c.asset)),
-        ("amount", dash(&c.amount)),
+        ("account", printable(&c.account)),
+        ("asset", printable(&c.asset)),
+        ("amount", printable(&c.amount)),
         (
             "evidence",
             if c.chain_evidence {
@@ -280,7 +273,7 @@ fn credit_text(c: &pb::Credit) -> String {
             },
         ),
         ("statements", c.operator_statements.to_string()),
-        ("refusal", dash(&c.refusal_reason)),
+        ("refusal", printable(&c.refusal_reason)),
         (
             "created",
             c.created_at

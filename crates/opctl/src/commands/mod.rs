@@ -3,6 +3,7 @@
 
 mod approvals;
 mod credits;
+mod custodian;
 mod demo;
 mod inbox;
 mod operator;
@@ -45,5 +46,6 @@ pub async fn run(cli: &Cli, out: &Output) -> Result<Done, Failure> {
         } => operator::resolve(&session, out, id, *outcome, reason).await,
         Command::Inbox { command } => inbox::run(&session, out, command).await,
         Command::Credit { command } => credits::run(&session, out, command).await,
+        Command::Custodian { command } => custodian::run(&session, out, command).await,
     }
 }

@@ -1,6 +1,6 @@
 //! The store as the custodian executor (`opledger_custodian` login): claims the withdrawals a
 //! custodian executes, stores their requests, sends and the provider's records, moves them and
-//! proposes the releases the witness must attest.
+//! proposes the releases the witness must attest; reads its gauges for `/metrics`.
 
 use crate::custodian::{CustodianDue, NewRecord, StoredRequest};
 use crate::transition::{TransitionRequest, Transitioned};
@@ -140,8 +140,34 @@ impl CustodianStore {
             .await
     }
 
+    /// See [`Store::custodian_withdrawal`].
+    pub async fn custodian_withdrawal(
+        &self,
+        tenant_id: TenantId,
+        op_id: OperationId,
+    ) -> Result<Option<CustodianDue>> {
+        self.store.custodian_withdrawal(tenant_id, op_id).await
+    }
+
+    /// See [`Store::bind_custodian_transaction`].
+    pub async fn bind_custodian_transaction(
+        &self,
+        tenant_id: TenantId,
+        op_id: OperationId,
+        binding: &crate::custodian_bindings::NewBinding<'_>,
+    ) -> Result<crate::custodian_bindings::Bound> {
+        self.store
+            .bind_custodian_transaction(tenant_id, op_id, binding)
+            .await
+    }
+
     /// See [`Store::release_witnessed`].
     pub async fn release_witnessed(&self, tenant_id: TenantId, op_id: OperationId) -> Result<bool> {
         self.store.release_witnessed(tenant_id, op_id).await
+    }
+
+    /// See [`Store::custodian_gauges`]: what `/metrics` serves, read at scrape time.
+    pub async fn custodian_gauges(&self) -> Result<crate::custodian_metrics::CustodianGauges> {
+        self.store.custodian_gauges().await
     }
 }

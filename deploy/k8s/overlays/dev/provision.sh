@@ -1,7 +1,7 @@
 #!/bin/sh
 # Development provisioning, run by the opledger-dev-provision Job once `opledger-admin migrate`
-# has created the services' group roles (opledger_operations ... opledger_witness, opledger_signer)
-# (until then it fails and the Job retries). Idempotent.
+# has created the services' group roles (opledger_operations ... opledger_witness,
+# opledger_custodian, opledger_signer) (until then it fails and the Job retries). Idempotent.
 #
 # * One login role per service (production: deploy/postgres/roles.sql), with the user and password
 #   of the database URL that service is given, so each password is written in one place.
@@ -32,6 +32,9 @@ login_role "$INBOX_DATABASE_URL" opledger_inbox
 # The witness's role is in opledger_witness only: it reads what a release rests on and records
 # attestations and refusals, nothing else.
 login_role "$WITNESS_DATABASE_URL" opledger_witness
+# The custodian executor's role is in opledger_custodian only: it moves custodian withdrawals,
+# stores their requests and the provider's records, and proposes releases the witness attests.
+login_role "$CUSTODIAN_DATABASE_URL" opledger_custodian
 # The signer's role is in opledger_signer only: its grants and trigger allow only signing moves.
 login_role "$SIGNER_DATABASE_URL" opledger_signer
 

@@ -1,0 +1,89 @@
+//! An operator's binding of a provider transaction to a `no_lookup` custodian withdrawal
+//! (migration 37): once, with the operator's key, the reason and the digest of the list answer it
+//! was seen in. The database refuses a withdrawal that is not a `no_lookup` one BROADCAST or
+//! UNKNOWN, a second binding, and a provider transaction another withdrawal's answer, record or
+//! binding names.
+
+use crate::{Result, Store, StoreError};
+use opledger_domain::ids::{OperationId, TenantId};
+
+/// A binding to record.
+#[derive(Clone, PartialEq, Eq)]
+pub struct NewBinding<'a> {
+    /// The provider's id of the transaction.
+    pub provider_id: &'a str,
+    /// Its status as the list showed it.
+    pub status: &'a str,
+    /// The hashes the list showed for it (`0x` and 64 lowercase hex digits each).
+    pub tx_hashes: &'a [String],
+    /// SHA-256 of the list answer it was seen in.
+    pub answer_sha256: [u8; 32],
+    /// The operator's API key id (its public half).
+    pub operator_key_id: &'a str,
+    /// Why, 1 to 200 characters.
+    pub reason: &'a str,
+    /// The executor instance recording it.
+    pub executor_id: &'a str,
+}
+
+impl std::fmt::Debug for NewBinding<'_> {
+    // The provider id and hashes identify a payment: never printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewBinding")
+            .field("status", &self.status)
+            .field("tx_hashes", &self.tx_hashes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What recording a binding did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// Recorded.
+    Recorded,
+    /// Not a `no_lookup` custodian withdrawal BROADCAST or UNKNOWN: nothing recorded.
+    NotBindable,
+    /// The withdrawal is already bound, or the transaction is another withdrawal's: nothing
+    /// recorded.
+    Taken,
+}
+
+impl Store {
+    /// Records `binding` for the withdrawal, as the database's rule allows.
+    pub async fn bind_custodian_transaction(
+        &self,
+        tenant_id: TenantId,
+        op_id: OperationId,
+        binding: &NewBinding<'_>,
+    ) -> Result<Bound> {
+        let inserted = sqlx::query(
+            "INSERT INTO custodian_bindings (tenant_id, op_id, provider_id, status, tx_hashes, \
+               answer_sha256, operator_key_id, reason, executor_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(tenant_id.as_uuid())
+        .bind(op_id.as_uuid())
+        .bind(binding.provider_id)
+        .bind(binding.status)
+        .bind(binding.tx_hashes)
+        .bind(binding.answer_sha256.as_slice())
+        .bind(binding.operator_key_id)
+        .bind(binding.reason)
+        .bind(binding.executor_id)
+        .execute(&self.pool)
+        .await;
+        match inserted {
+            Ok(_) => Ok(Bound::Recorded),
+            Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("23505") => {
+                Ok(Bound::Taken)
+            }
+            // The trigger's refusal (and a request row missing: the foreign key).
+            Err(sqlx::Error::Database(db))
+                if matches!(db.code().as_deref(), Some("23514" | "23503")) =>
+            {
+                Ok(Bound::NotBindable)
+            }
+            Err(e) => Err(StoreError::Database(e)),
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! What the executor stores and concludes from a provider's record: the record itself, a
+//! record that differs from the request (a security event), and the settlement of a record's
+//! transaction from the chain.
+
+use super::{Executor, OWNER, ignore_conflict};
+use crate::chain::ChainSays;
+use opledger_custodian::{LookupOutcome, TransferRequest};
+use opledger_domain::custodian::{Lookup, ProviderStatus};
+use opledger_domain::state::{Actor, OperationState as S};
+use opledger_store::StoreError;
+use opledger_store::custodian::{CustodianDue, NewRecord};
+use opledger_store::transition::Inclusion;
+
+impl Executor {
+    /// Settles a withdrawal whose provider named transaction `hash`, once the chain shows it paid
+    /// the approved transfer at final depth (or, on an unwatched network, once the provider's
+    /// record is COMPLETED). A record final for the provider (`status`) whose transaction the
+    /// chain still does not show final [`Cadence::stuck_after`] after the request is escalated to
+    /// an operator (dropped, or reorganized away); the funds stay held.
+    pub(super) async fn settle(
+        &self,
+        due: &CustodianDue,
+        request: &TransferRequest,
+        hash: opledger_domain::evidence::Hash32,
+        status: ProviderStatus,
+    ) -> Result<(), StoreError> {
+        use opledger_domain::custodian::StatusClass;
+        let completed = status == ProviderStatus::Completed;
+        let op = &due.operation;
+        let (t, o) = (op.payload.tenant_id, op.op_id);
+        let network = op.payload.network.as_str();
+        let says = self
+            .chains
+            .judge(network, hash, request.destination, request.amount)
+            .await;
+        let settle = self.moved(due, S::Broadcast, S::Confirmed, "custodian transfer final");
+        match says {
+            ChainSays::Paid(block) => {
+                let inclusion = Inclusion {
+                    tenant_id: t,
+                    op_id: o,
+                    tx_hash: format!("0x{}", hex::encode(hash)),
+                    block_number: block.number,
+                    block_hash: format!("0x{}", hex::encode(block.hash)),
+                };
+                ignore_conflict(self.store.confirm(&settle, &inclusion).await)
+            }
+            ChainSays::Unwatched if completed => {
+                ignore_conflict(self.store.transition(&settle).await)
+            }
+            ChainSays::NotYet
+                if matches!(status.class(), StatusClass::Completed | StatusClass::Failed)
+                    && due
+                        .since_request
+                        .is_some_and(|secs| secs > self.stuck_after.as_secs_f64()) =>
+            {
+                tracing::warn!(op = %o, "the custodian's final transaction is not final on chain");
+                self.store
+                    .record_custodian_escalation(t, o, OWNER, "CUSTODIAN_TRANSACTION_NOT_FINAL")
+                    .await
+            }
+            ChainSays::Unwatched | ChainSays::NotYet => Ok(()),
+            ChainSays::Contradicted(reason) => {
+                tracing::error!(op = %o, reason, "the custodian's transaction is not the approved transfer");
+                self.store
+                    .record_security_event(
+                        t,
+                        o,
+                        "CUSTODIAN_TRANSACTION_CONTRADICTED",
+                        Actor::Custodian,
+                        &self.executor_id,
+                        reason,
+                    )
+                    .await?;
+                self.store
+                    .record_custodian_escalation(
+                        t,
+                        o,
+                        "security",
+                        "CUSTODIAN_TRANSACTION_CONTRADICTED",
+                    )
+                    .await
+            }
+        }
+    }
+
+    /// Stores the record a lookup found; its id.
+    pub(super) async fn store_record(
+        &self,
+        due: &CustodianDue,
+        outcome: &LookupOutcome,
+    ) -> Result<Option<i64>, StoreError> {
+        let (Lookup::Found(_), Some(record), Some(sha)) =
+            (outcome.lookup, &outcome.record, outcome.body_sha256)
+        else {
+            return Ok(None);
+        };
+        let tx_hash = record.tx_hash.map(|h| format!("0x{}", hex::encode(h)));
+        let replaced: Vec<String> = record
+            .replaced_hashes
+            .iter()
+            .map(|h| format!("0x{}", hex::encode(h)))
+            .collect();
+        let new = NewRecord {
+            status: record.status.as_str(),
+            sub_status: record.sub_status.as_deref().filter(|s| !s.is_empty()),
+            tx_hash: tx_hash.as_deref(),
+            replaced_hashes: &replaced,
+            provider_id: Some(record.provider_id.as_str()).filter(|s| !s.is_empty()),
+            answer_sha256: sha,
+        };
+        let op = &due.operation;
+        let id = self
+            .store
+            .record_custodian_record(op.payload.tenant_id, op.op_id, &new, &self.executor_id)
+            .await?;
+        Ok(Some(id))
+    }
+
+    /// A record that differs from the request: a security event for an operator, never a
+    /// verdict.
+    pub(super) async fn mismatch(&self, due: &CustodianDue) -> Result<(), StoreError> {
+        let op = &due.operation;
+        let (t, o) = (op.payload.tenant_id, op.op_id);
+        self.store
+            .record_security_event(
+                t,
+                o,
+                "CUSTODIAN_RECORD_MISMATCH",
+                Actor::Custodian,
+                &self.executor_id,
+                "the custodian's record of our reference differs from the request",
+            )
+            .await?;
+        self.store
+            .record_custodian_escalation(t, o, "security", "CUSTODIAN_RECORD_MISMATCH")
+            .await
+    }
+}

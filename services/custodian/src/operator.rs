@@ -1,0 +1,230 @@
+//! `CustodianOperatorService`: an operator lists the provider transactions that may be a
+//! `no_lookup` withdrawal's and binds one, with a reason. Operator role only; the tenant is the
+//! caller's. The binding is checked again against the provider's list at the moment it is made,
+//! and the database keeps it once, for one withdrawal (migration 37). What the executor then does
+//! with the bound transaction is `Executor::follow_bound`. Identifiers go back to the operator
+//! who asked and never to the logs.
+
+use crate::accounts::{Accounts, transfer};
+use opledger_custodian::{Candidate, CandidatesError, window_since};
+use opledger_domain::state::OperationState as S;
+use opledger_grpc::status::{ErrorReason, error_status, invalid_field};
+use opledger_grpc::{Authenticator, convert, store_status};
+use opledger_proto::v1 as pb;
+use opledger_proto::v1::custodian_operator_service_server::CustodianOperatorService;
+use opledger_store::custodian::CustodianDue;
+use opledger_store::custodian_bindings::{Bound, NewBinding};
+use opledger_store::keys::Role;
+use opledger_store::roles::CustodianStore;
+use std::sync::Arc;
+use std::time::Duration;
+use tonic::{Code, Request, Response, Status};
+
+/// The handlers.
+#[derive(Debug, Clone)]
+pub struct OperatorApi {
+    store: CustodianStore,
+    auth: Arc<Authenticator>,
+    accounts: Arc<Accounts>,
+    executor_id: String,
+}
+
+impl OperatorApi {
+    /// Handlers over this store and these accounts, authenticating with `auth`, recording
+    /// bindings as `executor_id`.
+    pub fn new(
+        store: CustodianStore,
+        auth: Arc<Authenticator>,
+        accounts: Arc<Accounts>,
+        executor_id: String,
+    ) -> OperatorApi {
+        OperatorApi {
+            store,
+            auth,
+            accounts,
+            executor_id,
+        }
+    }
+
+    /// The withdrawal, its transfer and the provider's candidates for it now.
+    async fn candidates(
+        &self,
+        tenant: opledger_domain::ids::TenantId,
+        withdrawal_id: &str,
+    ) -> Result<(CustodianDue, Vec<Candidate>), Status> {
+        let op_id = convert::operation_id("withdrawal_id", withdrawal_id)?;
+        let due = self
+            .store
+            .custodian_withdrawal(tenant, op_id)
+            .await
+            .map_err(store_status)?
+            .ok_or_else(|| {
+                error_status(
+                    Code::NotFound,
+                    ErrorReason::NotFound,
+                    "no custodian withdrawal with this id",
+                    &[],
+                )
+            })?;
+        let account = self.accounts.get(&due.operation).ok_or_else(|| {
+            not_bindable("this executor has no account for the withdrawal's network and asset")
+        })?;
+        if account.custodian.profile().has_lookup() {
+            return Err(not_bindable(
+                "its provider is looked up by our reference: the executor follows it alone",
+            ));
+        }
+        let (Some(age), Ok(request)) = (due.since_request, transfer(&due.operation)) else {
+            return Err(not_bindable("no request was stored for it"));
+        };
+        let window = window_since(Duration::from_secs_f64(age.max(0.0)));
+        let listed = account
+            .custodian
+            .candidates(&request, window)
+            .await
+            .map_err(provider_unavailable)?;
+        Ok((due, listed))
+    }
+}
+
+fn not_bindable(message: &str) -> Status {
+    error_status(
+        Code::FailedPrecondition,
+        ErrorReason::NotBindable,
+        message,
+        &[],
+    )
+}
+
+fn provider_unavailable(error: CandidatesError) -> Status {
+    tracing::warn!(error = %error, "the provider's list could not be read");
+    error_status(
+        Code::Unavailable,
+        ErrorReason::ProviderUnavailable,
+        "the provider's list could not be read now; retry",
+        &[],
+    )
+}
+
+fn taken() -> Status {
+    error_status(
+        Code::AlreadyExists,
+        ErrorReason::CandidateTaken,
+        "the withdrawal is bound to another transaction, or the transaction is another \
+         withdrawal's",
+        &[],
+    )
+}
+
+fn hashes(candidate: &Candidate) -> Vec<String> {
+    candidate
+        .hashes
+        .iter()
+        .map(|h| format!("0x{}", hex::encode(h)))
+        .collect()
+}
+
+fn rfc3339(at: Option<chrono::DateTime<chrono::Utc>>) -> String {
+    at.map(|t| t.to_rfc3339()).unwrap_or_default()
+}
+
+#[tonic::async_trait]
+impl CustodianOperatorService for OperatorApi {
+    async fn list_custodian_candidates(
+        &self,
+        request: Request<pb::ListCustodianCandidatesRequest>,
+    ) -> Result<Response<pb::ListCustodianCandidatesResponse>, Status> {
+        let caller = self.auth.authorize(&request, &[Role::Operator]).await?;
+        let body = request.into_inner();
+        let (due, listed) = self
+            .candidates(caller.tenant_id, &body.withdrawal_id)
+            .await?;
+        Ok(Response::new(pb::ListCustodianCandidatesResponse {
+            candidates: listed
+                .iter()
+                .map(|c| pb::CustodianCandidate {
+                    provider_id: c.provider_id.clone(),
+                    status: c.status_text.clone(),
+                    tx_hashes: hashes(c),
+                    created_at: rfc3339(c.created_at),
+                    completed_at: rfc3339(c.completed_at),
+                })
+                .collect(),
+            bound_provider_id: due.bound.unwrap_or_default(),
+            state: convert::state_to_wire(due.operation.state) as i32,
+        }))
+    }
+
+    async fn bind_custodian_candidate(
+        &self,
+        request: Request<pb::BindCustodianCandidateRequest>,
+    ) -> Result<Response<pb::BindCustodianCandidateResponse>, Status> {
+        let caller = self.auth.authorize(&request, &[Role::Operator]).await?;
+        let body = request.into_inner();
+        let reason = body.reason.trim();
+        if reason.is_empty() || reason.chars().count() > 200 || reason.chars().any(char::is_control)
+        {
+            return Err(invalid_field(
+                "reason",
+                "must be 1 to 200 printable characters",
+            ));
+        }
+        if body.provider_id.is_empty() || body.provider_id.len() > 128 {
+            return Err(invalid_field("provider_id", "must be 1 to 128 characters"));
+        }
+        let (due, listed) = self
+            .candidates(caller.tenant_id, &body.withdrawal_id)
+            .await?;
+        match &due.bound {
+            Some(bound) if *bound == body.provider_id => {
+                return Ok(Response::new(pb::BindCustodianCandidateResponse {
+                    bound_provider_id: bound.clone(),
+                }));
+            }
+            Some(_) => return Err(taken()),
+            None => {}
+        }
+        if !matches!(due.operation.state, S::Broadcast | S::Unknown) {
+            return Err(not_bindable("the withdrawal is not BROADCAST or UNKNOWN"));
+        }
+        let Some(candidate) = listed.iter().find(|c| c.provider_id == body.provider_id) else {
+            return Err(error_status(
+                Code::FailedPrecondition,
+                ErrorReason::CandidateNotListed,
+                "the transaction is not among the withdrawal's candidates as the provider lists \
+                 them now",
+                &[],
+            ));
+        };
+        let tx_hashes = hashes(candidate);
+        let binding = NewBinding {
+            provider_id: &candidate.provider_id,
+            status: &candidate.status_text,
+            tx_hashes: &tx_hashes,
+            answer_sha256: candidate.answer_sha256,
+            operator_key_id: &caller.key_id,
+            reason,
+            executor_id: &self.executor_id,
+        };
+        let op = &due.operation;
+        match self
+            .store
+            .bind_custodian_transaction(op.payload.tenant_id, op.op_id, &binding)
+            .await
+            .map_err(store_status)?
+        {
+            Bound::Recorded => {
+                tracing::info!(
+                    "provider transaction bound to a no_lookup withdrawal by an operator"
+                );
+                Ok(Response::new(pb::BindCustodianCandidateResponse {
+                    bound_provider_id: candidate.provider_id.clone(),
+                }))
+            }
+            Bound::Taken => Err(taken()),
+            Bound::NotBindable => Err(not_bindable(
+                "the withdrawal moved: it is no longer BROADCAST or UNKNOWN",
+            )),
+        }
+    }
+}
