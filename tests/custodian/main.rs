@@ -10,6 +10,7 @@
 mod classes;
 mod faults;
 mod flow;
+mod guards;
 mod no_lookup;
 mod reorg;
 mod witness;

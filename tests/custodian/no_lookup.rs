@@ -27,7 +27,7 @@ const AMOUNT: &str = "1000000000000000";
 const WITHIN: Duration = Duration::from_secs(30);
 
 /// The double with the Prime profile and `rules` as its schedule.
-async fn prime(rules: Value) -> anyhow::Result<Sim> {
+pub(crate) async fn prime(rules: Value) -> anyhow::Result<Sim> {
     Sim::start_webhooks(SimWebhooks {
         faults: json!({"seed": 11, "rules": rules}),
         authorization_delay_secs: 0,
@@ -39,7 +39,7 @@ async fn prime(rules: Value) -> anyhow::Result<Sim> {
 }
 
 /// The tenant and its Prime account at `sim` (a 1 s consistency window).
-async fn funded(stack: &Stack, sim: &Sim) -> anyhow::Result<(Tenant, AccountRoute)> {
+pub(crate) async fn funded(stack: &Stack, sim: &Sim) -> anyhow::Result<(Tenant, AccountRoute)> {
     let acme = stack.tenant("acme").await?;
     stack
         .fund(&acme, "treasury", "ETH", "100000000000000000")
@@ -53,7 +53,7 @@ async fn funded(stack: &Stack, sim: &Sim) -> anyhow::Result<(Tenant, AccountRout
 }
 
 /// The executor's operator API over its own login, served on a free port.
-async fn operator_api(
+pub(crate) async fn operator_api(
     stack: &Stack,
     account: AccountRoute,
 ) -> anyhow::Result<CustodianOperatorServiceClient<Channel>> {
@@ -267,6 +267,9 @@ async fn a_bound_rejection_is_released_only_once_the_witness_lists_it_with_its_o
         anyhow::bail!("candidates: {:?}", listed.candidates);
     };
     assert!(rejected.tx_hashes.is_empty());
+    // A transaction that says nothing was broadcast is bound only once the provider's list has
+    // settled: the account's consistency window (1 s) since the send.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
     let why = "Prime console: rejected by the approver, nothing broadcast";
     api.bind_custodian_candidate(authed(
         &acme.operator,
@@ -287,7 +290,7 @@ async fn a_bound_rejection_is_released_only_once_the_witness_lists_it_with_its_o
     assert_eq!(entries(&stack, &op, "RELEASE").await?, 0);
 
     // The witness lists the bound transaction with its own account and attests it.
-    let mut own = sim.prime_account(&acme)?;
+    let mut own = sim.prime_account_within(&acme, 1)?;
     own.name = "prime-witness".to_owned();
     let witness = custodian_witness(&stack, &sim, vec![own]).await?;
     let outcomes = witness.tick(16).await;
@@ -351,6 +354,7 @@ async fn a_provider_transaction_is_bound_to_one_withdrawal_once() -> anyhow::Res
         operator_key_id: "key",
         reason: why,
         executor_id: "executor-1",
+        record: None,
     };
     let store = Store::connect(&stack.url(ServiceRole::Custodian), StoreConfig::default())
         .await

@@ -321,11 +321,37 @@ pub async fn approved_withdrawal(
     Ok((created, destination))
 }
 
+/// [`approved_withdrawal`] paying `destination`.
+pub async fn approved_withdrawal_to(
+    stack: &Stack,
+    tenant: &Tenant,
+    amount: &str,
+    destination: &str,
+) -> anyhow::Result<pb::Withdrawal> {
+    let created = create_routed_to(stack, tenant, amount, destination).await?;
+    approve(stack, tenant, &created).await?;
+    Ok(created)
+}
+
 async fn create_routed(
     stack: &Stack,
     tenant: &Tenant,
     amount: &str,
 ) -> anyhow::Result<(pb::Withdrawal, String)> {
+    let destination = format!(
+        "0x{}",
+        hex::encode(uuid::Uuid::new_v4().as_bytes()) + "00000000"
+    );
+    let created = create_routed_to(stack, tenant, amount, &destination).await?;
+    Ok((created, destination))
+}
+
+async fn create_routed_to(
+    stack: &Stack,
+    tenant: &Tenant,
+    amount: &str,
+    destination: &str,
+) -> anyhow::Result<pb::Withdrawal> {
     let config = opledger_operations::Config {
         custodian_routes: vec![opledger_operations::config::CustodianRoute {
             tenant: tenant.id.to_string(),
@@ -334,16 +360,12 @@ async fn create_routed(
         ..operations_config()
     };
     let (mut client, server) = stack.operations_with(config).await?;
-    let destination = format!(
-        "0x{}",
-        hex::encode(uuid::Uuid::new_v4().as_bytes()) + "00000000"
-    );
     let created = client
         .create_withdrawal(authed(
             &tenant.client,
             pb::CreateWithdrawalRequest {
                 idempotency_key: new_key(),
-                payload: Some(payload(amount, &destination)),
+                payload: Some(payload(amount, destination)),
             },
         ))
         .await?
@@ -352,7 +374,7 @@ async fn create_routed(
         .context("no withdrawal")?;
     server.abort();
     anyhow::ensure!(created.executor == pb::Executor::Custodian as i32);
-    Ok((created, destination))
+    Ok(created)
 }
 
 /// The withdrawal's state by the database.

@@ -194,6 +194,7 @@ pub fn lookup_candidates(outcome: LookupOutcome) -> Result<Vec<Candidate>, Candi
                 created_at: record.created_at,
                 completed_at: None,
                 answer_sha256,
+                recreated: false,
             }])
         }
         _ => Err(CandidatesError::Failed(

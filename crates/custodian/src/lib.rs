@@ -45,7 +45,7 @@ pub use fireblocks::webhook::{
     FireblocksEvent, FireblocksEventKind, FireblocksTransaction, Jwks, JwksError, JwksFetcher,
     verify_fireblocks_webhook,
 };
-pub use listed::{lookup_bound, window_since};
+pub use listed::{list_bound, paid_elsewhere, read_bound, window_since};
 pub use prime::Prime;
 pub use prime::wire::{map_status as map_prime_status, signature as prime_signature};
 pub use route::{AccountRoute, account_name, check_routes};

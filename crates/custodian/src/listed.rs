@@ -5,11 +5,11 @@
 //! (`opledger_domain::custodian::after_record`, `witness_release`), each with its own
 //! credentials.
 
-use crate::api::Custodian;
 use crate::types::{
-    CandidatesError, LookupFailure, LookupOutcome, ProviderRecord, TimeWindow, TransferRequest,
+    Candidate, CandidatesError, LookupFailure, LookupOutcome, ProviderRecord, TimeWindow,
+    TransferRequest,
 };
-use opledger_domain::custodian::{Lookup, Record};
+use opledger_domain::custodian::{Lookup, Next, Record, after_record};
 
 /// The clock skew allowed between the provider and us, on both ends of a window (and the
 /// provider's lists take whole seconds).
@@ -26,24 +26,53 @@ pub fn window_since(request_age: std::time::Duration) -> TimeWindow {
     }
 }
 
-/// The bound transaction `provider_id` as the provider lists it in `window` among the
-/// candidates of `request` (same destination and amount):
+/// Whether a listed transaction, by what the list shows, says nothing was ever broadcast: a
+/// documented status that is terminal without a hash.
+fn ended_unsent(candidate: &Candidate) -> bool {
+    candidate.hashes.is_empty()
+        && candidate.status.is_some_and(|status| {
+            after_record(Record {
+                status,
+                tx_hash: None,
+            }) == Next::NotSent
+        })
+}
+
+/// Whether a transaction other than `provider_id` among `listed` could be the payment of the
+/// request they were listed for: one that is not ended unsent (in flight, completed, naming a
+/// hash, or of an undocumented status) and that no other withdrawal of ours is bound to
+/// (`accounted`: such a transaction is that withdrawal's, settled or released on its own).
+/// While one exists, `provider_id` saying nothing was broadcast proves nothing: the operator may
+/// have bound the wrong one of two transactions with the same destination and amount.
+pub fn paid_elsewhere(listed: &[Candidate], provider_id: &str, accounted: &[String]) -> bool {
+    listed.iter().any(|c| {
+        c.provider_id != provider_id && !accounted.contains(&c.provider_id) && !ended_unsent(c)
+    })
+}
+
+/// The bound transaction `provider_id` as the provider listed it (`listed`: the candidates of
+/// `request`, same destination and amount), read as a lookup would return it:
 /// - listed with a documented status: `Found`, its first hash the transaction, the others
-///   replaced ones, and the list page's digest as the answer's;
+///   replaced ones, and the list page's digest as the answer's; but when it says nothing was
+///   broadcast while the list may still lag (`listing_settled`: the provider's consistency
+///   window has passed since our last send), `Failed` / `ListingLag`, and while another
+///   candidate could be the payment ([`paid_elsewhere`], `accounted` naming the transactions
+///   bound to our other withdrawals), `Failed` / `Ambiguous`: nothing is released on it;
 /// - not listed: `NotFound`, which concludes nothing (absence is never evidence);
 /// - listed with an undocumented status, or the list unreadable: `Failed`.
-pub async fn lookup_bound(
-    custodian: &dyn Custodian,
+pub fn read_bound(
+    listed: Result<&[Candidate], CandidatesError>,
     request: &TransferRequest,
-    window: TimeWindow,
     provider_id: &str,
+    accounted: &[String],
+    listing_settled: bool,
 ) -> LookupOutcome {
-    let listed = match custodian.candidates(request, window).await {
+    let listed = match listed {
         Ok(listed) => listed,
         Err(CandidatesError::Failed(failure)) => return LookupOutcome::failed(failure),
         Err(CandidatesError::Window) => return LookupOutcome::failed(LookupFailure::NotSent),
     };
-    let Some(candidate) = listed.into_iter().find(|c| c.provider_id == provider_id) else {
+    let Some(candidate) = listed.iter().find(|c| c.provider_id == provider_id) else {
         return LookupOutcome {
             lookup: Lookup::NotFound,
             failure: None,
@@ -53,18 +82,25 @@ pub async fn lookup_bound(
             retry_after: None,
         };
     };
-    let Some(status) = candidate.status else {
-        return LookupOutcome {
-            body_sha256: Some(candidate.answer_sha256),
-            ..LookupOutcome::failed(LookupFailure::Unreadable)
-        };
+    let failed = |failure| LookupOutcome {
+        body_sha256: Some(candidate.answer_sha256),
+        ..LookupOutcome::failed(failure)
     };
-    let mut hashes = candidate.hashes.into_iter();
+    let Some(status) = candidate.status else {
+        return failed(LookupFailure::Unreadable);
+    };
+    if ended_unsent(candidate) && !listing_settled {
+        return failed(LookupFailure::ListingLag);
+    }
+    if ended_unsent(candidate) && paid_elsewhere(listed, provider_id, accounted) {
+        return failed(LookupFailure::Ambiguous);
+    }
+    let mut hashes = candidate.hashes.iter().copied();
     let tx_hash = hashes.next();
     let record = ProviderRecord {
-        provider_id: candidate.provider_id,
+        provider_id: candidate.provider_id.clone(),
         reference: request.reference.to_string(),
-        status_text: candidate.status_text,
+        status_text: candidate.status_text.clone(),
         sub_status: None,
         status,
         tx_hash,
@@ -85,50 +121,47 @@ pub async fn lookup_bound(
     }
 }
 
+/// The bound transaction `provider_id` of a request stored `request_age` ago, listed now by
+/// `custodian` and read with [`read_bound`]; `accounted` answers which of the listed ids are
+/// bound to our other withdrawals (a store query of the caller's); `since_last_send` says
+/// whether the account's consistency window has passed since our last send. The executor and the witness
+/// both read a bound withdrawal this way, each with its own credentials and login.
+pub async fn list_bound<E, F, Fut>(
+    custodian: &dyn crate::Custodian,
+    request: &TransferRequest,
+    request_age: std::time::Duration,
+    since_last_send: Option<std::time::Duration>,
+    provider_id: &str,
+    accounted: F,
+) -> Result<LookupOutcome, E>
+where
+    F: FnOnce(Vec<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<String>, E>>,
+{
+    let listed = custodian
+        .candidates(request, window_since(request_age))
+        .await;
+    let ids: Vec<String> = listed
+        .iter()
+        .flatten()
+        .map(|c| c.provider_id.clone())
+        .collect();
+    let accounted = accounted(ids).await?;
+    let settled = since_last_send.is_some_and(|d| d >= custodian.consistency_window());
+    Ok(read_bound(
+        listed.as_deref().map_err(|e| *e),
+        request,
+        provider_id,
+        &accounted,
+        settled,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::lookup_bound;
-    use crate::api::{BoxFuture, Custodian};
-    use crate::types::{
-        Candidate, CandidatesError, LookupFailure, LookupOutcome, RequestBody, RequestError,
-        Submission, SubmitError, TimeWindow, TransferRequest,
-    };
-    use opledger_domain::custodian::{Lookup, Profile, ProviderStatus, Record};
-    use std::time::Duration;
-
-    /// A provider whose list answers `listed`.
-    #[derive(Debug)]
-    struct Listing(Result<Vec<Candidate>, CandidatesError>);
-
-    impl Custodian for Listing {
-        fn profile(&self) -> Profile {
-            Profile::NoLookup
-        }
-        fn consistency_window(&self) -> Duration {
-            Duration::ZERO
-        }
-        fn request(&self, _: &TransferRequest) -> Result<RequestBody, RequestError> {
-            Err(RequestError::ZeroAmount)
-        }
-        fn submit<'a>(
-            &'a self,
-            _: uuid::Uuid,
-            _: &'a [u8],
-        ) -> BoxFuture<'a, Result<Submission, SubmitError>> {
-            Box::pin(async { Err(SubmitError::Signing) })
-        }
-        fn lookup<'a>(&'a self, _: &'a TransferRequest) -> BoxFuture<'a, LookupOutcome> {
-            Box::pin(async { LookupOutcome::failed(LookupFailure::Unsupported) })
-        }
-        fn candidates<'a>(
-            &'a self,
-            _: &'a TransferRequest,
-            _: TimeWindow,
-        ) -> BoxFuture<'a, Result<Vec<Candidate>, CandidatesError>> {
-            let listed = self.0.clone();
-            Box::pin(async move { listed })
-        }
-    }
+    use super::{paid_elsewhere, read_bound};
+    use crate::types::{Candidate, CandidatesError, LookupFailure, LookupOutcome, TransferRequest};
+    use opledger_domain::custodian::{Lookup, ProviderStatus, Record};
 
     fn request() -> TransferRequest {
         TransferRequest {
@@ -150,28 +183,21 @@ mod tests {
             created_at: None,
             completed_at: None,
             answer_sha256: [9; 32],
+            recreated: false,
         }
     }
 
-    fn window() -> TimeWindow {
-        let end = chrono::Utc::now();
-        TimeWindow {
-            start: end - chrono::Duration::hours(1),
-            end,
-        }
+    fn bound(listed: &[Candidate], id: &str, accounted: &[String]) -> LookupOutcome {
+        read_bound(Ok(listed), &request(), id, accounted, true)
     }
 
-    async fn bound(listing: Listing, id: &str) -> LookupOutcome {
-        lookup_bound(&listing, &request(), window(), id).await
-    }
-
-    #[tokio::test]
-    async fn the_bound_transaction_reads_as_a_record_with_its_first_hash_and_the_pages_digest() {
-        let listing = Listing(Ok(vec![
+    #[test]
+    fn the_bound_transaction_reads_as_a_record_with_its_first_hash_and_the_pages_digest() {
+        let listed = [
             candidate("other", Some(ProviderStatus::Rejected), 0),
             candidate("ours", Some(ProviderStatus::Completed), 2),
-        ]));
-        let seen = bound(listing, "ours").await;
+        ];
+        let seen = bound(&listed, "ours", &[]);
         assert_eq!(
             seen.lookup,
             Lookup::Found(Record {
@@ -185,21 +211,87 @@ mod tests {
         assert_eq!(seen.body_sha256, Some([9; 32]));
     }
 
-    #[tokio::test]
-    async fn a_bound_transaction_not_listed_is_not_found_and_an_undocumented_status_fails() {
-        let listing = Listing(Ok(vec![candidate("other", None, 0)]));
-        assert_eq!(bound(listing, "ours").await.lookup, Lookup::NotFound);
-        let listing = Listing(Ok(vec![candidate("ours", None, 1)]));
-        let seen = bound(listing, "ours").await;
+    #[test]
+    fn a_bound_transaction_not_listed_is_not_found_and_an_undocumented_status_fails() {
+        let listed = [candidate("other", None, 0)];
+        assert_eq!(bound(&listed, "ours", &[]).lookup, Lookup::NotFound);
+        let listed = [candidate("ours", None, 1)];
+        let seen = bound(&listed, "ours", &[]);
         assert_eq!(
             (seen.lookup, seen.failure),
             (Lookup::Failed, Some(LookupFailure::Unreadable))
         );
-        let listing = Listing(Err(CandidatesError::Failed(LookupFailure::Timeout)));
-        let seen = bound(listing, "ours").await;
+        let failed = Err(CandidatesError::Failed(LookupFailure::Timeout));
+        let seen = read_bound(failed, &request(), "ours", &[], true);
         assert_eq!(
             (seen.lookup, seen.failure),
             (Lookup::Failed, Some(LookupFailure::Timeout))
         );
+    }
+
+    /// The review's money-loss path: two withdrawals with one destination and amount, the
+    /// provider paid one and rejected the other; the paid one bound to the rejection must never
+    /// read as "nothing broadcast" while the payment is listed and no other withdrawal of ours
+    /// accounts for it.
+    #[test]
+    fn a_rejection_bound_while_another_candidate_may_be_the_payment_concludes_nothing() {
+        let rejected = candidate("rejected", Some(ProviderStatus::Rejected), 0);
+        for other in [
+            candidate("paid", Some(ProviderStatus::Completed), 1),
+            candidate("flight", Some(ProviderStatus::Broadcasting), 0),
+            candidate("odd", None, 0),
+            candidate("failed-with-hash", Some(ProviderStatus::Failed), 1),
+        ] {
+            let listed = [rejected.clone(), other.clone()];
+            let seen = bound(&listed, "rejected", &[]);
+            assert_eq!(
+                (seen.lookup, seen.failure),
+                (Lookup::Failed, Some(LookupFailure::Ambiguous)),
+                "{other:?}"
+            );
+            assert!(paid_elsewhere(&listed, "rejected", &[]));
+            // Bound to another withdrawal of ours, it is that one's: the rejection reads.
+            let accounted = [other.provider_id.clone()];
+            let seen = bound(&listed, "rejected", &accounted);
+            assert_eq!(
+                seen.lookup,
+                Lookup::Found(Record {
+                    status: ProviderStatus::Rejected,
+                    tx_hash: None,
+                })
+            );
+        }
+        // Other transactions that ended unsent take nothing away; a paid bound one reads.
+        let listed = [
+            rejected.clone(),
+            candidate("blocked", Some(ProviderStatus::Blocked), 0),
+            candidate("paid", Some(ProviderStatus::Completed), 1),
+        ];
+        assert!(!paid_elsewhere(&listed[..2], "rejected", &[]));
+        assert!(matches!(
+            bound(&listed, "paid", &[]).lookup,
+            Lookup::Found(_)
+        ));
+    }
+
+    /// The model checker's path: the provider's list lags, our own paid transaction is not listed
+    /// yet, and the only candidate is another withdrawal's rejection. Until the consistency
+    /// window has passed since our last send, a bound rejection concludes nothing.
+    #[test]
+    fn a_bound_rejection_concludes_nothing_before_the_listing_window_has_passed() {
+        let listed = [candidate("rejected", Some(ProviderStatus::Rejected), 0)];
+        let early = read_bound(Ok(&listed), &request(), "rejected", &[], false);
+        assert_eq!(
+            (early.lookup, early.failure),
+            (Lookup::Failed, Some(LookupFailure::ListingLag))
+        );
+        assert!(matches!(
+            bound(&listed, "rejected", &[]).lookup,
+            Lookup::Found(_)
+        ));
+        // A transaction naming a hash is the chain's to decide at any time.
+        let listed = [candidate("paid", Some(ProviderStatus::Completed), 1)];
+        let early = read_bound(Ok(&listed), &request(), "paid", &[], false);
+        assert!(matches!(early.lookup, Lookup::Found(_)));
     }
 }

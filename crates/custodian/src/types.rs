@@ -153,6 +153,14 @@ pub enum LookupFailure {
     Mismatch(Mismatch),
     /// The profile has no lookup by our reference (`no_lookup`).
     Unsupported,
+    /// The transaction an operator bound says nothing was broadcast, but another listed
+    /// transaction with the same destination and amount could be this withdrawal's payment:
+    /// nothing is concluded (`listed::paid_elsewhere`).
+    Ambiguous,
+    /// The transaction an operator bound says nothing was broadcast, but the provider's
+    /// consistency window since our last send has not passed: its list may not show every
+    /// transaction yet, ours among them. Nothing is concluded until it has.
+    ListingLag,
     /// The request could not be signed or built: nothing was sent.
     NotSent,
 }
@@ -284,6 +292,9 @@ pub struct Candidate {
     /// The SHA-256 of the provider's answer it was read from (the list page, or the lookup), as
     /// received: what a decision on it rests on.
     pub answer_sha256: [u8; 32],
+    /// The provider recreated it under a new id (Coinbase Prime's `TRANSACTION_RETRIED`): never
+    /// the transaction to bind, the recreated one carries the execution.
+    pub recreated: bool,
 }
 
 impl fmt::Debug for Candidate {

@@ -291,6 +291,13 @@ fn binding_hint(reason: &str) -> Option<&'static str> {
              one that is this withdrawal's; if a binding in place is wrong, escalate to payments \
              operations, as opctl cannot undo it"
         }
+        "CANDIDATE_AMBIGUOUS" => {
+            "nothing was recorded; this transaction cannot be shown to be this withdrawal's: it \
+             says nothing was broadcast while another listed transaction with the same \
+             destination and amount, bound to no withdrawal, could be the payment (bind that one \
+             to the withdrawal it paid first), or the provider recreated it (bind the recreated \
+             one), or its status is one opledger does not know"
+        }
         "PROVIDER_UNAVAILABLE" => {
             "nothing was recorded; the custodian executor could not read the provider's list just \
              now: run the same command again in a minute, binding the same transaction again is \

@@ -9,7 +9,7 @@
 
 mod due;
 mod escalations;
-mod inclusions;
+pub(crate) mod inclusions;
 mod releases;
 mod watch;
 

@@ -54,6 +54,8 @@ pub struct CustodianDue {
     pub since_request: Option<f64>,
     /// The provider transaction an operator bound to it (`no_lookup`: migration 37), if any.
     pub bound: Option<String>,
+    /// Seconds since it was bound (not bound: `None`).
+    pub since_bound: Option<f64>,
 }
 
 /// A record of the provider's, as the executor's lookup found it.
@@ -88,6 +90,7 @@ struct DueRow {
     since_last_send: Option<f64>,
     since_request: Option<f64>,
     bound: Option<String>,
+    since_bound: Option<f64>,
 }
 
 impl DueRow {
@@ -116,6 +119,7 @@ impl DueRow {
             since_last_send: self.since_last_send,
             since_request: self.since_request,
             bound: self.bound,
+            since_bound: self.since_bound,
         })
     }
 }
@@ -136,7 +140,8 @@ macro_rules! due_select {
              (SELECT extract(epoch FROM now() - max(s.sent_at))::float8 FROM custodian_sends s \
                WHERE s.tenant_id = o.tenant_id AND s.op_id = o.op_id) AS since_last_send, \
              extract(epoch FROM now() - q.created_at)::float8 AS since_request, \
-             b.provider_id AS bound \
+             b.provider_id AS bound, \
+             extract(epoch FROM now() - b.created_at)::float8 AS since_bound \
              FROM withdrawal_ops o JOIN withdrawal_payloads p USING (tenant_id, op_id) \
              LEFT JOIN custodian_requests q USING (tenant_id, op_id) \
              LEFT JOIN custodian_follows f USING (tenant_id, op_id) \
@@ -366,23 +371,8 @@ impl Store {
         record: &NewRecord<'_>,
         executor_id: &str,
     ) -> Result<i64> {
-        let (id,): (i64,) = sqlx::query_as(
-            "INSERT INTO custodian_records (tenant_id, op_id, status, sub_status, tx_hash, \
-               replaced_hashes, provider_id, answer_sha256, executor_id) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING record_id",
-        )
-        .bind(tenant_id.as_uuid())
-        .bind(op_id.as_uuid())
-        .bind(record.status)
-        .bind(record.sub_status)
-        .bind(record.tx_hash)
-        .bind(record.replaced_hashes)
-        .bind(record.provider_id)
-        .bind(record.answer_sha256.as_slice())
-        .bind(executor_id)
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(id)
+        let mut conn = self.pool.acquire().await?;
+        insert_record(&mut conn, tenant_id, op_id, record, executor_id).await
     }
 
     /// Proposes releasing on record `record_id` (terminal, no hash); idempotent.
@@ -427,4 +417,31 @@ pub fn custodian_move<'a>(
     );
     request.lease_guard = LeaseGuard::Any;
     request
+}
+
+/// Inserts a provider record of the withdrawal; its id.
+pub(crate) async fn insert_record(
+    conn: &mut sqlx::PgConnection,
+    tenant_id: TenantId,
+    op_id: OperationId,
+    record: &NewRecord<'_>,
+    executor_id: &str,
+) -> Result<i64> {
+    let (id,): (i64,) = sqlx::query_as(
+        "INSERT INTO custodian_records (tenant_id, op_id, status, sub_status, tx_hash, \
+           replaced_hashes, provider_id, answer_sha256, executor_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING record_id",
+    )
+    .bind(tenant_id.as_uuid())
+    .bind(op_id.as_uuid())
+    .bind(record.status)
+    .bind(record.sub_status)
+    .bind(record.tx_hash)
+    .bind(record.replaced_hashes)
+    .bind(record.provider_id)
+    .bind(record.answer_sha256.as_slice())
+    .bind(executor_id)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(id)
 }

@@ -8,7 +8,7 @@ use crate::{Result, Store, StoreError};
 use opledger_domain::ids::{OperationId, TenantId};
 
 /// A binding to record.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct NewBinding<'a> {
     /// The provider's id of the transaction.
     pub provider_id: &'a str,
@@ -24,6 +24,9 @@ pub struct NewBinding<'a> {
     pub reason: &'a str,
     /// The executor instance recording it.
     pub executor_id: &'a str,
+    /// The record the list showed, in the executor's status names, stored with the binding when
+    /// it names a hash: once a transaction was seen, the withdrawal is never released.
+    pub record: Option<crate::custodian::NewRecord<'a>>,
 }
 
 impl std::fmt::Debug for NewBinding<'_> {
@@ -56,6 +59,7 @@ impl Store {
         op_id: OperationId,
         binding: &NewBinding<'_>,
     ) -> Result<Bound> {
+        let mut tx = self.pool.begin().await?;
         let inserted = sqlx::query(
             "INSERT INTO custodian_bindings (tenant_id, op_id, provider_id, status, tx_hashes, \
                answer_sha256, operator_key_id, reason, executor_id) \
@@ -70,10 +74,23 @@ impl Store {
         .bind(binding.operator_key_id)
         .bind(binding.reason)
         .bind(binding.executor_id)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await;
         match inserted {
-            Ok(_) => Ok(Bound::Recorded),
+            Ok(_) => {
+                if let Some(record) = &binding.record {
+                    crate::custodian::insert_record(
+                        &mut tx,
+                        tenant_id,
+                        op_id,
+                        record,
+                        binding.executor_id,
+                    )
+                    .await?;
+                }
+                tx.commit().await?;
+                Ok(Bound::Recorded)
+            }
             Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("23505") => {
                 Ok(Bound::Taken)
             }
@@ -86,4 +103,67 @@ impl Store {
             Err(e) => Err(StoreError::Database(e)),
         }
     }
+
+    /// Which of `provider_ids` are bound to a withdrawal other than (`tenant_id`, `op_id`), in
+    /// any tenant: transactions another withdrawal of ours accounts for.
+    pub async fn bound_elsewhere(
+        &self,
+        tenant_id: TenantId,
+        op_id: OperationId,
+        provider_ids: &[String],
+    ) -> Result<Vec<String>> {
+        if provider_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(sqlx::query_scalar(
+            "SELECT provider_id FROM custodian_bindings WHERE provider_id = ANY($3) \
+               AND (tenant_id, op_id) <> ($1, $2)",
+        )
+        .bind(tenant_id.as_uuid())
+        .bind(op_id.as_uuid())
+        .bind(provider_ids)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Settles a custodian withdrawal on `inclusion` (BROADCAST -> CONFIRMED with its inclusion,
+    /// as [`Store::confirm`]) unless another withdrawal's provider record names the same
+    /// transaction: one transfer never settles two withdrawals, whatever a provider (or an
+    /// operator's binding) says. Settlements of one transaction are taken one at a time.
+    pub async fn confirm_custodian(
+        &self,
+        request: &crate::transition::TransitionRequest<'_>,
+        inclusion: &crate::transition::Inclusion,
+    ) -> Result<Settled> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('custodian_tx:' || $1, 0))")
+            .bind(&inclusion.tx_hash)
+            .execute(&mut *tx)
+            .await?;
+        let (elsewhere,): (bool,) = sqlx::query_as(
+            "SELECT EXISTS (SELECT 1 FROM custodian_records r WHERE r.tx_hash = $3 \
+               AND (r.tenant_id, r.op_id) <> ($1, $2))",
+        )
+        .bind(inclusion.tenant_id.as_uuid())
+        .bind(inclusion.op_id.as_uuid())
+        .bind(&inclusion.tx_hash)
+        .fetch_one(&mut *tx)
+        .await?;
+        if elsewhere {
+            return Ok(Settled::SettlesAnother);
+        }
+        crate::transition::transition_in(&mut tx, request).await?;
+        crate::broadcast::inclusions::insert_inclusion(&mut tx, inclusion).await?;
+        tx.commit().await?;
+        Ok(Settled::Confirmed)
+    }
+}
+
+/// What settling a custodian withdrawal did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// CONFIRMED, with its inclusion.
+    Confirmed,
+    /// Another withdrawal's provider record names the same transaction: nothing changed.
+    SettlesAnother,
 }

@@ -36,6 +36,8 @@ pub struct CustodianReleaseToWitness {
     pub bound: Option<String>,
     /// Whole seconds since the withdrawal's request was stored (the listing's window).
     pub since_request: i64,
+    /// Whole seconds since its last send (none: `None`).
+    pub since_last_send: Option<i64>,
 }
 
 impl fmt::Debug for CustodianReleaseToWitness {
@@ -102,6 +104,7 @@ struct ToWitnessRow {
     proposed_at: DateTime<Utc>,
     bound: Option<String>,
     since_request: i64,
+    since_last_send: Option<i64>,
 }
 
 impl ToWitnessRow {
@@ -117,6 +120,7 @@ impl ToWitnessRow {
             proposed_at: self.proposed_at,
             bound: self.bound,
             since_request: self.since_request,
+            since_last_send: self.since_last_send,
         })
     }
 }
@@ -140,7 +144,9 @@ impl Store {
                    AND (x.tx_hash IS NOT NULL OR cardinality(x.replaced_hashes) > 0)) \
                  AS ever_broadcast, \
                c.created_at AS proposed_at, b.provider_id AS bound, \
-               extract(epoch FROM now() - k.created_at)::int8 AS since_request \
+               extract(epoch FROM now() - k.created_at)::int8 AS since_request, \
+               (SELECT extract(epoch FROM now() - max(s.sent_at))::int8 FROM custodian_sends s \
+                 WHERE s.tenant_id = c.tenant_id AND s.op_id = c.op_id) AS since_last_send \
              FROM custodian_release_proposals c \
              JOIN custodian_records r USING (tenant_id, op_id, record_id) \
              JOIN custodian_requests k USING (tenant_id, op_id) \

@@ -42,6 +42,21 @@ macro_rules! shared_calls {
             }
         }
     };
+    ($handle:ident, bound_elsewhere) => {
+        impl $handle {
+            /// See [`Store::bound_elsewhere`].
+            pub async fn bound_elsewhere(
+                &self,
+                tenant_id: opledger_domain::ids::TenantId,
+                op_id: opledger_domain::ids::OperationId,
+                provider_ids: &[String],
+            ) -> crate::Result<Vec<String>> {
+                self.store
+                    .bound_elsewhere(tenant_id, op_id, provider_ids)
+                    .await
+            }
+        }
+    };
     ($handle:ident, credit) => {
         impl $handle {
             /// See [`Store::credit`].

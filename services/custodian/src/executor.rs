@@ -15,7 +15,7 @@
 
 use crate::accounts::{Account, Accounts};
 use crate::chain::Chains;
-use opledger_custodian::{LookupOutcome, TransferRequest};
+use opledger_custodian::{LookupFailure, LookupOutcome, TransferRequest};
 use opledger_domain::custodian::{
     Lookup, Next, Round, SubmitAnswer, Window, after_lookup, after_submit,
 };
@@ -255,6 +255,16 @@ impl Executor {
         state: S,
     ) -> Result<(), StoreError> {
         let (t, o) = (due.operation.payload.tenant_id, due.operation.op_id);
+        // What is sent is derived again from the hash-checked payload and must be the stored
+        // bytes: a body the database holds is never trusted alone (another login may have
+        // written it).
+        if !account
+            .custodian
+            .request(request)
+            .is_ok_and(|derived| derived.bytes == body)
+        {
+            return self.body_differs(due).await;
+        }
         let first = state == S::Signed;
         let Some(send_no) = self
             .store
@@ -349,20 +359,43 @@ impl Executor {
         request: &TransferRequest,
         provider_id: &str,
     ) -> Result<(), StoreError> {
+        let (t, o) = (due.operation.payload.tenant_id, due.operation.op_id);
         let age = Duration::from_secs_f64(due.since_request.unwrap_or(0.0).max(0.0));
-        let window = opledger_custodian::window_since(age);
-        let outcome = opledger_custodian::lookup_bound(
+        let store = &self.store;
+        let outcome = opledger_custodian::list_bound(
             account.custodian.as_ref(),
             request,
-            window,
+            age,
+            due.since_last_send
+                .map(|secs| Duration::from_secs_f64(secs.max(0.0))),
             provider_id,
+            |ids| async move { store.bound_elsewhere(t, o, &ids).await },
         )
-        .await;
+        .await?;
         let record_id = self.store_record(due, &outcome).await?;
-        let Lookup::Found(record) = outcome.lookup else {
-            return Ok(());
+        let next = match outcome.lookup {
+            Lookup::Found(record) => opledger_domain::custodian::after_record(record),
+            _ => Next::Follow,
         };
-        let next = opledger_domain::custodian::after_record(record);
+        if outcome.failure == Some(LookupFailure::Ambiguous) {
+            // The bound transaction says nothing was broadcast, but another listed one may be
+            // this withdrawal's payment: an operator sorts the bindings out; nothing is released.
+            self.store
+                .record_custodian_escalation(t, o, OWNER, "CUSTODIAN_BINDING_AMBIGUOUS")
+                .await?;
+        } else if matches!(next, Next::Follow)
+            && due
+                .since_bound
+                .is_some_and(|secs| secs > self.stuck_after.as_secs_f64())
+        {
+            // Bound long ago and still nothing concluded (in flight, not listed, unreadable).
+            self.store
+                .record_custodian_escalation(t, o, OWNER, "CUSTODIAN_BINDING_UNRESOLVED")
+                .await?;
+        }
+        if !matches!(outcome.lookup, Lookup::Found(_)) {
+            return Ok(());
+        }
         self.conclude(due, request, &outcome, next, record_id).await
     }
 

@@ -6,13 +6,15 @@
 //! who asked and never to the logs.
 
 use crate::accounts::{Accounts, transfer};
-use opledger_custodian::{Candidate, CandidatesError, window_since};
+use opledger_custodian::{
+    Candidate, CandidatesError, LookupFailure, TransferRequest, read_bound, window_since,
+};
 use opledger_domain::state::OperationState as S;
 use opledger_grpc::status::{ErrorReason, error_status, invalid_field};
 use opledger_grpc::{Authenticator, convert, store_status};
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::custodian_operator_service_server::CustodianOperatorService;
-use opledger_store::custodian::CustodianDue;
+use opledger_store::custodian::{CustodianDue, NewRecord};
 use opledger_store::custodian_bindings::{Bound, NewBinding};
 use opledger_store::keys::Role;
 use opledger_store::roles::CustodianStore;
@@ -46,15 +48,14 @@ impl OperatorApi {
         }
     }
 
-    /// The withdrawal, its transfer and the provider's candidates for it now.
-    async fn candidates(
+    /// The caller's custodian withdrawal `withdrawal_id`.
+    async fn withdrawal(
         &self,
         tenant: opledger_domain::ids::TenantId,
         withdrawal_id: &str,
-    ) -> Result<(CustodianDue, Vec<Candidate>), Status> {
+    ) -> Result<CustodianDue, Status> {
         let op_id = convert::operation_id("withdrawal_id", withdrawal_id)?;
-        let due = self
-            .store
+        self.store
             .custodian_withdrawal(tenant, op_id)
             .await
             .map_err(store_status)?
@@ -65,7 +66,16 @@ impl OperatorApi {
                     "no custodian withdrawal with this id",
                     &[],
                 )
-            })?;
+            })
+    }
+
+    /// The provider's candidates for `due` now, with the transfer they were listed for, the ones
+    /// another withdrawal of ours is bound to, and whether the provider's consistency window has
+    /// passed since our last send (its list may lag before).
+    async fn candidates(
+        &self,
+        due: &CustodianDue,
+    ) -> Result<(TransferRequest, Vec<Candidate>, Vec<String>, bool), Status> {
         let account = self.accounts.get(&due.operation).ok_or_else(|| {
             not_bindable("this executor has no account for the withdrawal's network and asset")
         })?;
@@ -83,7 +93,72 @@ impl OperatorApi {
             .candidates(&request, window)
             .await
             .map_err(provider_unavailable)?;
-        Ok((due, listed))
+        let ids: Vec<String> = listed.iter().map(|c| c.provider_id.clone()).collect();
+        let op = &due.operation;
+        let accounted = self
+            .store
+            .bound_elsewhere(op.payload.tenant_id, op.op_id, &ids)
+            .await
+            .map_err(store_status)?;
+        let window = account.custodian.consistency_window().as_secs_f64();
+        let settled = due.since_last_send.is_some_and(|secs| secs >= window);
+        Ok((request, listed, accounted, settled))
+    }
+}
+
+/// The listed transaction `provider_id`, when binding it would prove something: read as the
+/// executor and the witness will read it (`read_bound`), neither ambiguous nor undocumented, and
+/// not one the provider recreated.
+fn provable<'a>(
+    request: &TransferRequest,
+    listed: &'a [Candidate],
+    accounted: &[String],
+    provider_id: &str,
+    listing_settled: bool,
+) -> Result<&'a Candidate, Status> {
+    let Some(candidate) = listed.iter().find(|c| c.provider_id == provider_id) else {
+        return Err(error_status(
+            Code::FailedPrecondition,
+            ErrorReason::CandidateNotListed,
+            "the transaction is not among the withdrawal's candidates as the provider lists them \
+             now",
+            &[],
+        ));
+    };
+    let read = read_bound(Ok(listed), request, provider_id, accounted, listing_settled);
+    if candidate.recreated
+        || matches!(
+            read.failure,
+            Some(LookupFailure::Ambiguous | LookupFailure::Unreadable | LookupFailure::ListingLag)
+        )
+    {
+        return Err(error_status(
+            Code::FailedPrecondition,
+            ErrorReason::CandidateAmbiguous,
+            "the transaction cannot be shown to be this withdrawal's: it says nothing was \
+             broadcast while another listed one, bound to no withdrawal, could be the payment, \
+             or while the provider's list may still lag (retry after its consistency window); \
+             or its status is undocumented; or the provider recreated it (bind the recreated \
+             one)",
+            &[],
+        ));
+    }
+    Ok(candidate)
+}
+
+/// The record the list showed, when it names a hash: stored with the binding, so that the
+/// withdrawal is never released whatever the list shows later.
+fn seen_record<'a>(candidate: &'a Candidate, tx_hashes: &'a [String]) -> Option<NewRecord<'a>> {
+    match (candidate.status, tx_hashes.split_first()) {
+        (Some(status), Some((first, replaced))) => Some(NewRecord {
+            status: status.as_str(),
+            sub_status: None,
+            tx_hash: Some(first.as_str()),
+            replaced_hashes: replaced,
+            provider_id: Some(candidate.provider_id.as_str()),
+            answer_sha256: candidate.answer_sha256,
+        }),
+        _ => None,
     }
 }
 
@@ -136,9 +211,10 @@ impl CustodianOperatorService for OperatorApi {
     ) -> Result<Response<pb::ListCustodianCandidatesResponse>, Status> {
         let caller = self.auth.authorize(&request, &[Role::Operator]).await?;
         let body = request.into_inner();
-        let (due, listed) = self
-            .candidates(caller.tenant_id, &body.withdrawal_id)
+        let due = self
+            .withdrawal(caller.tenant_id, &body.withdrawal_id)
             .await?;
+        let (_, listed, _, _) = self.candidates(&due).await?;
         Ok(Response::new(pb::ListCustodianCandidatesResponse {
             candidates: listed
                 .iter()
@@ -172,8 +248,8 @@ impl CustodianOperatorService for OperatorApi {
         if body.provider_id.is_empty() || body.provider_id.len() > 128 {
             return Err(invalid_field("provider_id", "must be 1 to 128 characters"));
         }
-        let (due, listed) = self
-            .candidates(caller.tenant_id, &body.withdrawal_id)
+        let due = self
+            .withdrawal(caller.tenant_id, &body.withdrawal_id)
             .await?;
         match &due.bound {
             Some(bound) if *bound == body.provider_id => {
@@ -187,16 +263,10 @@ impl CustodianOperatorService for OperatorApi {
         if !matches!(due.operation.state, S::Broadcast | S::Unknown) {
             return Err(not_bindable("the withdrawal is not BROADCAST or UNKNOWN"));
         }
-        let Some(candidate) = listed.iter().find(|c| c.provider_id == body.provider_id) else {
-            return Err(error_status(
-                Code::FailedPrecondition,
-                ErrorReason::CandidateNotListed,
-                "the transaction is not among the withdrawal's candidates as the provider lists \
-                 them now",
-                &[],
-            ));
-        };
+        let (request, listed, accounted, settled) = self.candidates(&due).await?;
+        let candidate = provable(&request, &listed, &accounted, &body.provider_id, settled)?;
         let tx_hashes = hashes(candidate);
+        let record = seen_record(candidate, &tx_hashes);
         let binding = NewBinding {
             provider_id: &candidate.provider_id,
             status: &candidate.status_text,
@@ -205,6 +275,7 @@ impl CustodianOperatorService for OperatorApi {
             operator_key_id: &caller.key_id,
             reason,
             executor_id: &self.executor_id,
+            record,
         };
         let op = &due.operation;
         match self
@@ -223,7 +294,8 @@ impl CustodianOperatorService for OperatorApi {
             }
             Bound::Taken => Err(taken()),
             Bound::NotBindable => Err(not_bindable(
-                "the withdrawal moved: it is no longer BROADCAST or UNKNOWN",
+                "the database refused the binding: the withdrawal is no longer BROADCAST or \
+                 UNKNOWN, or what the list showed is not storable",
             )),
         }
     }

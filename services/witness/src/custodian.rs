@@ -151,11 +151,8 @@ impl CustodianWitness {
         // the witness's own listing.
         let seen = match &release.bound {
             Some(provider_id) => {
-                let age =
-                    std::time::Duration::from_secs(release.since_request.max(0).unsigned_abs());
-                let window = opledger_custodian::window_since(age);
-                opledger_custodian::lookup_bound(custodian.as_ref(), &request, window, provider_id)
-                    .await
+                self.listed(release, custodian.as_ref(), &request, provider_id)
+                    .await?
             }
             None => custodian.lookup(&request).await,
         };
@@ -192,6 +189,33 @@ impl CustodianWitness {
             // An attestation needs the answer's digest; own_lookup never attests without one.
             (WitnessVerdict::Attest(_), None) => Ok(CustodianOutcome::Waiting("no_digest")),
         }
+    }
+
+    /// The bound transaction `provider_id` of a `no_lookup` withdrawal from the witness's own
+    /// listing, read with the rule of the executor's (`opledger_custodian::read_bound`): a
+    /// transaction that says nothing was broadcast proves nothing while another listed one that
+    /// no other withdrawal of ours is bound to could be the payment.
+    async fn listed(
+        &self,
+        release: &CustodianReleaseToWitness,
+        custodian: &dyn Custodian,
+        request: &TransferRequest,
+        provider_id: &str,
+    ) -> Result<LookupOutcome, WitnessError> {
+        let age = std::time::Duration::from_secs(release.since_request.max(0).unsigned_abs());
+        let op = &release.operation;
+        let (t, o, store) = (op.payload.tenant_id, op.op_id, &self.store);
+        Ok(opledger_custodian::list_bound(
+            custodian,
+            request,
+            age,
+            release
+                .since_last_send
+                .map(|secs| std::time::Duration::from_secs(secs.max(0).unsigned_abs())),
+            provider_id,
+            |ids| async move { store.bound_elsewhere(t, o, &ids).await },
+        )
+        .await?)
     }
 
     /// Refuses `release` for good with `reason`, keeping what the witness's own lookup saw.

@@ -173,6 +173,10 @@ fn pages_keep_the_withdrawals_paying_the_destination_and_amount() {
     deposit["type"] = json!("DEPOSIT");
     let mut other_wallet = listed("tx-4", "0.000000000000001", ADDRESS, "TRANSACTION_DONE");
     other_wallet["wallet_id"] = json!("wallet-2");
+    let mut no_wallet = listed("tx-8", "0.000000000000001", ADDRESS, "TRANSACTION_DONE");
+    no_wallet.as_object_mut().expect("row").remove("wallet_id");
+    let mut null_wallet = listed("tx-9", "0.000000000000001", ADDRESS, "TRANSACTION_DONE");
+    null_wallet["wallet_id"] = Value::Null;
     let mut usdc = listed("tx-5", "not read", ADDRESS, "TRANSACTION_DONE");
     usdc["symbol"] = json!("USDC");
     let body = page(
@@ -181,6 +185,8 @@ fn pages_keep_the_withdrawals_paying_the_destination_and_amount() {
             done,
             deposit,
             other_wallet,
+            no_wallet,
+            null_wallet,
             usdc,
             listed("tx-6", "0.000000000000002", ADDRESS, "TRANSACTION_DONE"),
             listed(

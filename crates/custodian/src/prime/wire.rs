@@ -218,10 +218,11 @@ fn time(text: Option<&str>) -> Result<Option<DateTime<Utc>>, LookupFailure> {
     }
 }
 
-/// The candidates of one list page (withdrawals of the wallet and currency paying `request`'s
-/// destination and amount) and the next page's cursor. A withdrawal of the wallet and currency
-/// whose amount, destination, hashes or times cannot be read makes the page unreadable (it might
-/// be ours).
+/// The candidates of one list page (withdrawals naming the account's wallet and currency and
+/// paying `request`'s destination and amount; a row without a `wallet_id` may be another
+/// wallet's of the portfolio, never a candidate) and the next page's cursor. A withdrawal of the
+/// wallet and currency whose amount, destination, hashes or times cannot be read makes the page
+/// unreadable (it might be ours).
 pub fn read_page(
     body: &[u8],
     request: &TransferRequest,
@@ -240,7 +241,7 @@ pub fn read_page(
             && listed
                 .wallet_id
                 .as_deref()
-                .is_none_or(|w| w == account.wallet_id);
+                .is_some_and(|w| w == account.wallet_id);
         if !relevant {
             continue;
         }
@@ -265,6 +266,7 @@ pub fn read_page(
             .collect::<Result<Vec<_>, _>>()?;
         candidates.push(Candidate {
             status: map_status(&listed.status),
+            recreated: listed.status == "TRANSACTION_RETRIED",
             provider_id: listed.id,
             status_text: listed.status,
             hashes,

@@ -2,7 +2,8 @@
 //! `Chains::judge` (services/custodian/src/chain.rs) asks it: the domain's `judge_deposit` over
 //! what the executor's endpoints agree on. The chain here is the provider's ground truth: the
 //! transaction of a paid withdrawal (completed, or failed with its transaction mined) is
-//! included at final depth, paying exactly the approved transfer; any other is absent.
+//! included at final depth, paying exactly the approved transfer (the foreign transaction, another
+//! withdrawal's to the same destination and amount, pays the same transfer); any other is absent.
 //! Reorganizations, lagging and lying endpoints are the payout model's ([`crate::endpoints`]);
 //! here the endpoints agree on the truth.
 
@@ -37,8 +38,9 @@ pub enum ChainSays {
     Unwatched,
 }
 
-/// What the chain says about `tx_hash`, the transaction the provider's record of `reference`
-/// names, on a network the executor watches or not.
+/// What the chain says about `tx_hash`, the transaction a provider's record names (of
+/// `reference`, or of the foreign transaction: their hashes differ), on a network the executor
+/// watches or not.
 pub fn judge(
     provider: &Provider,
     reference: Reference,
@@ -57,7 +59,9 @@ pub fn judge(
     };
     let mined = provider
         .txn(reference)
-        .filter(|t| t.phase.paid() && t.record().tx_hash == Some(tx_hash));
+        .into_iter()
+        .chain(provider.foreign)
+        .find(|t| t.phase.paid() && t.record().tx_hash == Some(tx_hash));
     let observed = match mined {
         Some(_) => ObservedDeposit::Included {
             tx_hash,

@@ -24,6 +24,15 @@ pub enum Mutant {
     /// a send sends a "first" request whatever was sent since (the round from a stale read), and
     /// a send is recorded and made without a live lease of its own.
     SendOnStaleRead,
+    /// Without lookup, the executor and the witness judge a release of a bound withdrawal on the
+    /// bound transaction alone (the rule before the review's F1), not on the other listed
+    /// candidates: bound to another withdrawal's rejected transaction, a paid one is released.
+    ReleaseOnBoundRecordAlone,
+    /// Without lookup, the review's rule (the bound transaction and every other listed candidate
+    /// not bound to another withdrawal ended without a hash) over a listing read before the
+    /// provider's consistency window since our send passed: our own request's transaction may not
+    /// be listed yet, and the other withdrawal's rejected one is all the list shows.
+    BoundReleaseBeforeListingWindow,
 }
 
 /// One run of the custodian model.
@@ -44,6 +53,10 @@ pub struct CustodianConfig {
     /// Whether the executor watches the network (its evidence endpoints settle a transaction the
     /// provider's record names); on a network it does not watch, only a COMPLETED record settles.
     pub watched_network: bool,
+    /// Without lookup, whether the provider lists a foreign transaction beside ours: another
+    /// withdrawal of ours to the same destination and amount, which an operator may bind to ours
+    /// (and to the other withdrawal). On by default for `no_lookup`; never with lookup.
+    pub foreign_candidate: bool,
     /// The decisions taken.
     pub mutant: Mutant,
     /// Checker threads.
@@ -52,7 +65,8 @@ pub struct CustodianConfig {
 
 impl CustodianConfig {
     /// The default run for `profile`: one executor, two sends (the first and one resend), honest
-    /// logins, a watched network, the domain's decisions, two checker threads.
+    /// logins, a watched network, without lookup a foreign candidate, the domain's decisions, two
+    /// checker threads.
     pub fn new(profile: Profile) -> CustodianConfig {
         CustodianConfig {
             profile,
@@ -60,9 +74,15 @@ impl CustodianConfig {
             max_sends: 2,
             compromised_executor: false,
             watched_network: true,
+            foreign_candidate: !profile.has_lookup(),
             mutant: Mutant::None,
             threads: 2,
         }
+    }
+
+    /// Whether the provider lists the foreign transaction (only without lookup).
+    pub fn lists_foreign(&self) -> bool {
+        self.foreign_candidate && !self.profile.has_lookup()
     }
 
     /// The instances' indexes.

@@ -1,12 +1,14 @@
 //! The decisions the custodian model's principals take, as closures: the domain's own functions
-//! (`opledger_domain::custodian::{after_submit, after_lookup, release_allowed}`), or a mutant
-//! ([`Mutant`]) written here, never in the domain.
+//! (`opledger_domain::custodian::{after_submit, after_lookup, release_allowed}`), the release
+//! rule of a bound `no_lookup` withdrawal ([`bound_release_allowed`], written in [`super::bound`]
+//! until the domain has it), or a mutant ([`Mutant`]) written here, never in the domain.
 
 use opledger_domain::custodian::{
     Lookup, Next, Profile, ProviderStatus, Round, StoredRecord, SubmitAnswer, Window, after_lookup,
     after_submit, release_allowed,
 };
 
+use super::bound::{Listed, bound_release_allowed, the_rule_as_reviewed};
 use super::config::Mutant;
 use super::provider::Reference;
 
@@ -21,6 +23,11 @@ pub type ResendReference = fn(Reference) -> Reference;
 /// Whether a send happens and as which round: from the number the store gives it
 /// (`begin_custodian_send`, `None` when it records none) and the round the pass meant.
 pub type SendRule = fn(Option<u8>, Round) -> Option<Round>;
+/// Whether a release of a bound `no_lookup` withdrawal may be proposed (the executor) or attested
+/// (the witness), from whether the listing was read after the provider's consistency window since
+/// our last send, the bound transaction as listed and the other listed candidates not bound to
+/// another withdrawal.
+pub type BoundRelease = fn(Window, Listed, &[Listed]) -> bool;
 
 /// The closures one run decides with.
 #[derive(Debug, Clone, Copy)]
@@ -35,6 +42,8 @@ pub struct Decisions {
     pub resend_reference: ResendReference,
     /// Whether and as which round the executor sends.
     pub send_rule: SendRule,
+    /// The executor's and the witness's rule for a release of a bound `no_lookup` withdrawal.
+    pub bound_release: BoundRelease,
 }
 
 impl Decisions {
@@ -46,6 +55,7 @@ impl Decisions {
             release_rule: release_allowed,
             resend_reference: same_reference,
             send_rule: numbered_send,
+            bound_release: bound_release_allowed,
         };
         match mutant {
             Mutant::None => {}
@@ -53,6 +63,12 @@ impl Decisions {
             Mutant::ReleaseOnProposal => decisions.release_rule = release_on_proposal,
             Mutant::ResendRefusalIsRefusal => decisions.after_submit = refusal_is_refusal,
             Mutant::SendOnStaleRead => decisions.send_rule = send_as_read,
+            Mutant::ReleaseOnBoundRecordAlone => {
+                decisions.bound_release = release_on_bound_record_alone;
+            }
+            Mutant::BoundReleaseBeforeListingWindow => {
+                decisions.bound_release = release_before_listing_window;
+            }
         }
         decisions
     }
@@ -100,4 +116,15 @@ fn release_on_proposal(
 /// Mutant 3: every refusal judged as the first request's.
 fn refusal_is_refusal(profile: Profile, _round: Round, answer: SubmitAnswer) -> Next {
     after_submit(profile, Round::First, answer)
+}
+
+/// Mutant 5: the release of a bound withdrawal on the bound record alone (the rule before the
+/// review), after the listing window: the other listed candidates are not read.
+fn release_on_bound_record_alone(window: Window, bound: Listed, _others: &[Listed]) -> bool {
+    window == Window::Passed && bound.ended_without_hash()
+}
+
+/// Mutant 6: the review's rule over whatever the list shows, without the listing window.
+fn release_before_listing_window(_window: Window, bound: Listed, others: &[Listed]) -> bool {
+    the_rule_as_reviewed(bound, others)
 }

@@ -11,22 +11,27 @@
 //!   is sent; the round is the store's number (the first is 1), whatever the pass read;
 //! - a follow of SIGNED sends the first request when it read no send, and otherwise moves to
 //!   UNKNOWN (a send without an answer may have arrived);
-//! - a follow of BROADCAST or UNKNOWN escalates to an operator without lookup until the operator
-//!   bound the provider's listed transaction, which it then reads from the list and decides on
-//!   as any record (`after_record`; not listed, nothing); with lookup it looks the request's
-//!   reference up, stores the record and decides; a resend is sent from there;
+//! - a follow of BROADCAST or UNKNOWN escalates to an operator without lookup until the operation
+//!   is bound to a listed transaction (ours or, an operator's mistake, another withdrawal's),
+//!   which it then reads from the list and decides on as any record (`after_record`; not
+//!   listed, nothing), except that a release is proposed only when the run's bound-release rule
+//!   ([`super::bound`]) allows it over the other listed candidates and the listing window, and
+//!   the pass otherwise ends with nothing concluded; with lookup it looks the request's reference
+//!   up, stores the record and decides; a resend is sent from there;
 //! - `Follow` or `Chain` moves SIGNED or UNKNOWN to BROADCAST; `LookUp` moves SIGNED to UNKNOWN;
 //!   `Operator` escalates (and moves SIGNED to UNKNOWN); `Refused` moves SIGNED to FAILED_TERMINAL
 //!   with an escalation; `NotSent` proposes the record, moves BROADCAST to UNKNOWN, then asks for
 //!   the release; anything else changes nothing;
 //! - after a record with a hash (`Chain`) is applied, the chain is asked about its transaction
 //!   (`settle`): paid at final depth settles BROADCAST -> CONFIRMED; on a network the executor
-//!   does not watch, a COMPLETED record settles alone.
+//!   does not watch, a COMPLETED record settles alone;
+//! - without lookup, a send restarts the provider's consistency window (the listing's).
 
-use opledger_domain::custodian::{Lookup, Next, ProviderStatus, Round, Window, after_record};
+use opledger_domain::custodian::{Lookup, Next, ProviderStatus, Round, after_record};
 use opledger_domain::evidence::Hash32;
 use opledger_domain::state::{Actor, OperationState as S};
 
+use super::bound;
 use super::chain::{self, ChainSays};
 use super::config::CustodianConfig;
 use super::decisions::Decisions;
@@ -248,8 +253,8 @@ impl Executor<'_> {
             _ => return Pc::Idle,
         }
         let profile = self.config.profile;
-        if !profile.has_lookup() && !state.ledger.bound {
-            return self.apply(state, from, Next::Operator, None);
+        if !profile.has_lookup() {
+            return self.follow_bound(state, from);
         }
         let lookup = if failed {
             Lookup::Failed
@@ -260,23 +265,43 @@ impl Executor<'_> {
             (Lookup::Found(_), Some(txn)) => Some(state.ledger.record(Rec::of(&txn))),
             _ => None,
         };
-        let window = if state.window_passed {
-            Window::Passed
-        } else {
-            Window::Inside
-        };
-        let next = match lookup {
-            // The bound transaction, read from the provider's list: decided as any record; not
-            // listed (or the list unreadable), nothing is concluded.
-            Lookup::Found(found) if !profile.has_lookup() => after_record(found),
-            _ if !profile.has_lookup() => return Pc::Idle,
-            _ => (self.decisions.after_lookup)(profile, lookup, window),
-        };
+        let next = (self.decisions.after_lookup)(profile, lookup, state.window());
         if next == Next::ResendSameReference {
             return Pc::Send {
                 from,
                 round: Round::Resend,
             };
+        }
+        Pc::Decided { from, next, record }
+    }
+
+    /// A pass over a `no_lookup` operation as read (`from`): left to an operator until it is
+    /// bound; then the bound transaction, read from the provider's list, decided as any record
+    /// (not listed, nothing is concluded), a release only when the run's bound-release rule
+    /// allows it over the listing window and the other listed candidates (otherwise the pass
+    /// ends with nothing concluded).
+    fn follow_bound(&self, state: &mut State, from: S) -> Pc {
+        let Some(bound) = state.ledger.bound else {
+            return self.apply(state, from, Next::Operator, None);
+        };
+        let Some(listed) = bound::listed(&state.provider, state.ledger.reference, bound) else {
+            return Pc::Idle;
+        };
+        let record = state
+            .provider
+            .candidate(state.ledger.reference, bound)
+            .map(|txn| state.ledger.record(Rec::of(&txn)));
+        let next = after_record(listed.record);
+        if next == Next::NotSent {
+            let others = bound::others(&state.provider, state.ledger.reference, bound, |c| {
+                state.ledger.bound_elsewhere(c)
+            });
+            if !(self.decisions.bound_release)(state.window(), listed, &others) {
+                if others.iter().any(|c| !c.ended_without_hash()) {
+                    state.ghost.bound_release_waited = true;
+                }
+                return Pc::Idle;
+            }
         }
         Pc::Decided { from, next, record }
     }
@@ -291,6 +316,10 @@ impl Executor<'_> {
         }
         state.ledger.reference = reference;
         state.ledger.sends += 1;
+        if !self.config.profile.has_lookup() {
+            // Without lookup the window is the listing's since the last send.
+            state.window_passed = false;
+        }
         state.ghost.references |= reference.bit();
         if sent == Round::Resend && reference == Reference::Ours && held {
             state.ghost.resend_deduplicated = true;

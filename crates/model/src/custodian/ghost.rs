@@ -28,4 +28,7 @@ pub struct Ghost {
     pub resend_deduplicated: bool,
     /// The compromised login inserted its record.
     pub fabricated: bool,
+    /// Without lookup, the executor read the bound transaction ended without a hash and waited
+    /// on another listed candidate (the bound-release rule's second condition).
+    pub bound_release_waited: bool,
 }

@@ -11,7 +11,7 @@ use opledger_domain::state::{Actor, HoldEffect, OperationState, check_transition
 
 use super::decisions::ReleaseRule;
 use super::ghost::{Ghost, violation};
-use super::provider::{Reference, Txn};
+use super::provider::{Candidate, Reference, Txn};
 
 /// The funds held for the operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -125,9 +125,12 @@ pub struct Ledger {
     pub refused: u16,
     /// The escalation recorded.
     pub escalation: Option<Escalation>,
-    /// An operator bound the provider's listed transaction of the request to the operation
-    /// (`no_lookup`: `custodian_bindings`, once).
-    pub bound: bool,
+    /// The listed transaction bound to the operation (`no_lookup`: `custodian_bindings`, once,
+    /// by an operator or the compromised login).
+    pub bound: Option<Candidate>,
+    /// The foreign transaction is bound to the other withdrawal (its own row in
+    /// `custodian_bindings`): that withdrawal's settlement accounts for it.
+    pub foreign_bound_elsewhere: bool,
 }
 
 impl Ledger {
@@ -145,8 +148,32 @@ impl Ledger {
             attested: Vec::new(),
             refused: 0,
             escalation: None,
-            bound: false,
+            bound: None,
+            foreign_bound_elsewhere: false,
         }
+    }
+
+    /// Whether `candidate` is bound to another withdrawal.
+    pub fn bound_elsewhere(&self, candidate: Candidate) -> bool {
+        candidate == Candidate::Foreign && self.foreign_bound_elsewhere
+    }
+
+    /// Whether the database takes a binding of the operation to `candidate` now (migration 37's
+    /// trigger and keys, whoever inserts it): none yet (one per withdrawal, never changed), the
+    /// operation BROADCAST or UNKNOWN, and the transaction not bound to another withdrawal.
+    pub fn may_bind(&self, candidate: Candidate) -> bool {
+        self.bound.is_none()
+            && matches!(
+                self.state,
+                OperationState::Broadcast | OperationState::Unknown
+            )
+            && !self.bound_elsewhere(candidate)
+    }
+
+    /// Whether the database takes a binding of the other withdrawal to the foreign transaction
+    /// now: not bound yet, and not bound to this operation (one withdrawal per transaction).
+    pub fn may_bind_elsewhere(&self) -> bool {
+        !self.foreign_bound_elsewhere && self.bound != Some(Candidate::Foreign)
     }
 
     /// Stores `rec`; its id.

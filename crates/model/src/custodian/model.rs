@@ -33,6 +33,18 @@ impl CustodianModel {
         }
     }
 
+    /// Whether the provider's consistency window may pass now. Without lookup it is the
+    /// listing's, and the provider's (an assumption the operator's configuration must meet): it
+    /// passes only once every request of ours stored is listed and no create is still in the
+    /// network (Coinbase Prime refuses a request signed more than 30 s before it arrives). With
+    /// lookup it asks nothing of the provider: a "not found" after it is only a resend, which
+    /// the provider deduplicates.
+    fn window_may_pass(&self, state: &State) -> bool {
+        let provider = &state.provider;
+        self.config.profile.has_lookup()
+            || (provider.delayed.is_none() && provider.stored().all(|t| t.indexed))
+    }
+
     /// Every action enabled in `state`.
     pub fn enabled(&self, state: &State, actions: &mut Vec<Action>) {
         let mut steps: Vec<Step> = Vec::new();
@@ -44,7 +56,7 @@ impl CustodianModel {
         let mut provider: Vec<ProviderStep> = Vec::new();
         state.provider.steps(&mut provider);
         actions.extend(provider.into_iter().map(Action::Provider));
-        if !state.window_passed && state.ledger.sends > 0 {
+        if !state.window_passed && state.ledger.sends > 0 && self.window_may_pass(state) {
             actions.push(Action::WindowPasses);
         }
         if state.ledger.owner.is_some() {
@@ -53,15 +65,19 @@ impl CustodianModel {
         if state.ledger.follower.is_some() {
             actions.push(Action::Lapse(Lease::Follow));
         }
-        for id in witness::judgeable(self.config.profile, &state.provider, &state.ledger) {
+        let (profile, rule) = (self.config.profile, self.decisions.bound_release);
+        for id in witness::judgeable(profile, rule, state) {
             actions.push(Action::Witness(id));
         }
-        if witness::bindable(self.config.profile, &state.provider, &state.ledger) {
-            actions.push(Action::Bind);
+        for candidate in witness::bindable(profile, &state.provider, &state.ledger) {
+            actions.push(Action::Bind(candidate));
+        }
+        if witness::bindable_elsewhere(&state.provider, &state.ledger) {
+            actions.push(Action::BindElsewhere);
         }
         if self.config.compromised_executor {
             let mut rogue: Vec<RogueStep> = Vec::new();
-            rogue::steps(&state.ledger, &state.ghost, &mut rogue);
+            rogue::steps(profile, state, &mut rogue);
             actions.extend(rogue.into_iter().map(Action::Rogue));
         }
     }
@@ -81,11 +97,21 @@ impl CustodianModel {
             }
             Action::Lapse(Lease::Claim) => next.ledger.owner.take().is_some(),
             Action::Lapse(Lease::Follow) => next.ledger.follower.take().is_some(),
-            Action::Witness(id) => {
-                witness::judge(self.config.profile, &next.provider, &mut next.ledger, id)
+            Action::Witness(id) => witness::judge(
+                self.config.profile,
+                self.decisions.bound_release,
+                &mut next,
+                id,
+            ),
+            Action::Bind(candidate) => {
+                next.ledger.bound = Some(candidate);
+                true
             }
-            Action::Bind => {
-                next.ledger.bound = true;
+            Action::BindElsewhere => {
+                next.ledger.foreign_bound_elsewhere = true;
+                // The other withdrawal's concern from now on: nothing of ours reads it any more
+                // (not a candidate of ours, not bindable to ours), so the model stops following it.
+                next.provider.foreign = None;
                 true
             }
             Action::Rogue(step) => rogue::take(

@@ -10,7 +10,7 @@ use super::config::CustodianConfig;
 use super::ghost::violation;
 use super::ledger::{Escalation, Hold};
 use super::model::CustodianModel;
-use super::provider::{Reference, Txn};
+use super::provider::{Candidate, Reference, Txn};
 use super::state::State;
 
 /// Every request the executor sends carries our one reference: it never invents another.
@@ -20,7 +20,8 @@ pub const ONE_REFERENCE: &str = "every request of the operation carries our one 
 pub const ONE_TRANSACTION: &str = "the provider never holds two transactions for one operation";
 /// While the hold is released, every transaction the provider holds for the operation ended
 /// without ever being broadcast (rejected, cancelled, failed without a hash), and no create is
-/// still in the network that could be stored: nothing is or may be broadcast.
+/// still in the network that could be stored: nothing is or may be broadcast. Without lookup, the
+/// transaction bound to it (whoever's it is) ended so too.
 pub const NEVER_RELEASED_WHILE_BROADCAST: &str =
     "the hold is never released while the provider's transaction is or may be broadcast";
 /// A release happens only when a proposed record, terminal without a hash, is attested by the
@@ -28,7 +29,10 @@ pub const NEVER_RELEASED_WHILE_BROADCAST: &str =
 pub const RELEASED_ON_ATTESTED_RECORD: &str =
     "a release happens only after a terminal record without a hash attested by the witness";
 /// A withdrawal the provider executed (completed, or failed with its transaction mined) is never
-/// left released.
+/// left released. Its payment is its own request's transaction; without lookup, also the
+/// transaction bound to it: no other withdrawal can account for that one (one withdrawal per
+/// provider transaction), so a paid withdrawal of ours is never released while a payment it
+/// answers for is not accounted for.
 pub const EXECUTED_NEVER_RELEASED: &str = "a withdrawal the provider executed is never released";
 /// FAILED_TERMINAL (the first request refused) keeps the hold.
 pub const REFUSED_KEEPS_HOLD: &str = "a refused first request leaves the hold held";
@@ -41,9 +45,15 @@ pub const REFUSAL_ONLY_WHEN_NOTHING_STORED: &str =
 /// network: the harm of a refusal concluded wrongly, judged in every state.
 pub const REFUSED_NOTHING_AT_PROVIDER: &str =
     "a withdrawal failed on a refusal has nothing at the provider";
-/// A hold is settled only when the provider executed the withdrawal (its transaction paid).
+/// A hold is settled only when the provider executed the withdrawal: the transaction the
+/// settlement rests on is paid (its request's; without lookup, the one bound to it, which may be
+/// the foreign one).
 pub const SETTLED_ONLY_WHEN_EXECUTED: &str =
     "a hold is settled only when the provider executed the withdrawal";
+/// One payment never settles two withdrawals: a settlement that rests on the foreign
+/// transaction's payment only while that transaction is not bound to the other withdrawal
+/// (which settles on it). Held against a compromised executor login too.
+pub const ONE_PAYMENT_ONE_SETTLEMENT: &str = "one payment never settles two withdrawals";
 /// The hold is released exactly when VERIFIED_NOT_SENT, settled exactly when CONFIRMED, and no
 /// hold effect applied to a hold in the wrong state.
 pub const HOLD_MATCHES_STATE: &str = "the hold matches the operation's state";
@@ -73,6 +83,18 @@ pub const REACH_BOUND_SETTLED: &str = "sometimes: without lookup, bound by an op
 /// A provider without lookup: after an operator's binding, a rejection is attested and released.
 pub const REACH_BOUND_RELEASED: &str =
     "sometimes: without lookup, bound by an operator, attested and released";
+/// A provider without lookup: bound by a careless operator to the other withdrawal's
+/// transaction, settled on its payment (neutral: the other withdrawal answers for ours).
+pub const REACH_FOREIGN_BOUND_SETTLED: &str =
+    "sometimes: without lookup, bound to another withdrawal's transaction and settled on it";
+/// A provider without lookup: bound to the other withdrawal's transaction, both ended unsent,
+/// attested and released.
+pub const REACH_FOREIGN_BOUND_RELEASED: &str =
+    "sometimes: without lookup, bound to another withdrawal's transaction and released";
+/// A provider without lookup: the bound transaction ended without a hash, and the release waits
+/// on another listed candidate.
+pub const REACH_BOUND_RELEASE_WAITS: &str =
+    "sometimes: without lookup, a bound release waits on another listed candidate";
 /// A provider without lookup: the ambiguous withdrawal is left to an operator.
 pub const REACH_LEFT_TO_OPERATOR: &str = "sometimes: ambiguous without lookup, left to an operator";
 
@@ -88,12 +110,33 @@ fn ended_unsent(txn: Txn) -> bool {
     txn.phase.ended_unsent()
 }
 
+/// The transaction bound to the operation (`no_lookup`), when it is stored.
+fn bound_txn(state: &State) -> Option<Txn> {
+    let candidate = state.ledger.bound?;
+    state.provider.candidate(state.ledger.reference, candidate)
+}
+
 /// Nothing of the operation is or may be broadcast: every stored transaction ended unsent, and
 /// no create in the network can still be stored.
 pub fn nothing_may_be_broadcast(state: &State) -> bool {
     let provider = &state.provider;
     provider.stored().all(ended_unsent)
         && provider.delayed.is_none_or(|r| provider.txn(r).is_some())
+}
+
+/// A payment the operation answers for: its request's transaction, or the one bound to it.
+fn answers_for_payment(state: &State) -> bool {
+    state.provider.stored().any(|t| t.phase.paid())
+        || bound_txn(state).is_some_and(|t| t.phase.paid())
+}
+
+/// The transaction a settlement rests on is paid: the one bound to the operation, or without a
+/// binding its request's.
+fn settled_on_payment(state: &State) -> bool {
+    match state.ledger.bound {
+        Some(_) => bound_txn(state).is_some_and(|t| t.phase.paid()),
+        None => state.provider.stored().any(|t| t.phase.paid()),
+    }
 }
 
 /// The properties of a run of `config`.
@@ -127,11 +170,14 @@ pub fn for_config(config: &CustodianConfig) -> Vec<Property<CustodianModel>> {
             },
         ));
         properties.push(Property::sometimes(REACH_BOUND_SETTLED, |_, s: &State| {
-            s.ledger.bound && s.ledger.hold == Hold::Settled
+            s.ledger.bound == Some(Candidate::Own) && s.ledger.hold == Hold::Settled
         }));
         properties.push(Property::sometimes(REACH_BOUND_RELEASED, |_, s: &State| {
-            s.ledger.bound && released(s)
+            s.ledger.bound == Some(Candidate::Own) && released(s)
         }));
+        if config.lists_foreign() {
+            push_foreign_examples(&mut properties);
+        }
     }
     properties
 }
@@ -145,14 +191,14 @@ fn safety() -> Vec<Property<CustodianModel>> {
             s.provider.stored().count() <= 1
         }),
         Property::always(NEVER_RELEASED_WHILE_BROADCAST, |_, s: &State| {
-            !released(s) || nothing_may_be_broadcast(s)
+            !released(s) || (nothing_may_be_broadcast(s) && bound_txn(s).is_none_or(ended_unsent))
         }),
         Property::always(RELEASED_ON_ATTESTED_RECORD, |_, s: &State| {
             no(s, violation::RELEASED_WITHOUT_ATTESTED_RECORD)
                 && (!released(s) || s.ledger.attested_unsent_record())
         }),
         Property::always(EXECUTED_NEVER_RELEASED, |_, s: &State| {
-            !released(s) || !s.provider.stored().any(|t| t.phase.paid())
+            !released(s) || !answers_for_payment(s)
         }),
         Property::always(REFUSED_KEEPS_HOLD, |_, s: &State| {
             let refused = s.ledger.escalation == Some(Escalation::Refused);
@@ -167,7 +213,11 @@ fn safety() -> Vec<Property<CustodianModel>> {
                 || (s.provider.stored().next().is_none() && s.provider.delayed.is_none())
         }),
         Property::always(SETTLED_ONLY_WHEN_EXECUTED, |_, s: &State| {
-            s.ledger.hold != Hold::Settled || s.provider.stored().any(|t| t.phase.paid())
+            s.ledger.hold != Hold::Settled || settled_on_payment(s)
+        }),
+        Property::always(ONE_PAYMENT_ONE_SETTLEMENT, |_, s: &State| {
+            s.ledger.hold != Hold::Settled
+                || !(s.ledger.bound == Some(Candidate::Foreign) && s.ledger.foreign_bound_elsewhere)
         }),
         Property::always(HOLD_MATCHES_STATE, |_, s: &State| {
             no(s, violation::HOLD_EFFECT_ON_WRONG_HOLD)
@@ -178,6 +228,25 @@ fn safety() -> Vec<Property<CustodianModel>> {
             no(s, violation::ILLEGAL_MOVE)
         }),
     ]
+}
+
+fn push_foreign_examples(properties: &mut Vec<Property<CustodianModel>>) {
+    properties.push(Property::sometimes(
+        REACH_FOREIGN_BOUND_SETTLED,
+        |_, s: &State| {
+            s.ledger.bound == Some(Candidate::Foreign)
+                && s.ledger.hold == Hold::Settled
+                && settled_on_payment(s)
+        },
+    ));
+    properties.push(Property::sometimes(
+        REACH_FOREIGN_BOUND_RELEASED,
+        |_, s: &State| s.ledger.bound == Some(Candidate::Foreign) && released(s),
+    ));
+    properties.push(Property::sometimes(
+        REACH_BOUND_RELEASE_WAITS,
+        |_, s: &State| s.ghost.bound_release_waited,
+    ));
 }
 
 fn push_lookup_examples(properties: &mut Vec<Property<CustodianModel>>) {

@@ -5,6 +5,10 @@
 //! the reference lags behind the store until the provider has indexed it; a transaction's
 //! record evolves on its own, in flight, broadcast (a hash), completed, or rejected, cancelled or
 //! failed without a hash, or failed with a hash (mined or not), or replaced by a new hash.
+//!
+//! Without a lookup (`no_lookup`), the provider also lists a foreign transaction: another
+//! withdrawal of ours to the same destination and amount, stored and listed from the start, whose
+//! phase evolves on its own. Listed beside our request's, an operator may take either for ours.
 
 use opledger_domain::custodian::{
     Ambiguity, Lookup, Profile, ProviderStatus, Record, Round, SubmitAnswer,
@@ -105,6 +109,16 @@ impl Phase {
         )
     }
 
+    /// The phases a foreign transaction moves through: in flight, paid, or ended unsent (what
+    /// the release rule and the settlement tell apart; a broadcast one not yet paid is in flight
+    /// to the rule, and nothing to the settlement yet).
+    fn foreign_successors(self) -> &'static [Phase] {
+        match self {
+            Phase::Submitted => &[Phase::Completed, Phase::Rejected],
+            _ => &[],
+        }
+    }
+
     fn successors(self) -> &'static [Phase] {
         match self {
             Phase::Submitted => &[
@@ -132,21 +146,61 @@ pub struct Txn {
     pub phase: Phase,
     /// Whether the provider replaced its broadcast transaction by another (a new hash).
     pub replaced: bool,
-    /// Whether a lookup by the reference finds it yet.
+    /// Whether a lookup by the reference finds it yet (without lookup: whether the provider
+    /// lists it yet).
     pub indexed: bool,
+    /// Another withdrawal's (the foreign transaction): its hashes are its own.
+    pub foreign: bool,
 }
 
 impl Txn {
+    /// A request just stored under one of our references: submitted, not indexed yet.
+    fn submitted() -> Txn {
+        Txn {
+            phase: Phase::Submitted,
+            replaced: false,
+            indexed: false,
+            foreign: false,
+        }
+    }
+
+    /// Another withdrawal's transaction to the same destination and amount, submitted and
+    /// listed.
+    pub fn foreign() -> Txn {
+        Txn {
+            phase: Phase::Submitted,
+            replaced: false,
+            indexed: true,
+            foreign: true,
+        }
+    }
+
     /// Its record as a lookup returns it: the status, and the newest hash once broadcast.
     pub fn record(&self) -> Record {
+        let first = if self.foreign { 3 } else { 1 };
         Record {
             status: self.phase.status(),
             tx_hash: self
                 .phase
                 .hashed()
-                .then_some([1 + u8::from(self.replaced); 32]),
+                .then_some([first + u8::from(self.replaced); 32]),
         }
     }
+}
+
+/// A transaction the provider lists among a `no_lookup` withdrawal's candidates (same
+/// destination and amount), as an operator binds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Candidate {
+    /// The transaction our request created (under our reference, which the list does not show).
+    Own,
+    /// The foreign transaction: another withdrawal's.
+    Foreign,
+}
+
+impl Candidate {
+    /// Both candidates.
+    pub const ALL: [Candidate; 2] = [Candidate::Own, Candidate::Foreign];
 }
 
 /// What a create does at the provider.
@@ -249,6 +303,8 @@ pub enum ProviderStep {
     Evolve(Reference, Phase),
     /// The broadcast transaction is replaced by another (a new hash), once.
     Replace(Reference),
+    /// The foreign transaction moves on.
+    Foreign(Phase),
     /// The delayed create arrives: stored when the reference is free.
     Deliver,
 }
@@ -260,6 +316,9 @@ pub struct Provider {
     pub txns: [Option<Txn>; 2],
     /// A create still in the network, under this reference.
     pub delayed: Option<Reference>,
+    /// The foreign transaction (`no_lookup` runs only): another withdrawal's, listed among our
+    /// candidates. Never replaced.
+    pub foreign: Option<Txn>,
 }
 
 impl Provider {
@@ -268,7 +327,7 @@ impl Provider {
         self.txns[reference.index()]
     }
 
-    /// The transactions it holds.
+    /// The transactions it holds for the operation (under our references; the foreign one apart).
     pub fn stored(&self) -> impl Iterator<Item = Txn> + '_ {
         self.txns.iter().flatten().copied()
     }
@@ -293,12 +352,25 @@ impl Provider {
         if slot.is_some() {
             return false;
         }
-        *slot = Some(Txn {
-            phase: Phase::Submitted,
-            replaced: false,
-            indexed: false,
-        });
+        *slot = Some(Txn::submitted());
         true
+    }
+
+    /// The transaction `candidate` names, stored or not listed yet (our request's is the one
+    /// under `reference`).
+    pub fn candidate(&self, reference: Reference, candidate: Candidate) -> Option<Txn> {
+        match candidate {
+            Candidate::Own => self.txn(reference),
+            Candidate::Foreign => self.foreign,
+        }
+    }
+
+    /// `candidate` as the provider's list shows it now: `Found` once listed, `NotFound` before.
+    pub fn listed(&self, reference: Reference, candidate: Candidate) -> Lookup {
+        match self.candidate(reference, candidate) {
+            Some(txn) if txn.indexed => Lookup::Found(txn.record()),
+            _ => Lookup::NotFound,
+        }
     }
 
     /// What a lookup by `reference` returns when it does not fail: the record once indexed.
@@ -328,6 +400,11 @@ impl Provider {
                 steps.push(ProviderStep::Replace(reference));
             }
         }
+        if let Some(foreign) = self.foreign {
+            for next in foreign.phase.foreign_successors() {
+                steps.push(ProviderStep::Foreign(*next));
+            }
+        }
     }
 
     /// Takes `step`.
@@ -352,6 +429,11 @@ impl Provider {
             ProviderStep::Replace(reference) => {
                 if let Some(txn) = &mut self.txns[reference.index()] {
                     txn.replaced = true;
+                }
+            }
+            ProviderStep::Foreign(phase) => {
+                if let Some(txn) = &mut self.foreign {
+                    txn.phase = phase;
                 }
             }
         }

@@ -19,7 +19,7 @@ impl Model for CustodianModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        vec![State::initial()]
+        vec![State::initial(self.config.lists_foreign())]
     }
 
     fn actions(&self, state: &State, actions: &mut Vec<Action>) {
@@ -63,6 +63,18 @@ pub fn check(label: &str, config: CustodianConfig, until: Until) -> CustodianRep
     run(label, CustodianModel::new(config), threads, until)
 }
 
+/// Each executor instance's step, `idle` when it has none.
+fn executors(state: &State) -> Vec<String> {
+    state
+        .executors
+        .iter()
+        .map(|pc| match pc {
+            Pc::Idle => "idle".to_owned(),
+            other => format!("{other:?}"),
+        })
+        .collect()
+}
+
 /// A one-line summary of a state.
 pub fn brief(state: &State) -> String {
     let ledger = &state.ledger;
@@ -70,7 +82,8 @@ pub fn brief(state: &State) -> String {
         .provider
         .txns
         .iter()
-        .zip(["ours", "fresh"])
+        .chain([&state.provider.foreign])
+        .zip(["ours", "fresh", "foreign"])
         .filter_map(|(t, name)| {
             t.map(|t| {
                 format!(
@@ -82,21 +95,13 @@ pub fn brief(state: &State) -> String {
             })
         })
         .collect();
-    let pcs: Vec<String> = state
-        .executors
-        .iter()
-        .map(|pc| match pc {
-            Pc::Idle => "idle".to_owned(),
-            other => format!("{other:?}"),
-        })
-        .collect();
     let mut line = format!(
         "{} hold={:?} sends={} provider=[{}] executors=[{}]",
         ledger.state,
         ledger.hold,
         ledger.sends,
         txns.join(", "),
-        pcs.join(", ")
+        executors(state).join(", ")
     );
     if let Some(i) = ledger.owner {
         let _ = write!(line, " claim_lease={i}");
@@ -135,6 +140,12 @@ pub fn brief(state: &State) -> String {
     }
     if let Some(e) = ledger.escalation {
         let _ = write!(line, " escalated={e:?}");
+    }
+    if let Some(c) = ledger.bound {
+        let _ = write!(line, " bound={c:?}");
+    }
+    if ledger.foreign_bound_elsewhere {
+        line.push_str(" foreign_bound_elsewhere");
     }
     line
 }

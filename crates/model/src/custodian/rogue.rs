@@ -1,20 +1,25 @@
 //! The executor's database login, compromised: once the request is persisted, it may insert one
-//! record of its own (REJECTED, no hash) with a proposal of it, and ask for any move the
-//! transition table allows the custodian actor, at any moment. The store checks its moves as the
-//! executor's (the compare-and-set, `check_transition`, the release rule). It cannot attest: the
-//! witness's table is not its own. (Before the request is persisted there is nothing at the
-//! provider, and an operation without a request is outside the custodian release rule.)
+//! record of its own (REJECTED, no hash) with a proposal of it, ask for any move the transition
+//! table allows the custodian actor, at any moment, and, without lookup, insert a binding of the
+//! operation to either provider transaction (ours or the foreign one, listed or not), which the
+//! database takes as an operator's (migration 37: BROADCAST or UNKNOWN, once, one withdrawal per
+//! transaction). The store checks its moves as the executor's (the compare-and-set,
+//! `check_transition`, the release rule). It cannot attest: the witness's table is not its own.
+//! (Before the request is persisted there is nothing at the provider, and an operation without a
+//! request is outside the custodian release rule.)
 
-use opledger_domain::custodian::ProviderStatus;
+use opledger_domain::custodian::{Profile, ProviderStatus};
 use opledger_domain::state::{Actor, OperationState, TRANSITIONS};
 
 use super::decisions::ReleaseRule;
 use super::ghost::Ghost;
 use super::ledger::{Ledger, Moved, Rec};
-use super::state::RogueStep;
+use super::provider::Candidate;
+use super::state::{RogueStep, State};
 
 /// The steps it may take now.
-pub fn steps(ledger: &Ledger, ghost: &Ghost, steps: &mut Vec<RogueStep>) {
+pub fn steps(profile: Profile, state: &State, steps: &mut Vec<RogueStep>) {
+    let (ledger, ghost) = (&state.ledger, &state.ghost);
     if matches!(
         ledger.state,
         OperationState::Approved | OperationState::Signing
@@ -27,6 +32,17 @@ pub fn steps(ledger: &Ledger, ghost: &Ghost, steps: &mut Vec<RogueStep>) {
     for row in TRANSITIONS {
         if row.from == ledger.state && row.actors.contains(&Actor::Custodian) {
             steps.push(RogueStep::Move(row.to));
+        }
+    }
+    if !profile.has_lookup() {
+        for candidate in Candidate::ALL {
+            let stored = state
+                .provider
+                .candidate(ledger.reference, candidate)
+                .is_some();
+            if stored && ledger.may_bind(candidate) {
+                steps.push(RogueStep::Bind(candidate));
+            }
         }
     }
 }
@@ -48,6 +64,13 @@ pub fn take(ledger: &mut Ledger, ghost: &mut Ghost, rule: ReleaseRule, step: Rog
         RogueStep::Move(to) => {
             let from = ledger.state;
             ledger.transition(from, to, Actor::Custodian, rule, ghost) == Moved::Done
+        }
+        RogueStep::Bind(candidate) => {
+            let taken = ledger.may_bind(candidate);
+            if taken {
+                ledger.bound = Some(candidate);
+            }
+            taken
         }
     }
 }

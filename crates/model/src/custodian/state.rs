@@ -1,12 +1,12 @@
 //! The custodian model's state and actions.
 
-use opledger_domain::custodian::{Next, Round, SubmitAnswer};
+use opledger_domain::custodian::{Next, Round, SubmitAnswer, Window};
 use opledger_domain::evidence::Hash32;
 use opledger_domain::state::OperationState;
 
 use super::ghost::Ghost;
 use super::ledger::Ledger;
-use super::provider::{Outcome, Provider, ProviderStep};
+use super::provider::{Candidate, Outcome, Provider, ProviderStep, Txn};
 
 /// Where an executor instance is in its pass: what it read and decided and has not written yet.
 /// A crash at any of these boundaries forgets it (back to [`Pc::Idle`]).
@@ -111,6 +111,9 @@ pub enum RogueStep {
     Fabricate,
     /// Asks for a move of the custodian actor to this state.
     Move(OperationState),
+    /// Inserts a binding of the operation to this provider transaction (`no_lookup`), which the
+    /// database takes as any binding (migration 37's trigger and keys).
+    Bind(Candidate),
 }
 
 /// A lease of the store's.
@@ -136,8 +139,11 @@ pub enum Action {
     /// The witness looks the reference up and judges the proposal of record `0` (attests it, or
     /// refuses it for good).
     Witness(u8),
-    /// An operator binds the provider's listed transaction of the request (`no_lookup`).
-    Bind,
+    /// An operator binds the operation to this listed transaction (`no_lookup`): ours, or,
+    /// careless, another withdrawal's.
+    Bind(Candidate),
+    /// An operator binds the other withdrawal to the foreign transaction (`no_lookup`).
+    BindElsewhere,
     /// The compromised login's step.
     Rogue(RogueStep),
 }
@@ -158,14 +164,27 @@ pub struct State {
 }
 
 impl State {
-    /// The initial state: an APPROVED custodian withdrawal, nothing at the provider.
-    pub fn initial() -> State {
+    /// The initial state: an APPROVED custodian withdrawal, nothing of it at the provider (which
+    /// lists the foreign transaction when `foreign`).
+    pub fn initial(foreign: bool) -> State {
         State {
-            provider: Provider::default(),
+            provider: Provider {
+                foreign: foreign.then(Txn::foreign),
+                ..Provider::default()
+            },
             ledger: Ledger::approved(),
             executors: [Pc::Idle; 2],
             window_passed: false,
             ghost: Ghost::default(),
+        }
+    }
+
+    /// The provider's consistency window since the last send, as the principals read it.
+    pub fn window(&self) -> Window {
+        if self.window_passed {
+            Window::Passed
+        } else {
+            Window::Inside
         }
     }
 

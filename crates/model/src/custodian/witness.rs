@@ -2,30 +2,36 @@
 //! `witness_release`, from its own lookup of the request's reference at the provider (the
 //! provider's current record; a lookup that lags or fails gives it nothing, and it looks again
 //! later). It attests, refuses for good, or waits. A provider without lookup gives it nothing to
-//! judge from until an operator binds the provider's listed transaction of the request to the
-//! operation; the witness then reads that transaction from its own listing.
+//! judge from until the operation is bound to a listed transaction; the witness then reads that
+//! transaction from its own listing, and attests only what the run's bound-release rule
+//! ([`super::bound`]) allows over its listing: otherwise it waits.
 //!
-//! The operator (`CustodianOperatorService`): binds, once, the transaction the provider lists for
-//! the request (stored and listed), to an operation left to it (BROADCAST or UNKNOWN, escalated
-//! without lookup).
+//! The operator (`CustodianOperatorService`), careless: binds the operation, once, to either
+//! transaction the provider lists with its destination and amount (our request's or another
+//! withdrawal's), when it is left to it (BROADCAST or UNKNOWN, escalated without lookup) and the
+//! database takes the binding; and may bind the other withdrawal to the foreign transaction.
 
 use opledger_domain::custodian::{
     Lookup, OwnLookup, Profile, ProposedRelease, WitnessVerdict, witness_release,
 };
 
-use opledger_domain::state::OperationState;
+use super::bound::{self, Listed};
+use super::decisions::BoundRelease;
+use super::ledger::{Escalation, Ledger};
+use super::provider::{Candidate, Provider};
+use super::state::State;
 
-use super::ledger::Ledger;
-use super::provider::Provider;
-
-/// The witness's verdict on the proposal of record `id` now, when it has one to judge.
+/// The witness's verdict on the proposal of record `id` now, when it has one to judge (`None`
+/// also when the bound-release rule waits: the listing window, or another listed candidate).
 pub fn verdict(
     profile: Profile,
-    provider: &Provider,
-    ledger: &Ledger,
+    rule: BoundRelease,
+    state: &State,
     id: u8,
 ) -> Option<WitnessVerdict> {
-    if !(profile.has_lookup() || ledger.bound)
+    let (provider, ledger, window) = (&state.provider, &state.ledger, state.window());
+    let bound = ledger.bound.filter(|_| !profile.has_lookup());
+    if !(profile.has_lookup() || bound.is_some())
         || !ledger.is_proposed(id)
         || ledger.is_attested(id)
         || ledger.is_refused(id)
@@ -36,35 +42,61 @@ pub fn verdict(
         record: ledger.rec(id)?.record(),
         ever_broadcast: ledger.ever_broadcast(),
     };
-    let lookup = provider.lookup(ledger.reference);
-    let replaced = matches!(lookup, Lookup::Found(_))
-        && provider.txn(ledger.reference).is_some_and(|t| t.replaced);
+    let (lookup, txn) = match bound {
+        Some(candidate) => (
+            provider.listed(ledger.reference, candidate),
+            provider.candidate(ledger.reference, candidate),
+        ),
+        None => (
+            provider.lookup(ledger.reference),
+            provider.txn(ledger.reference),
+        ),
+    };
+    let replaced = matches!(lookup, Lookup::Found(_)) && txn.is_some_and(|t| t.replaced);
     let own = OwnLookup {
         lookup,
         replaced,
         differs: false,
     };
-    Some(witness_release(proposed, own))
+    let verdict = witness_release(proposed, own);
+    if let (Some(candidate), Lookup::Found(record), WitnessVerdict::Attest(_)) =
+        (bound, lookup, verdict)
+    {
+        let others = bound::others(provider, ledger.reference, candidate, |c| {
+            ledger.bound_elsewhere(c)
+        });
+        if !rule(window, Listed { record, replaced }, &others) {
+            return None;
+        }
+    }
+    Some(verdict)
 }
 
-/// Whether an operator may bind the provider's transaction of the request now.
-pub fn bindable(profile: Profile, provider: &Provider, ledger: &Ledger) -> bool {
-    !profile.has_lookup()
-        && !ledger.bound
-        && ledger.escalation == Some(super::ledger::Escalation::NoLookup)
-        && matches!(
-            ledger.state,
-            OperationState::Broadcast | OperationState::Unknown
-        )
-        && matches!(provider.lookup(ledger.reference), Lookup::Found(_))
+/// The transactions an operator may bind the operation to now: each listed one the database
+/// takes, once the operation is left to it without lookup.
+pub fn bindable(profile: Profile, provider: &Provider, ledger: &Ledger) -> Vec<Candidate> {
+    if profile.has_lookup() || ledger.escalation != Some(Escalation::NoLookup) {
+        return Vec::new();
+    }
+    Candidate::ALL
+        .into_iter()
+        .filter(|c| {
+            ledger.may_bind(*c) && matches!(provider.listed(ledger.reference, *c), Lookup::Found(_))
+        })
+        .collect()
+}
+
+/// Whether an operator may bind the other withdrawal to the foreign transaction now.
+pub fn bindable_elsewhere(provider: &Provider, ledger: &Ledger) -> bool {
+    provider.foreign.is_some() && ledger.may_bind_elsewhere()
 }
 
 /// The proposals whose judgment changes something now (an attestation or a refusal).
-pub fn judgeable(profile: Profile, provider: &Provider, ledger: &Ledger) -> Vec<u8> {
+pub fn judgeable(profile: Profile, rule: BoundRelease, state: &State) -> Vec<u8> {
     (1..=16u8)
         .filter(|id| {
             matches!(
-                verdict(profile, provider, ledger, *id),
+                verdict(profile, rule, state, *id),
                 Some(WitnessVerdict::Attest(_) | WitnessVerdict::Refuse(_))
             )
         })
@@ -72,14 +104,14 @@ pub fn judgeable(profile: Profile, provider: &Provider, ledger: &Ledger) -> Vec<
 }
 
 /// Judges the proposal of record `id`; false when that changes nothing.
-pub fn judge(profile: Profile, provider: &Provider, ledger: &mut Ledger, id: u8) -> bool {
-    match verdict(profile, provider, ledger, id) {
+pub fn judge(profile: Profile, rule: BoundRelease, state: &mut State, id: u8) -> bool {
+    match verdict(profile, rule, state, id) {
         Some(WitnessVerdict::Attest(status)) => {
-            ledger.attest(id, status);
+            state.ledger.attest(id, status);
             true
         }
         Some(WitnessVerdict::Refuse(_)) => {
-            ledger.refuse(id);
+            state.ledger.refuse(id);
             true
         }
         Some(WitnessVerdict::Wait(_)) | None => false,

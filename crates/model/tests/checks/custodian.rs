@@ -1,28 +1,35 @@
 //! The custodian model (issue 27, `opledger_model::custodian`): the domain's custodian decisions
 //! hold every property for every provider profile through crashes at every step boundary, lost,
 //! delayed, 5xx, 429, duplicate and replayed answers, refusals, lookup lag and the consistency
-//! window; a compromised executor login never gets a release; each mutant is caught. Every check
-//! prints `model: states=... elapsed=...ms check="custodian, ..."`.
+//! window; without lookup, an operator's binding to another withdrawal's transaction never
+//! releases a paid withdrawal nor settles one payment twice; a compromised executor login never
+//! gets a release; each mutant is caught. Every check prints
+//! `model: states=... elapsed=...ms check="custodian, ..."`.
 
 use std::collections::BTreeSet;
 
 use opledger_domain::custodian::Profile;
 use opledger_model::Until;
 use opledger_model::custodian::properties::{
-    EXECUTED_NEVER_RELEASED, HOLD_MATCHES_STATE, NEVER_RELEASED_WHILE_BROADCAST, ONE_REFERENCE,
-    ONE_TRANSACTION, REACH_WITNESS_REFUSED, REFUSAL_ONLY_WHEN_NOTHING_STORED, REFUSED_KEEPS_HOLD,
-    RELEASED_ON_ATTESTED_RECORD, SETTLED_ONLY_WHEN_EXECUTED, STEPS_ARE_LEGAL,
+    EXECUTED_NEVER_RELEASED, HOLD_MATCHES_STATE, NEVER_RELEASED_WHILE_BROADCAST,
+    ONE_PAYMENT_ONE_SETTLEMENT, ONE_REFERENCE, ONE_TRANSACTION, REACH_BOUND_RELEASE_WAITS,
+    REACH_FOREIGN_BOUND_RELEASED, REACH_FOREIGN_BOUND_SETTLED, REACH_WITNESS_REFUSED,
+    REFUSAL_ONLY_WHEN_NOTHING_STORED, REFUSED_KEEPS_HOLD, RELEASED_ON_ATTESTED_RECORD,
+    SETTLED_ONLY_WHEN_EXECUTED, STEPS_ARE_LEGAL,
 };
-use opledger_model::custodian::{CustodianConfig, CustodianReport, Mutant, State, check};
+use opledger_model::custodian::provider::{Candidate, Phase};
+use opledger_model::custodian::{Action, CustodianConfig, CustodianReport, Mutant, State, check};
 
 /// The properties about the money: one transaction, no release while anything may be or was
-/// broadcast, a release only on an attested record, a refusal keeping the hold.
-const MONEY: [&str; 8] = [
+/// broadcast, a release only on an attested record, one payment settling one withdrawal, a
+/// refusal keeping the hold.
+const MONEY: [&str; 9] = [
     ONE_REFERENCE,
     ONE_TRANSACTION,
     NEVER_RELEASED_WHILE_BROADCAST,
     RELEASED_ON_ATTESTED_RECORD,
     EXECUTED_NEVER_RELEASED,
+    ONE_PAYMENT_ONE_SETTLEMENT,
     REFUSED_KEEPS_HOLD,
     HOLD_MATCHES_STATE,
     STEPS_ARE_LEGAL,
@@ -63,7 +70,7 @@ fn counterexample(report: &CustodianReport, property: &str) -> State {
         .discoveries
         .get(property)
         .map(|d| d.last_state().clone())
-        .unwrap_or_else(State::initial)
+        .unwrap_or_else(|| State::initial(false))
 }
 
 fn run(label: &str, config: CustodianConfig) -> CustodianReport {
@@ -172,7 +179,9 @@ fn custodian_mutant_a_resend_with_a_new_reference_is_caught_as_two_transactions(
 /// Mutant 2: a ledger that releases on the executor's proposal alone. With an honest executor
 /// its proposals are true and only the attestation property sees it; with its login compromised
 /// (a forged REJECTED record proposed while the provider broadcast), the hold is released while
-/// the transaction is broadcast and executed.
+/// the transaction is broadcast and executed. The mutant is the ledger's: checked without the
+/// foreign candidate (the world it was written for; the foreign one multiplies the state space
+/// several times and shows nothing more of it).
 #[test]
 fn custodian_mutant_a_release_on_the_proposal_alone_is_caught_paying_twice() {
     for profile in Profile::ALL {
@@ -181,6 +190,7 @@ fn custodian_mutant_a_release_on_the_proposal_alone_is_caught_paying_twice() {
             CustodianConfig {
                 mutant: Mutant::ReleaseOnProposal,
                 compromised_executor: true,
+                foreign_candidate: false,
                 ..CustodianConfig::new(profile)
             },
         );
@@ -239,7 +249,10 @@ fn custodian_mutant_a_resend_refusal_taken_for_a_refusal_is_caught() {
 /// and made without a lease): with two instances whose leases lapse, one that read SIGNED
 /// without a send sends a "first" request after the other's was stored, takes its refusal (a
 /// 401 of its own) for "refused before anything was stored" and fails the withdrawal while the
-/// provider holds the other's request.
+/// provider holds the other's request. Checked without the foreign candidate (the world it was
+/// written for): with it, the stale "first" send may also store our request after a release on
+/// the other withdrawal's rejected transaction was attested (the listing window then passed with
+/// nothing of ours stored), paid and released, and the check grows several times.
 #[test]
 fn custodian_mutant_a_send_on_a_stale_read_is_caught_concluding_a_refusal_while_stored() {
     for profile in Profile::ALL {
@@ -248,6 +261,7 @@ fn custodian_mutant_a_send_on_a_stale_read_is_caught_concluding_a_refusal_while_
             CustodianConfig {
                 executors: 2,
                 mutant: Mutant::SendOnStaleRead,
+                foreign_candidate: false,
                 ..CustodianConfig::new(profile)
             },
         );
@@ -261,4 +275,96 @@ fn custodian_mutant_a_send_on_a_stale_read_is_caught_concluding_a_refusal_while_
         let last = counterexample(&report, REFUSAL_ONLY_WHEN_NOTHING_STORED);
         assert!(last.provider.stored().next().is_some());
     }
+}
+
+/// Without lookup, the provider lists another withdrawal of ours to the same destination and
+/// amount beside ours; a careless operator may bind ours to either, the other withdrawal may be
+/// bound to its own, and the foreign transaction is paid, rejected or in flight on its own. The
+/// executor proposes and the witness attests a release of a bound withdrawal only on a listing
+/// read after the provider's consistency window since our send, when the bound transaction and
+/// every other listed candidate not bound to another withdrawal ended without a hash: every
+/// property holds, and the model reaches a release waiting on the other candidate, a release
+/// and a settlement bound to the other withdrawal's transaction.
+#[test]
+fn custodian_without_lookup_a_wrong_binding_never_releases_a_paid_withdrawal() {
+    let report = run(
+        "bound release rule",
+        CustodianConfig::new(Profile::NoLookup),
+    );
+    assert_holds(&report);
+    for example in [
+        REACH_BOUND_RELEASE_WAITS,
+        REACH_FOREIGN_BOUND_RELEASED,
+        REACH_FOREIGN_BOUND_SETTLED,
+    ] {
+        assert!(report.discoveries.contains_key(example), "{example}");
+    }
+}
+
+/// Mutant 5, the review's F1: a release of a bound withdrawal judged on the bound transaction
+/// alone. Our withdrawal was paid (its answer lost, its transaction listed); the other
+/// withdrawal's transaction to the same destination and amount was rejected; the operator binds
+/// ours to the rejected one, the witness attests from it, and the paid withdrawal is released.
+#[test]
+fn custodian_mutant_a_release_on_the_bound_record_alone_is_caught_releasing_a_paid_withdrawal() {
+    let report = run(
+        "mutant: release on the bound record alone",
+        CustodianConfig {
+            mutant: Mutant::ReleaseOnBoundRecordAlone,
+            ..CustodianConfig::new(Profile::NoLookup)
+        },
+    );
+    let violated = report.violated();
+    for property in [EXECUTED_NEVER_RELEASED, NEVER_RELEASED_WHILE_BROADCAST] {
+        assert!(
+            violated.contains(property),
+            "{}: {violated:?}",
+            report.label
+        );
+    }
+    let last = counterexample(&report, EXECUTED_NEVER_RELEASED);
+    let ours = last
+        .provider
+        .txn(last.ledger.reference)
+        .expect("ours stored");
+    let foreign = last.provider.foreign.expect("the foreign transaction");
+    assert!(ours.phase.paid() && ours.indexed, "{ours:?}");
+    assert_eq!(foreign.phase, Phase::Rejected);
+    assert_eq!(last.ledger.bound, Some(Candidate::Foreign));
+    assert!(last.window_passed);
+}
+
+/// Mutant 6: the review's rule (the bound transaction and every other listed candidate not bound
+/// to another withdrawal ended without a hash) over a listing read before the provider's
+/// consistency window since our send passed. The list then need not show our own request's
+/// transaction (the provider's lag, or a create still in the network): the other withdrawal's
+/// rejected transaction is all it shows, an operator binds it, both principals find nothing else
+/// listed, and our request, stored and paid, is released.
+#[test]
+fn custodian_mutant_the_bound_release_rule_before_the_listing_window_is_caught() {
+    let report = run(
+        "mutant: bound release before the listing window",
+        CustodianConfig {
+            mutant: Mutant::BoundReleaseBeforeListingWindow,
+            ..CustodianConfig::new(Profile::NoLookup)
+        },
+    );
+    let violated = report.violated();
+    assert!(
+        violated.contains(EXECUTED_NEVER_RELEASED),
+        "{}: {violated:?}",
+        report.label
+    );
+    let discovery = &report.discoveries[EXECUTED_NEVER_RELEASED];
+    let (_, bound) = discovery
+        .steps
+        .iter()
+        .find(|(action, _)| matches!(action, Action::Bind(Candidate::Foreign)))
+        .expect("bound to the foreign transaction");
+    let listed = bound
+        .provider
+        .txn(bound.ledger.reference)
+        .is_some_and(|t| t.indexed);
+    assert!(!listed, "ours was listed when bound: {bound:?}");
+    counterexample(&report, EXECUTED_NEVER_RELEASED);
 }

@@ -316,6 +316,12 @@ mod tests {
                 "a binding is never changed",
             ),
             (
+                Code::FailedPrecondition,
+                "CANDIDATE_AMBIGUOUS",
+                None,
+                "bind that one to the withdrawal it paid first",
+            ),
+            (
                 Code::Unavailable,
                 "PROVIDER_UNAVAILABLE",
                 None,

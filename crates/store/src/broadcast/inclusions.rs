@@ -197,7 +197,10 @@ impl Store {
     }
 }
 
-async fn insert_inclusion(conn: &mut sqlx::PgConnection, inclusion: &Inclusion) -> Result<()> {
+pub(crate) async fn insert_inclusion(
+    conn: &mut sqlx::PgConnection,
+    inclusion: &Inclusion,
+) -> Result<()> {
     sqlx::query(
         "INSERT INTO inclusions (tenant_id, op_id, tx_hash, block_number, block_hash) \
          VALUES ($1, $2, $3, $4, $5)",

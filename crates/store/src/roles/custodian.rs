@@ -14,7 +14,7 @@ super::role_handle! {
     CustodianStore, custodian
 }
 
-super::shared_calls!(CustodianStore: confirm, escalate, record_security_event);
+super::shared_calls!(CustodianStore: bound_elsewhere, confirm, escalate, record_security_event);
 
 impl CustodianStore {
     /// See [`Store::signing_input`]: what the approvals are verified from.
@@ -169,5 +169,14 @@ impl CustodianStore {
     /// See [`Store::custodian_gauges`]: what `/metrics` serves, read at scrape time.
     pub async fn custodian_gauges(&self) -> Result<crate::custodian_metrics::CustodianGauges> {
         self.store.custodian_gauges().await
+    }
+
+    /// See [`Store::confirm_custodian`].
+    pub async fn confirm_custodian(
+        &self,
+        request: &crate::transition::TransitionRequest<'_>,
+        inclusion: &crate::transition::Inclusion,
+    ) -> Result<crate::custodian_bindings::Settled> {
+        self.store.confirm_custodian(request, inclusion).await
     }
 }

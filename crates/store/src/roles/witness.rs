@@ -131,4 +131,4 @@ impl WitnessStore {
     }
 }
 
-super::shared_calls!(WitnessStore: attempts, credit, trust_statement, withdrawal);
+super::shared_calls!(WitnessStore: attempts, bound_elsewhere, credit, trust_statement, withdrawal);

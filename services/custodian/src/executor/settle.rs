@@ -9,6 +9,7 @@ use opledger_domain::custodian::{Lookup, ProviderStatus};
 use opledger_domain::state::{Actor, OperationState as S};
 use opledger_store::StoreError;
 use opledger_store::custodian::{CustodianDue, NewRecord};
+use opledger_store::custodian_bindings::Settled;
 use opledger_store::transition::Inclusion;
 
 impl Executor {
@@ -43,7 +44,11 @@ impl Executor {
                     block_number: block.number,
                     block_hash: format!("0x{}", hex::encode(block.hash)),
                 };
-                ignore_conflict(self.store.confirm(&settle, &inclusion).await)
+                match self.store.confirm_custodian(&settle, &inclusion).await {
+                    Ok(Settled::Confirmed) | Err(StoreError::Conflict { .. }) => Ok(()),
+                    Ok(Settled::SettlesAnother) => self.settles_another(due).await,
+                    Err(e) => Err(e),
+                }
             }
             ChainSays::Unwatched if completed => {
                 ignore_conflict(self.store.transition(&settle).await)
@@ -51,7 +56,8 @@ impl Executor {
             ChainSays::NotYet
                 if matches!(status.class(), StatusClass::Completed | StatusClass::Failed)
                     && due
-                        .since_request
+                        .since_bound
+                        .or(due.since_request)
                         .is_some_and(|secs| secs > self.stuck_after.as_secs_f64()) =>
             {
                 tracing::warn!(op = %o, "the custodian's final transaction is not final on chain");
@@ -115,6 +121,49 @@ impl Executor {
             .record_custodian_record(op.payload.tenant_id, op.op_id, &new, &self.executor_id)
             .await?;
         Ok(Some(id))
+    }
+
+    /// A stored request body that is not the one the approved payload gives: a security event
+    /// for an operator, and nothing is sent.
+    pub(super) async fn body_differs(&self, due: &CustodianDue) -> Result<(), StoreError> {
+        let op = &due.operation;
+        let (t, o) = (op.payload.tenant_id, op.op_id);
+        tracing::error!(op = %o, "the stored custodian request is not the approved payload's: not sent");
+        self.store
+            .record_security_event(
+                t,
+                o,
+                "CUSTODIAN_REQUEST_BODY_DIFFERS",
+                Actor::Custodian,
+                &self.executor_id,
+                "the stored request body is not the one the approved payload gives",
+            )
+            .await?;
+        self.store
+            .record_custodian_escalation(t, o, "security", "CUSTODIAN_REQUEST_BODY_DIFFERS")
+            .await
+    }
+
+    /// The transaction a record names is another withdrawal's record's too (a provider, or an
+    /// operator's binding, naming one transfer for two withdrawals): a security event, never a
+    /// second settlement on it.
+    async fn settles_another(&self, due: &CustodianDue) -> Result<(), StoreError> {
+        let op = &due.operation;
+        let (t, o) = (op.payload.tenant_id, op.op_id);
+        tracing::error!(op = %o, "the custodian's transaction is another withdrawal's too: not settled");
+        self.store
+            .record_security_event(
+                t,
+                o,
+                "CUSTODIAN_TRANSACTION_SETTLES_ANOTHER",
+                Actor::Custodian,
+                &self.executor_id,
+                "another withdrawal's provider record names the same transaction",
+            )
+            .await?;
+        self.store
+            .record_custodian_escalation(t, o, "security", "CUSTODIAN_TRANSACTION_SETTLES_ANOTHER")
+            .await
     }
 
     /// A record that differs from the request: a security event for an operator, never a

@@ -1,0 +1,356 @@
+//! The guards an adversarial review of the `no_lookup` binding asked for, each played by its
+//! adversary:
+//! - a careless operator (or the executor's login writing the binding itself) binding a paid
+//!   withdrawal to the rejection of another withdrawal with the same destination and amount: the
+//!   API refuses it, and a binding written anyway never releases anything;
+//! - a provider naming one transaction for two withdrawals: the second is never settled on it;
+//! - the executor's login storing a request body of its own: the executor derives the body
+//!   again from the approved payload before every send and sends nothing else.
+
+use crate::no_lookup::{funded, operator_api as api, prime};
+use crate::witness::scalar;
+use opledger_domain::state::OperationState as S;
+use opledger_proto::v1 as pb;
+use opledger_proto::v1::custodian_operator_service_client::CustodianOperatorServiceClient;
+use opledger_store::custodian::{NewRecord, StoredRequest, custodian_move};
+use opledger_store::custodian_bindings::{Bound, NewBinding};
+use opledger_store::roles::CustodianStore;
+use opledger_store::{Store, StoreConfig};
+use opledger_testkit::ServiceRole;
+use opledger_tests::custodian::{
+    Sim, approved_withdrawal, approved_withdrawal_to, chains, custodian_witness, drive_until,
+    executor, state,
+};
+use opledger_tests::{Stack, Tenant, authed, reason};
+use serde_json::json;
+use std::time::{Duration, Instant};
+use tonic::Code;
+
+const AMOUNT: &str = "1000000000000000";
+const WITHIN: Duration = Duration::from_secs(30);
+
+/// A tenant with ETH in `treasury`.
+async fn fund(stack: &Stack) -> anyhow::Result<Tenant> {
+    let acme = stack.tenant("acme").await?;
+    stack
+        .fund(&acme, "treasury", "ETH", "100000000000000000")
+        .await?;
+    Ok(acme)
+}
+
+async fn login(stack: &Stack) -> anyhow::Result<CustodianStore> {
+    Ok(
+        Store::connect(&stack.url(ServiceRole::Custodian), StoreConfig::default())
+            .await
+            .map_err(|e| anyhow::anyhow!(e.log_safe()))?
+            .custodian(),
+    )
+}
+
+fn bind(op: &str, provider_id: &str) -> pb::BindCustodianCandidateRequest {
+    pb::BindCustodianCandidateRequest {
+        withdrawal_id: op.to_owned(),
+        provider_id: provider_id.to_owned(),
+        reason: "matched in the provider's console".to_owned(),
+    }
+}
+
+/// The provider id of `op`'s candidate with `status`.
+async fn candidate(
+    api: &mut CustodianOperatorServiceClient<tonic::transport::Channel>,
+    tenant: &Tenant,
+    op: &str,
+    status: &str,
+) -> anyhow::Result<String> {
+    let listed = api
+        .list_custodian_candidates(authed(
+            &tenant.operator,
+            pb::ListCustodianCandidatesRequest {
+                withdrawal_id: op.to_owned(),
+            },
+        ))
+        .await?
+        .into_inner();
+    listed
+        .candidates
+        .iter()
+        .find(|c| c.status == status)
+        .map(|c| c.provider_id.clone())
+        .ok_or_else(|| anyhow::anyhow!("no {status} candidate: {:?}", listed.candidates))
+}
+
+async fn escalations(stack: &Stack, op: &str) -> anyhow::Result<Vec<String>> {
+    Ok(sqlx::query_scalar(
+        "SELECT reason_code FROM escalations WHERE op_id = $1::uuid ORDER BY reason_code",
+    )
+    .bind(op)
+    .fetch_all(stack.admin.pool())
+    .await?)
+}
+
+/// Passes `executor` until `op` has escalated `reason` (or `WITHIN`).
+async fn until_escalated(
+    stack: &Stack,
+    executor: &opledger_custodian_executor::Executor,
+    op: &str,
+    reason: &str,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + WITHIN;
+    while !escalations(stack, op).await?.iter().any(|r| r == reason) {
+        anyhow::ensure!(Instant::now() < deadline, "never escalated {reason}");
+        executor.pass(16, 4).await;
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    Ok(())
+}
+
+/// The review's money-loss path. Two withdrawals to one destination, same amount, both answers
+/// lost: the provider paid A and rejected B. A's candidates are both transactions.
+#[tokio::test]
+async fn a_paid_withdrawal_bound_to_another_withdrawals_rejection_is_never_released()
+-> anyhow::Result<()> {
+    let sim = prime(json!([{"kind": "drop_response", "nth": 1, "profile": "prime"}])).await?;
+    let stack = Stack::start().await?;
+    let (acme, account) = funded(&stack, &sim).await?;
+    let executor = executor(&stack, "executor-1", vec![account.clone()])
+        .await?
+        .with_chains(chains(&sim)?);
+    let destination = format!("0x{}", hex::encode([0x42_u8; 20]));
+    let a = approved_withdrawal_to(&stack, &acme, AMOUNT, &destination)
+        .await?
+        .withdrawal_id;
+    executor.pass(16, 4).await;
+    sim.set_faults(&json!({"seed": 5, "rules": [
+        {"kind": "drop_response", "nth": 1, "profile": "prime"},
+        {"kind": "reject", "profile": "prime"}
+    ]}))
+    .await?;
+    let b = approved_withdrawal_to(&stack, &acme, AMOUNT, &destination)
+        .await?
+        .withdrawal_id;
+    executor.pass(16, 4).await;
+    assert_eq!(state(&stack, &a).await?, "UNKNOWN");
+    assert_eq!(state(&stack, &b).await?, "UNKNOWN");
+
+    let mut api = api(&stack, account).await?;
+    let paid = candidate(&mut api, &acme, &a, "TRANSACTION_DONE").await?;
+    let rejected = candidate(&mut api, &acme, &a, "TRANSACTION_REJECTED").await?;
+    // The wrong binding is refused while the payment is bound to no withdrawal, and so is B's
+    // right one: either rejection may be the withdrawal that was paid.
+    for (op, id) in [(&a, &rejected), (&b, &rejected)] {
+        let err = api
+            .bind_custodian_candidate(authed(&acme.operator, bind(op, id)))
+            .await
+            .expect_err("ambiguous");
+        assert_eq!(
+            (err.code(), reason(&err).as_str()),
+            (Code::FailedPrecondition, "CANDIDATE_AMBIGUOUS")
+        );
+    }
+    let bindings = "SELECT count(*) FROM custodian_bindings WHERE op_id = $1::uuid";
+    assert_eq!(scalar(&stack, bindings, &a).await?, 0);
+
+    // Written anyway (the executor's login, past the API): the executor concludes nothing,
+    // escalates, and the witness has nothing to attest; A is never released.
+    let wrong = NewBinding {
+        provider_id: &rejected,
+        status: "TRANSACTION_REJECTED",
+        tx_hashes: &[],
+        answer_sha256: [0; 32],
+        operator_key_id: "forged",
+        reason: "past the API",
+        executor_id: "rogue",
+        record: None,
+    };
+    let store = login(&stack).await?;
+    assert_eq!(
+        store
+            .bind_custodian_transaction(acme.id, a.parse()?, &wrong)
+            .await?,
+        Bound::Recorded
+    );
+    until_escalated(&stack, &executor, &a, "CUSTODIAN_BINDING_AMBIGUOUS").await?;
+    let mut own = sim.prime_account(&acme)?;
+    own.name = "prime-witness".to_owned();
+    let witness = custodian_witness(&stack, &sim, vec![own]).await?;
+    for _ in 0..3 {
+        executor.pass(16, 4).await;
+        witness.tick(16).await;
+    }
+    let proposals = "SELECT count(*) FROM custodian_release_proposals WHERE op_id = $1::uuid";
+    assert_eq!(scalar(&stack, proposals, &a).await?, 0);
+    assert_eq!(state(&stack, &a).await?, "UNKNOWN");
+
+    // B bound to the payment (the crossing is neutral: one payment, one settlement) accounts for
+    // it: A's rejection now reads, and A is released once the witness attests; B settles.
+    api.bind_custodian_candidate(authed(&acme.operator, bind(&b, &paid)))
+        .await?;
+    sim.anvil()?.mine(3).await?;
+    drive_until(&stack, &[&executor], &b, &["CONFIRMED"], WITHIN).await?;
+    let deadline = Instant::now() + WITHIN;
+    while state(&stack, &a).await? != "VERIFIED_NOT_SENT" {
+        anyhow::ensure!(Instant::now() < deadline, "A never released");
+        executor.pass(16, 4).await;
+        witness.tick(16).await;
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    // One payment on chain, one settlement, one release: the books match the chain.
+    assert_eq!(sim.anvil()?.balance(&destination).await?, AMOUNT.parse()?);
+    let (settles, releases): (i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE kind = 'SETTLE'), count(*) FILTER (WHERE kind = 'RELEASE') \
+         FROM ledger_entries WHERE op_id IN ($1::uuid, $2::uuid)",
+    )
+    .bind(&a)
+    .bind(&b)
+    .fetch_one(stack.admin.pool())
+    .await?;
+    assert_eq!((settles, releases), (1, 1));
+    stack.assert_invariants().await
+}
+
+/// A provider naming, for another withdrawal, the transaction that paid this one: the second
+/// settlement on it is refused as a security event.
+#[tokio::test]
+async fn one_transaction_never_settles_two_withdrawals() -> anyhow::Result<()> {
+    let sim = Sim::start(json!({"seed": 3, "rules": []}), 0).await?;
+    let stack = Stack::start().await?;
+    let acme = fund(&stack).await?;
+    let executor = executor(&stack, "executor-1", vec![sim.account(&acme, 2)?])
+        .await?
+        .with_chains(chains(&sim)?);
+    let (paid, _) = approved_withdrawal(&stack, &acme, AMOUNT).await?;
+    let (other, _) = approved_withdrawal(&stack, &acme, AMOUNT).await?;
+    drive_until(
+        &stack,
+        &[&executor],
+        &paid.withdrawal_id,
+        &["BROADCAST"],
+        WITHIN,
+    )
+    .await?;
+    let transfer = &sim.transfers_of(&paid.withdrawal_id).await?[0];
+    let hash = transfer["hash"].as_str().unwrap_or_default().to_owned();
+    // The lie: a record of the other withdrawal naming the same transaction, stored first.
+    let store = login(&stack).await?;
+    store
+        .record_custodian_record(
+            acme.id,
+            other.withdrawal_id.parse()?,
+            &NewRecord {
+                status: "COMPLETED",
+                sub_status: None,
+                tx_hash: Some(&hash),
+                replaced_hashes: &[],
+                provider_id: None,
+                answer_sha256: [1; 32],
+            },
+            "lying-provider",
+        )
+        .await?;
+    sim.anvil()?.mine(3).await?;
+    until_escalated(
+        &stack,
+        &executor,
+        &paid.withdrawal_id,
+        "CUSTODIAN_TRANSACTION_SETTLES_ANOTHER",
+    )
+    .await?;
+    assert_eq!(state(&stack, &paid.withdrawal_id).await?, "BROADCAST");
+    let inclusions = "SELECT count(*) FROM inclusions WHERE op_id = $1::uuid";
+    assert_eq!(scalar(&stack, inclusions, &paid.withdrawal_id).await?, 0);
+    stack.assert_invariants().await
+}
+
+/// The executor's login claims a withdrawal and stores a request body paying another address:
+/// the executor, deriving the body again from the approved payload, never sends it.
+#[tokio::test]
+async fn a_stored_body_that_is_not_the_approved_payloads_is_never_sent() -> anyhow::Result<()> {
+    let sim = Sim::start(json!({"seed": 3, "rules": []}), 0).await?;
+    let stack = Stack::start().await?;
+    let acme = fund(&stack).await?;
+    let account = sim.account(&acme, 2)?;
+    let (w, _) = approved_withdrawal(&stack, &acme, AMOUNT).await?;
+    let (t, o) = (acme.id, w.withdrawal_id.parse()?);
+    let store = login(&stack).await?;
+    let op = stack.admin.withdrawal(acme.id, o).await?;
+    let mut claim = custodian_move(t, o, S::Approved, S::Signing, "rogue", "claimed");
+    claim.expected_hash = Some(op.payload_hash);
+    claim.lease_for = Some(Duration::from_millis(200));
+    store.transition(&claim).await?;
+    // The approved payload's request, with the destination swapped.
+    let adapter = opledger_custodian::build(&account.provider)?;
+    let mut request =
+        opledger_custodian_executor::accounts::transfer(&op).map_err(|e| anyhow::anyhow!(e))?;
+    request.destination = [0x66; 20];
+    let forged = adapter.request(&request)?;
+    let mut persist = custodian_move(t, o, S::Signing, S::Signed, "rogue", "persisted");
+    persist.expected_hash = Some(op.payload_hash);
+    persist.lease_guard = opledger_store::transition::LeaseGuard::HeldBy("rogue");
+    store
+        .persist_custodian_request(
+            &persist,
+            &StoredRequest {
+                account: account.name.clone(),
+                profile: adapter.profile(),
+                body: forged.bytes,
+                body_sha256: forged.sha256,
+            },
+        )
+        .await?;
+    // The honest executor finds it SIGNED with nothing sent once the rogue's lease lapsed.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let executor = executor(&stack, "executor-1", vec![account]).await?;
+    until_escalated(
+        &stack,
+        &executor,
+        &w.withdrawal_id,
+        "CUSTODIAN_REQUEST_BODY_DIFFERS",
+    )
+    .await?;
+    assert!(sim.creates_of(&w.withdrawal_id).await?.is_empty(), "sent");
+    let sends = "SELECT count(*) FROM custodian_sends WHERE op_id = $1::uuid";
+    assert_eq!(scalar(&stack, sends, &w.withdrawal_id).await?, 0);
+    assert_eq!(state(&stack, &w.withdrawal_id).await?, "SIGNED");
+    stack.assert_invariants().await
+}
+
+/// The binding check reads other withdrawals' bindings after taking the transaction's lock;
+/// under an older snapshot it would miss one committed meanwhile, so the database binds only
+/// under READ COMMITTED, whichever login asks.
+#[tokio::test]
+async fn a_binding_under_a_snapshot_older_than_its_lock_is_refused() -> anyhow::Result<()> {
+    let sim = prime(json!([{"kind": "drop_response", "nth": 1, "profile": "prime"}])).await?;
+    let stack = Stack::start().await?;
+    let (acme, account) = funded(&stack, &sim).await?;
+    let executor = executor(&stack, "executor-1", vec![account]).await?;
+    let (w, _) = approved_withdrawal(&stack, &acme, AMOUNT).await?;
+    executor.pass(16, 4).await;
+    assert_eq!(state(&stack, &w.withdrawal_id).await?, "UNKNOWN");
+    let pool = sqlx::PgPool::connect(&stack.url(ServiceRole::Custodian)).await?;
+    for level in ["REPEATABLE READ", "SERIALIZABLE"] {
+        let mut tx = pool.begin().await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SET TRANSACTION ISOLATION LEVEL {level}"
+        )))
+        .execute(&mut *tx)
+        .await?;
+        let inserted = sqlx::query(
+            "INSERT INTO custodian_bindings (tenant_id, op_id, provider_id, status, \
+               answer_sha256, operator_key_id, reason, executor_id) \
+             VALUES ($1, $2::uuid, 'tx-1', 'TRANSACTION_DONE', $3, 'k', 'r', 'rogue')",
+        )
+        .bind(acme.id.as_uuid())
+        .bind(&w.withdrawal_id)
+        .bind([0_u8; 32].as_slice())
+        .execute(&mut *tx)
+        .await;
+        let code = match inserted {
+            Err(sqlx::Error::Database(db)) => db.code().map(|c| c.into_owned()),
+            other => anyhow::bail!("{level}: {other:?}"),
+        };
+        assert_eq!(code.as_deref(), Some("23514"), "{level}");
+    }
+    let bindings = "SELECT count(*) FROM custodian_bindings WHERE op_id = $1::uuid";
+    assert_eq!(scalar(&stack, bindings, &w.withdrawal_id).await?, 0);
+    Ok(())
+}
