@@ -78,11 +78,15 @@ pub struct Suite {
     /// The reconciler's operator API.
     pub operator: SocketAddr,
     operator_task: JoinHandle<Result<(), opledger_server::serve::ServeError>>,
+    /// The custodian executor's operator API.
+    pub custodian: SocketAddr,
+    custodian_task: JoinHandle<Result<(), opledger_server::serve::ServeError>>,
 }
 
 impl Drop for Suite {
     fn drop(&mut self) {
         self.operator_task.abort();
+        self.custodian_task.abort();
     }
 }
 
@@ -101,11 +105,14 @@ impl Suite {
             .await?;
         let signer = InProcessSigner::start(&world.stack.db, world.acme.id).await?;
         let (operator, operator_task) = start_operator(&world, &signer).await?;
+        let (custodian, custodian_task) = start_custodian(&world).await?;
         Ok(Suite {
             world,
             signer,
             operator,
             operator_task,
+            custodian,
+            custodian_task,
         })
     }
 
@@ -147,7 +154,7 @@ impl Suite {
     }
 
     /// Every gRPC port with the service it serves.
-    pub fn ports(&self) -> [Port; 5] {
+    pub fn ports(&self) -> [Port; 6] {
         [
             Port {
                 label: "operations",
@@ -173,6 +180,11 @@ impl Suite {
                 label: "inbox",
                 addr: self.world.inbox.grpc,
                 service: opledger_inbox::SERVICE_NAME,
+            },
+            Port {
+                label: "custodian",
+                addr: self.custodian,
+                service: CUSTODIAN_SERVICE,
             },
         ]
     }
@@ -250,6 +262,43 @@ async fn start_operator(
     let task = tokio::spawn(opledger_server::serve::serve(
         listener,
         opledger_reconciler::SERVICE_NAME,
+        routes,
+        std::future::pending(),
+    ));
+    Ok((addr, task))
+}
+
+/// The custodian executor's operator API, as its gRPC service names it.
+const CUSTODIAN_SERVICE: &str = opledger_proto::v1::custodian_operator_service_server::SERVICE_NAME;
+
+/// The custodian executor's operator API over its own login, without provider accounts (no
+/// hostile request reaches a provider: every one is refused before).
+async fn start_custodian(
+    world: &World,
+) -> anyhow::Result<(
+    SocketAddr,
+    JoinHandle<Result<(), opledger_server::serve::ServeError>>,
+)> {
+    let config = opledger_custodian_executor::Config {
+        executor_id: "hostile".to_owned(),
+        ..opledger_custodian_executor::Config::default()
+    };
+    let store = opledger_store::Store::connect(
+        &world.stack.url(opledger_testkit::ServiceRole::Custodian),
+        opledger_store::StoreConfig {
+            max_connections: 4,
+            ..opledger_store::StoreConfig::default()
+        },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("custodian role cannot connect: {}", e.log_safe()))?;
+    let routes = opledger_custodian_executor::operator_routes(&config, store.custodian())
+        .map_err(|e| anyhow::anyhow!("custodian operator API: {e}"))?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let task = tokio::spawn(opledger_server::serve::serve(
+        listener,
+        CUSTODIAN_SERVICE,
         routes,
         std::future::pending(),
     ));

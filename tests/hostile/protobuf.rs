@@ -187,6 +187,12 @@ pub fn decodes(input: &str, bytes: &[u8]) -> anyhow::Result<bool> {
         ".opledger.v1.ResolveInboxItemRequest" => {
             pb::ResolveInboxItemRequest::decode(bytes).is_ok()
         }
+        ".opledger.v1.ListCustodianCandidatesRequest" => {
+            pb::ListCustodianCandidatesRequest::decode(bytes).is_ok()
+        }
+        ".opledger.v1.BindCustodianCandidateRequest" => {
+            pb::BindCustodianCandidateRequest::decode(bytes).is_ok()
+        }
         HEALTH_REQUEST => tonic_health::pb::HealthCheckRequest::decode(bytes).is_ok(),
         other => anyhow::bail!("no decoding oracle for {other}: add the type to the hostile suite"),
     })
