@@ -1,24 +1,16 @@
 //! The double's faults, one class per test, each asserting what the executor did and what
 //! reached the chain.
 
+use opledger_tests::Stack;
 use opledger_tests::custodian::{
     Sim, approved_withdrawal, custodian_witness, drive_until, executor, state,
 };
-use opledger_tests::{Stack, Tenant};
 use opledger_witness::CustodianOutcome;
 use serde_json::{Value, json};
 use std::time::Duration;
 
 const AMOUNT: &str = "1000000000000000";
 const WITHIN: Duration = Duration::from_secs(30);
-
-async fn funded(stack: &Stack) -> anyhow::Result<Tenant> {
-    let acme = stack.tenant("acme").await?;
-    stack
-        .fund(&acme, "treasury", "ETH", "100000000000000000")
-        .await?;
-    Ok(acme)
-}
 
 async fn count(stack: &Stack, table: &str, op: &str) -> anyhow::Result<i64> {
     let sql = format!("SELECT count(*) FROM {table} WHERE op_id = $1::uuid");
@@ -57,7 +49,7 @@ async fn an_answer_lost_after_the_provider_accepted_is_unknown_then_found_by_loo
 -> anyhow::Result<()> {
     let sim = Sim::start(rules(json!([{"kind": "drop_response", "nth": 1}])), 0).await?;
     let stack = Stack::start().await?;
-    let acme = funded(&stack).await?;
+    let acme = crate::funded(&stack).await?;
     let (w, _) = approved_withdrawal(&stack, &acme, AMOUNT).await?;
     let executor = executor(&stack, "executor-1", vec![sim.account(&acme, 5)?]).await?;
     executor.pass(16, 4).await;
@@ -85,7 +77,7 @@ async fn errors_and_rate_limits_are_unknown_and_resent_only_with_the_same_refere
 -> anyhow::Result<()> {
     let sim = Sim::start(rules(json!([])), 0).await?;
     let stack = Stack::start().await?;
-    let acme = funded(&stack).await?;
+    let acme = crate::funded(&stack).await?;
     let executor = executor(&stack, "executor-1", vec![sim.account(&acme, 1)?]).await?;
     // A 502 after the provider stored the request: found by lookup, never sent again. A 429
     // that stored nothing: not found after the window, the same request sent again.
@@ -143,7 +135,7 @@ async fn a_reference_not_found_inside_the_window_is_no_answer_and_after_it_the_s
     ]));
     let sim = Sim::start(schedule, 0).await?;
     let stack = Stack::start().await?;
-    let acme = funded(&stack).await?;
+    let acme = crate::funded(&stack).await?;
     let (w, _) = approved_withdrawal(&stack, &acme, AMOUNT).await?;
     let executor = executor(&stack, "executor-1", vec![sim.account(&acme, 2)?]).await?;
     executor.pass(16, 4).await;
@@ -175,7 +167,7 @@ async fn a_rejection_without_a_transaction_releases_only_once_the_witness_attest
 -> anyhow::Result<()> {
     let sim = Sim::start(rules(json!([{"kind": "reject", "hold_secs": 0}])), 0).await?;
     let stack = Stack::start().await?;
-    let acme = funded(&stack).await?;
+    let acme = crate::funded(&stack).await?;
     let (w, _) = approved_withdrawal(&stack, &acme, AMOUNT).await?;
     let executor = executor(&stack, "executor-1", vec![sim.account(&acme, 2)?]).await?;
     drive_until(&stack, &[&executor], &w.withdrawal_id, &["UNKNOWN"], WITHIN).await?;
@@ -235,7 +227,7 @@ async fn a_failed_record_naming_a_transaction_is_never_released() -> anyhow::Res
     let schedule = rules(json!([{"kind": "failed_with_hash", "variant": "mined"}]));
     let sim = Sim::start(schedule, 0).await?;
     let stack = Stack::start().await?;
-    let acme = funded(&stack).await?;
+    let acme = crate::funded(&stack).await?;
     let (w, _) = approved_withdrawal(&stack, &acme, AMOUNT).await?;
     let executor = executor(&stack, "executor-1", vec![sim.account(&acme, 2)?]).await?;
     let deadline = std::time::Instant::now() + WITHIN;

@@ -29,15 +29,6 @@ use tonic::Code;
 const AMOUNT: &str = "1000000000000000";
 const WITHIN: Duration = Duration::from_secs(30);
 
-/// A tenant with ETH in `treasury`.
-async fn fund(stack: &Stack) -> anyhow::Result<Tenant> {
-    let acme = stack.tenant("acme").await?;
-    stack
-        .fund(&acme, "treasury", "ETH", "100000000000000000")
-        .await?;
-    Ok(acme)
-}
-
 async fn login(stack: &Stack) -> anyhow::Result<CustodianStore> {
     Ok(
         Store::connect(&stack.url(ServiceRole::Custodian), StoreConfig::default())
@@ -214,7 +205,7 @@ async fn a_paid_withdrawal_bound_to_another_withdrawals_rejection_is_never_relea
 async fn one_transaction_never_settles_two_withdrawals() -> anyhow::Result<()> {
     let sim = Sim::start(json!({"seed": 3, "rules": []}), 0).await?;
     let stack = Stack::start().await?;
-    let acme = fund(&stack).await?;
+    let acme = crate::funded(&stack).await?;
     let executor = executor(&stack, "executor-1", vec![sim.account(&acme, 2)?])
         .await?
         .with_chains(chains(&sim)?);
@@ -267,7 +258,7 @@ async fn one_transaction_never_settles_two_withdrawals() -> anyhow::Result<()> {
 async fn a_stored_body_that_is_not_the_approved_payloads_is_never_sent() -> anyhow::Result<()> {
     let sim = Sim::start(json!({"seed": 3, "rules": []}), 0).await?;
     let stack = Stack::start().await?;
-    let acme = fund(&stack).await?;
+    let acme = crate::funded(&stack).await?;
     let account = sim.account(&acme, 2)?;
     let (w, _) = approved_withdrawal(&stack, &acme, AMOUNT).await?;
     let (t, o) = (acme.id, w.withdrawal_id.parse()?);

@@ -14,3 +14,14 @@ mod guards;
 mod no_lookup;
 mod reorg;
 mod witness;
+
+/// Tenant `acme` with 0.1 ETH in `treasury`: what every custodian test withdraws from.
+pub(crate) async fn funded(
+    stack: &opledger_tests::Stack,
+) -> anyhow::Result<opledger_tests::Tenant> {
+    let acme = stack.tenant("acme").await?;
+    stack
+        .fund(&acme, "treasury", "ETH", "100000000000000000")
+        .await?;
+    Ok(acme)
+}

@@ -8,7 +8,6 @@
 //! withdrawal, a caller without the operator role; each is refused and changes nothing.
 
 use crate::witness::scalar;
-use opledger_custodian::AccountConfig;
 use opledger_custodian_executor::config::AccountRoute;
 use opledger_proto::v1 as pb;
 use opledger_proto::v1::custodian_operator_service_client::CustodianOperatorServiceClient;
@@ -40,15 +39,8 @@ pub(crate) async fn prime(rules: Value) -> anyhow::Result<Sim> {
 
 /// The tenant and its Prime account at `sim` (a 1 s consistency window).
 pub(crate) async fn funded(stack: &Stack, sim: &Sim) -> anyhow::Result<(Tenant, AccountRoute)> {
-    let acme = stack.tenant("acme").await?;
-    stack
-        .fund(&acme, "treasury", "ETH", "100000000000000000")
-        .await?;
-    let mut account = sim.prime_account(&acme)?;
-    let AccountConfig::NoLookup(prime) = &mut account.provider else {
-        anyhow::bail!("not a no_lookup account");
-    };
-    prime.consistency_window_secs = 1;
+    let acme = crate::funded(stack).await?;
+    let account = sim.prime_account_within(&acme, 1)?;
     Ok((acme, account))
 }
 

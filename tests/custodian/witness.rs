@@ -16,14 +16,6 @@ use std::time::{Duration, Instant};
 const AMOUNT: &str = "1000000000000000";
 const WITHIN: Duration = Duration::from_secs(30);
 
-async fn funded(stack: &Stack) -> anyhow::Result<Tenant> {
-    let acme = stack.tenant("acme").await?;
-    stack
-        .fund(&acme, "treasury", "ETH", "100000000000000000")
-        .await?;
-    Ok(acme)
-}
-
 fn rules(rules: Value) -> Value {
     json!({"seed": 11, "rules": rules})
 }
@@ -119,7 +111,7 @@ async fn a_proposal_the_providers_record_in_flight_contradicts_is_refused_and_no
     // The provider holds the transfer in authorization for an hour: in flight, nothing sent.
     let sim = Sim::start(rules(json!([{"kind": "reject", "hold_secs": 3600}])), 0).await?;
     let stack = Stack::start().await?;
-    let acme = funded(&stack).await?;
+    let acme = crate::funded(&stack).await?;
     let (w, _) = approved_withdrawal(&stack, &acme, AMOUNT).await?;
     let op = w.withdrawal_id.as_str();
     let honest = executor(&stack, "executor-1", vec![sim.account(&acme, 2)?]).await?;
@@ -134,7 +126,7 @@ async fn a_proposal_for_a_withdrawal_the_provider_executed_is_refused_and_nothin
 -> anyhow::Result<()> {
     let sim = Sim::start(rules(json!([])), 0).await?;
     let stack = Stack::start().await?;
-    let acme = funded(&stack).await?;
+    let acme = crate::funded(&stack).await?;
     let (w, _) = approved_withdrawal(&stack, &acme, AMOUNT).await?;
     let op = w.withdrawal_id.as_str();
     let honest = executor(&stack, "executor-1", vec![sim.account(&acme, 2)?]).await?;
@@ -161,7 +153,7 @@ async fn a_proposal_for_a_route_the_witness_has_no_account_for_is_left_unatteste
 -> anyhow::Result<()> {
     let sim = Sim::start(rules(json!([{"kind": "reject", "hold_secs": 0}])), 0).await?;
     let stack = Stack::start().await?;
-    let acme = funded(&stack).await?;
+    let acme = crate::funded(&stack).await?;
     let (w, _) = approved_withdrawal(&stack, &acme, AMOUNT).await?;
     let op = w.withdrawal_id.as_str();
     let executor = executor(&stack, "executor-1", vec![sim.account(&acme, 2)?]).await?;
