@@ -7,6 +7,7 @@
 //! (and a proposal its own lookup contradicts is refused); two executors never send twice. Every
 //! test checks the chain: one transfer per withdrawal, at most.
 
+mod answered;
 mod classes;
 mod faults;
 mod flow;

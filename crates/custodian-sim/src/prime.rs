@@ -38,6 +38,10 @@ pub fn routes() -> Router<Arc<App>> {
             post(withdraw),
         )
         .route("/v1/portfolios/{portfolio}/transactions", get(list))
+        .route(
+            "/v1/portfolios/{portfolio}/transactions/{transaction}",
+            get(one),
+        )
 }
 
 #[derive(Debug, Deserialize)]
@@ -159,6 +163,7 @@ fn decide(
                 "amount": to_whole(op.amount_wei, decimals),
                 "destination_type": "DESTINATION_BLOCKCHAIN",
                 "blockchain_destination": {"address": op.destination},
+                "transaction_id": op.records.first().map(|r| r.id.as_str()),
             }),
         )
     });
@@ -272,6 +277,49 @@ async fn list(
         "pagination": {"next_cursor": "", "sort_direction": "DESC", "has_next": false},
     });
     respond(&answer(200, &body), note)
+}
+
+/// "Get Transaction by Transaction ID": `{"transaction": ..}` as the list shows it (the same
+/// lags), or `404` while no visible withdrawal has a record with that id.
+async fn one(
+    State(app): State<Arc<App>>,
+    (method, uri, headers): (Method, Uri, HeaderMap),
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Response {
+    let mut note = Note::of(Profile::Prime);
+    let Ok(Path((portfolio, id))) = path else {
+        return respond(&error(Profile::Prime, 400, "invalid path"), note);
+    };
+    if let Err(refused) = admit(&app, (&method, &uri, &headers, b""), &portfolio) {
+        return respond(&refused, note);
+    }
+    let now = app.now_ms();
+    let found = app
+        .shared
+        .ops(Some(Profile::Prime))
+        .into_iter()
+        .find_map(|op| {
+            let at = now.saturating_sub(op.plan.status_lag_ms);
+            let index = op.records.iter().position(|r| r.id == id)?;
+            let record = &op.records[index];
+            let shown = visible(&app, &op) && (index == 0 || record.created_ms <= at);
+            shown.then(|| {
+                (
+                    op.reference.clone(),
+                    app.views().record(&op, record, record.as_of(at)),
+                )
+            })
+        });
+    let reference = found
+        .as_ref()
+        .map_or("", |(reference, _)| reference.as_str());
+    if let Err(limited) = read_call(&app, Profile::Prime, reference, &mut note) {
+        return *limited;
+    }
+    match found {
+        Some((_, view)) => respond(&answer(200, &json!({ "transaction": view })), note),
+        None => respond(&prime_error(404, "transaction not found"), note),
+    }
 }
 
 /// The transactions shown: every record of every visible withdrawal, newest first. A window

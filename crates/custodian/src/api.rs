@@ -82,6 +82,17 @@ pub trait Custodian: fmt::Debug + Send + Sync {
         request: &'a TransferRequest,
         window: TimeWindow,
     ) -> BoxFuture<'a, Result<Vec<Candidate>, CandidatesError>>;
+
+    /// The provider transaction `provider_id` (the one its answer to `request` named, or an
+    /// operator bound), read by its id and checked against `request`: `Ok(None)` when the
+    /// provider documents it as not found; a transaction that differs is a failure with a
+    /// mismatch. Profiles with a lookup by our reference answer
+    /// [`crate::LookupFailure::Unsupported`] (their lookup is the authority).
+    fn transaction<'a>(
+        &'a self,
+        request: &'a TransferRequest,
+        provider_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Candidate>, CandidatesError>>;
 }
 
 /// What a provider profile implements: the calls of [`Custodian`] as plain async functions.
@@ -121,6 +132,15 @@ pub(crate) trait Adapter: fmt::Debug + Send + Sync {
             lookup_candidates(Adapter::lookup(self, request).await)
         }
     }
+
+    /// [`Custodian::transaction`]. By default, unsupported.
+    fn transaction(
+        &self,
+        _request: &TransferRequest,
+        _provider_id: &str,
+    ) -> impl Future<Output = Result<Option<Candidate>, CandidatesError>> + Send {
+        async { Err(CandidatesError::Failed(crate::LookupFailure::Unsupported)) }
+    }
 }
 
 impl<A: Adapter> Custodian for A {
@@ -154,5 +174,13 @@ impl<A: Adapter> Custodian for A {
         window: TimeWindow,
     ) -> BoxFuture<'a, Result<Vec<Candidate>, CandidatesError>> {
         Box::pin(Adapter::candidates(self, request, window))
+    }
+
+    fn transaction<'a>(
+        &'a self,
+        request: &'a TransferRequest,
+        provider_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Candidate>, CandidatesError>> {
+        Box::pin(Adapter::transaction(self, request, provider_id))
     }
 }

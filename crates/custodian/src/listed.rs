@@ -1,7 +1,7 @@
-//! The record of a provider transaction an operator bound to a withdrawal. A `no_lookup` provider
-//! cannot be asked for our reference; once an operator has confirmed which listed transaction is
-//! ours, that transaction is read from the provider's list each time, as a lookup would return
-//! it. The executor and the witness then decide on it with the rules of every other record
+//! The record of the provider transaction a withdrawal follows. A `no_lookup` provider cannot be
+//! asked for our reference; the transaction its answer to our request named, or, when no answer
+//! arrived, the listed one an operator confirmed as ours, is read by its id (and, when it says
+//! nothing was broadcast, from the provider's list) each time, as a lookup would return it. The executor and the witness then decide on it with the rules of every other record
 //! (`opledger_domain::custodian::after_record`, `witness_release`), each with its own
 //! credentials.
 
@@ -57,7 +57,8 @@ pub fn paid_elsewhere(listed: &[Candidate], provider_id: &str, accounted: &[Stri
 ///   broadcast while the list may still lag (`listing_settled`: the provider's consistency
 ///   window has passed since our last send), `Failed` / `ListingLag`, and while another
 ///   candidate could be the payment ([`paid_elsewhere`], `accounted` naming the transactions
-///   bound to our other withdrawals), `Failed` / `Ambiguous`: nothing is released on it;
+///   followed by our other withdrawals), `Failed` / `Ambiguous`: nothing is released on it;
+/// - recreated by the provider: `Failed` / `Recreated` (the new transaction is the one to bind);
 /// - not listed: `NotFound`, which concludes nothing (absence is never evidence);
 /// - listed with an undocumented status, or the list unreadable: `Failed`.
 pub fn read_bound(
@@ -89,6 +90,9 @@ pub fn read_bound(
     let Some(status) = candidate.status else {
         return failed(LookupFailure::Unreadable);
     };
+    if candidate.recreated {
+        return failed(LookupFailure::Recreated);
+    }
     if ended_unsent(candidate) && !listing_settled {
         return failed(LookupFailure::ListingLag);
     }
@@ -121,11 +125,19 @@ pub fn read_bound(
     }
 }
 
-/// The bound transaction `provider_id` of a request stored `request_age` ago, listed now by
-/// `custodian` and read with [`read_bound`]; `accounted` answers which of the listed ids are
-/// bound to our other withdrawals (a store query of the caller's); `since_last_send` says
-/// whether the account's consistency window has passed since our last send. The executor and the witness
-/// both read a bound withdrawal this way, each with its own credentials and login.
+/// The followed transaction `provider_id` of a request stored `request_age` ago (the one the
+/// provider's answer named, or an operator bound), read as a lookup would return it. The
+/// executor and the witness both read a followed withdrawal this way, each with its own
+/// credentials and login:
+/// - first by its id ([`crate::Custodian::transaction`]): in flight, completed or naming a hash,
+///   that read decides ([`read_bound`] on it alone: a hash is the chain's, in flight is
+///   followed); not found concludes nothing; a transaction that differs from the request is a
+///   mismatch; recreated by the provider (`TRANSACTION_RETRIED`), `Failed` / `Recreated`;
+/// - when it says nothing was broadcast, or the provider reads no transaction by id, from the
+///   list of `request`'s candidates in the window, with [`read_bound`]'s rules: `accounted`
+///   answers which of the listed ids our other withdrawals account for (a store query of the
+///   caller's) and `since_last_send` whether the account's consistency window has passed since
+///   our last send.
 pub async fn list_bound<E, F, Fut>(
     custodian: &dyn crate::Custodian,
     request: &TransferRequest,
@@ -138,6 +150,25 @@ where
     F: FnOnce(Vec<String>) -> Fut,
     Fut: std::future::Future<Output = Result<Vec<String>, E>>,
 {
+    let settled = since_last_send.is_some_and(|d| d >= custodian.consistency_window());
+    match custodian.transaction(request, provider_id).await {
+        Err(CandidatesError::Failed(LookupFailure::Unsupported)) => {}
+        Ok(Some(read)) if read.recreated => {
+            return Ok(LookupOutcome {
+                body_sha256: Some(read.answer_sha256),
+                ..LookupOutcome::failed(LookupFailure::Recreated)
+            });
+        }
+        Ok(Some(read)) if !ended_unsent(&read) => {
+            let read = std::slice::from_ref(&read);
+            return Ok(read_bound(Ok(read), request, provider_id, &[], settled));
+        }
+        // Said nothing was broadcast: whether another transaction may be the payment is the
+        // list's to show.
+        Ok(Some(_)) => {}
+        Ok(None) => return Ok(read_bound(Ok(&[]), request, provider_id, &[], settled)),
+        Err(failed) => return Ok(read_bound(Err(failed), request, provider_id, &[], settled)),
+    }
     let listed = custodian
         .candidates(request, window_since(request_age))
         .await;
@@ -147,7 +178,6 @@ where
         .map(|c| c.provider_id.clone())
         .collect();
     let accounted = accounted(ids).await?;
-    let settled = since_last_send.is_some_and(|d| d >= custodian.consistency_window());
     Ok(read_bound(
         listed.as_deref().map_err(|e| *e),
         request,
@@ -293,5 +323,26 @@ mod tests {
         let listed = [candidate("paid", Some(ProviderStatus::Completed), 1)];
         let early = read_bound(Ok(&listed), &request(), "paid", &[], false);
         assert!(matches!(early.lookup, Lookup::Found(_)));
+    }
+
+    /// A recreated transaction (Prime's `TRANSACTION_RETRIED`) concludes nothing: the payment,
+    /// if any, is the new one's.
+    #[test]
+    fn a_recreated_transaction_concludes_nothing() {
+        let mut retried = candidate("old", Some(ProviderStatus::Broadcasting), 0);
+        retried.recreated = true;
+        let listed = [
+            retried,
+            candidate("new", Some(ProviderStatus::Completed), 1),
+        ];
+        let seen = bound(&listed, "old", &[]);
+        assert_eq!(
+            (seen.lookup, seen.failure),
+            (Lookup::Failed, Some(LookupFailure::Recreated))
+        );
+        assert!(matches!(
+            bound(&listed, "new", &[]).lookup,
+            Lookup::Found(_)
+        ));
     }
 }

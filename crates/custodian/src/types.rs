@@ -161,6 +161,10 @@ pub enum LookupFailure {
     /// consistency window since our last send has not passed: its list may not show every
     /// transaction yet, ours among them. Nothing is concluded until it has.
     ListingLag,
+    /// The followed transaction was recreated by the provider under a new id (Coinbase Prime's
+    /// `TRANSACTION_RETRIED`): the payment, if any, is the new one's, which an operator binds.
+    /// Nothing is concluded from the old one.
+    Recreated,
     /// The request could not be signed or built: nothing was sent.
     NotSent,
 }

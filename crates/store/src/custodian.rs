@@ -56,6 +56,23 @@ pub struct CustodianDue {
     pub bound: Option<String>,
     /// Seconds since it was bound (not bound: `None`).
     pub since_bound: Option<f64>,
+    /// The provider transaction an accepted answer to its request named (`no_lookup` only: the
+    /// other profiles are looked up by our reference), if any.
+    pub answered: Option<String>,
+    /// Seconds since that answer was recorded.
+    pub since_answered: Option<f64>,
+}
+
+impl CustodianDue {
+    /// The provider transaction a `no_lookup` withdrawal follows: the one an operator bound, else
+    /// the one the provider's answer named; with the seconds since either was recorded.
+    pub fn followed(&self) -> Option<(&str, Option<f64>)> {
+        match (&self.bound, &self.answered) {
+            (Some(bound), _) => Some((bound, self.since_bound)),
+            (None, Some(answered)) => Some((answered, self.since_answered)),
+            (None, None) => None,
+        }
+    }
 }
 
 /// A record of the provider's, as the executor's lookup found it.
@@ -91,6 +108,8 @@ struct DueRow {
     since_request: Option<f64>,
     bound: Option<String>,
     since_bound: Option<f64>,
+    answered: Option<String>,
+    since_answered: Option<f64>,
 }
 
 impl DueRow {
@@ -120,12 +139,32 @@ impl DueRow {
             since_request: self.since_request,
             bound: self.bound,
             since_bound: self.since_bound,
+            answered: self.answered,
+            since_answered: self.since_answered,
         })
     }
 }
 
+/// The transaction the first accepted answer to a `no_lookup` request named (`o`: the operation's
+/// alias, `q`: its request's), as a subquery of `provider_id` and `answered_at`.
+macro_rules! answered_transaction {
+    ($o:literal, $q:literal) => {
+        concat!(
+            "SELECT a.provider_id, a.answered_at FROM custodian_answers a \
+             WHERE a.tenant_id = ",
+            $o,
+            ".tenant_id AND a.op_id = ",
+            $o,
+            ".op_id AND a.answer = 'ACCEPTED' AND a.provider_id IS NOT NULL AND ",
+            $q,
+            ".profile = 'no_lookup' ORDER BY a.send_no LIMIT 1"
+        )
+    };
+}
+pub(crate) use answered_transaction;
+
 /// The columns of a [`DueRow`] and the joins they read (`o` the operation, `q` its request, `f`
-/// its follow lease, `b` its binding).
+/// its follow lease, `b` its binding, `n` the transaction a `no_lookup` answer named).
 macro_rules! due_select {
     () => {
         concat!(
@@ -141,11 +180,16 @@ macro_rules! due_select {
                WHERE s.tenant_id = o.tenant_id AND s.op_id = o.op_id) AS since_last_send, \
              extract(epoch FROM now() - q.created_at)::float8 AS since_request, \
              b.provider_id AS bound, \
-             extract(epoch FROM now() - b.created_at)::float8 AS since_bound \
+             extract(epoch FROM now() - b.created_at)::float8 AS since_bound, \
+             n.provider_id AS answered, \
+             extract(epoch FROM now() - n.answered_at)::float8 AS since_answered \
              FROM withdrawal_ops o JOIN withdrawal_payloads p USING (tenant_id, op_id) \
              LEFT JOIN custodian_requests q USING (tenant_id, op_id) \
              LEFT JOIN custodian_follows f USING (tenant_id, op_id) \
-             LEFT JOIN custodian_bindings b USING (tenant_id, op_id)"
+             LEFT JOIN custodian_bindings b USING (tenant_id, op_id) \
+             LEFT JOIN LATERAL (",
+            answered_transaction!("o", "q"),
+            ") n ON true"
         )
     };
 }

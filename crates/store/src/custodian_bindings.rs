@@ -104,8 +104,9 @@ impl Store {
         }
     }
 
-    /// Which of `provider_ids` are bound to a withdrawal other than (`tenant_id`, `op_id`), in
-    /// any tenant: transactions another withdrawal of ours accounts for.
+    /// Which of `provider_ids` are bound to a withdrawal other than (`tenant_id`, `op_id`), or
+    /// named by an accepted answer to another `no_lookup` request, in any tenant: transactions
+    /// another withdrawal of ours accounts for.
     pub async fn bound_elsewhere(
         &self,
         tenant_id: TenantId,
@@ -117,7 +118,11 @@ impl Store {
         }
         Ok(sqlx::query_scalar(
             "SELECT provider_id FROM custodian_bindings WHERE provider_id = ANY($3) \
-               AND (tenant_id, op_id) <> ($1, $2)",
+               AND (tenant_id, op_id) <> ($1, $2) \
+             UNION SELECT a.provider_id FROM custodian_answers a \
+               JOIN custodian_requests q USING (tenant_id, op_id) \
+             WHERE a.provider_id = ANY($3) AND a.answer = 'ACCEPTED' \
+               AND q.profile = 'no_lookup' AND (a.tenant_id, a.op_id) <> ($1, $2)",
         )
         .bind(tenant_id.as_uuid())
         .bind(op_id.as_uuid())

@@ -143,7 +143,7 @@ impl Store {
                  WHERE x.tenant_id = c.tenant_id AND x.op_id = c.op_id \
                    AND (x.tx_hash IS NOT NULL OR cardinality(x.replaced_hashes) > 0)) \
                  AS ever_broadcast, \
-               c.created_at AS proposed_at, b.provider_id AS bound, \
+               c.created_at AS proposed_at, coalesce(b.provider_id, n.provider_id) AS bound, \
                extract(epoch FROM now() - k.created_at)::int8 AS since_request, \
                (SELECT extract(epoch FROM now() - max(s.sent_at))::int8 FROM custodian_sends s \
                  WHERE s.tenant_id = c.tenant_id AND s.op_id = c.op_id) AS since_last_send \
@@ -152,6 +152,9 @@ impl Store {
              JOIN custodian_requests k USING (tenant_id, op_id) \
              LEFT JOIN custodian_bindings b USING (tenant_id, op_id) \
              JOIN withdrawal_ops o USING (tenant_id, op_id) \
+             LEFT JOIN LATERAL (",
+            crate::custodian::answered_transaction!("o", "k"),
+            ") n ON true \
              JOIN withdrawal_payloads p USING (tenant_id, op_id) \
              JOIN ledger_holds h USING (tenant_id, op_id) \
              WHERE h.status = 'OPEN' \

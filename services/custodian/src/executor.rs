@@ -10,8 +10,9 @@
 //!   sent again ([`Round::Resend`]); terminal without a hash, a release is proposed and applied
 //!   only once the witness attested it; a hash is the chain's to decide.
 //!
-//! A provider without lookup (`no_lookup`) leaves an ambiguous withdrawal UNKNOWN for an
-//! operator. Nothing here ever uses a second reference or releases on its own word.
+//! A provider without lookup (`no_lookup`) is followed through the transaction its accepted
+//! answer named (read by its id); an ambiguous answer leaves the withdrawal UNKNOWN for an
+//! operator, who binds the transaction to follow. Nothing here ever uses a second reference or releases on its own word.
 
 use crate::accounts::{Account, Accounts};
 use crate::chain::Chains;
@@ -322,9 +323,12 @@ impl Executor {
         }
         let profile = account.custodian.profile();
         if !profile.has_lookup() {
-            return match &due.bound {
+            return match due.followed() {
                 None => self.apply(due, op.state, Next::Operator, None).await,
-                Some(provider_id) => self.follow_bound(due, account, &request, provider_id).await,
+                Some((provider_id, since)) => {
+                    self.follow_bound(due, account, &request, provider_id, since)
+                        .await
+                }
             };
         }
         let outcome = account.custodian.lookup(&request).await;
@@ -348,16 +352,19 @@ impl Executor {
             .await
     }
 
-    /// Follows a `no_lookup` withdrawal through the provider transaction an operator bound to it,
-    /// read from the provider's list as a lookup would return it: decided as any record (a hash
-    /// is the chain's; terminal without one is proposed for release, which the witness attests
-    /// only from its own listing). Not listed, or unreadable: nothing is concluded.
+    /// Follows a `no_lookup` withdrawal through the provider transaction it follows (the one the
+    /// provider's answer named, or an operator bound, `since` seconds ago), read by its id and,
+    /// when it says nothing was broadcast, from the provider's list, as a lookup would return it:
+    /// decided as any record (a hash is the chain's; terminal without one is proposed for
+    /// release, which the witness attests only from its own read). Not found, recreated or
+    /// unreadable: nothing is concluded.
     async fn follow_bound(
         &self,
         due: &CustodianDue,
         account: &Account,
         request: &TransferRequest,
         provider_id: &str,
+        since: Option<f64>,
     ) -> Result<(), StoreError> {
         let (t, o) = (due.operation.payload.tenant_id, due.operation.op_id);
         let age = Duration::from_secs_f64(due.since_request.unwrap_or(0.0).max(0.0));
@@ -372,25 +379,32 @@ impl Executor {
             |ids| async move { store.bound_elsewhere(t, o, &ids).await },
         )
         .await?;
+        if outcome.mismatch().is_some() {
+            return self.mismatch(due).await;
+        }
         let record_id = self.store_record(due, &outcome).await?;
         let next = match outcome.lookup {
             Lookup::Found(record) => opledger_domain::custodian::after_record(record),
             _ => Next::Follow,
         };
-        if outcome.failure == Some(LookupFailure::Ambiguous) {
-            // The bound transaction says nothing was broadcast, but another listed one may be
+        let escalation = match outcome.failure {
+            // The followed transaction says nothing was broadcast, but another listed one may be
             // this withdrawal's payment: an operator sorts the bindings out; nothing is released.
+            Some(LookupFailure::Ambiguous) => Some("CUSTODIAN_BINDING_AMBIGUOUS"),
+            // The provider recreated the transaction under a new id: an operator binds the new
+            // one (the old one concludes nothing).
+            Some(LookupFailure::Recreated) => Some("CUSTODIAN_TRANSACTION_RECREATED"),
+            // Followed long ago and still nothing concluded (in flight, not found, unreadable).
+            _ if matches!(next, Next::Follow)
+                && since.is_some_and(|secs| secs > self.stuck_after.as_secs_f64()) =>
+            {
+                Some("CUSTODIAN_BINDING_UNRESOLVED")
+            }
+            _ => None,
+        };
+        if let Some(reason) = escalation {
             self.store
-                .record_custodian_escalation(t, o, OWNER, "CUSTODIAN_BINDING_AMBIGUOUS")
-                .await?;
-        } else if matches!(next, Next::Follow)
-            && due
-                .since_bound
-                .is_some_and(|secs| secs > self.stuck_after.as_secs_f64())
-        {
-            // Bound long ago and still nothing concluded (in flight, not listed, unreadable).
-            self.store
-                .record_custodian_escalation(t, o, OWNER, "CUSTODIAN_BINDING_UNRESOLVED")
+                .record_custodian_escalation(t, o, OWNER, reason)
                 .await?;
         }
         if !matches!(outcome.lookup, Lookup::Found(_)) {

@@ -106,6 +106,33 @@ impl OperatorApi {
     }
 }
 
+/// The transaction the provider's answer named, when the withdrawal follows it and a binding of
+/// `provider_id` is asked: naming it again is its answer (`Some`); another one is refused while
+/// it is live; `None` (bind) only once the provider lists it as recreated (the payment is then
+/// the new one's), or when no answer named one.
+fn answered_live(
+    due: &opledger_store::custodian::CustodianDue,
+    listed: &[Candidate],
+    provider_id: &str,
+) -> Result<Option<String>, Status> {
+    let Some(answered) = due.answered.as_ref().filter(|_| due.bound.is_none()) else {
+        return Ok(None);
+    };
+    if answered == provider_id {
+        return Ok(Some(answered.clone()));
+    }
+    if listed
+        .iter()
+        .any(|c| c.provider_id == *answered && c.recreated)
+    {
+        return Ok(None);
+    }
+    Err(not_bindable(
+        "the provider's answer named the transaction the executor follows; an operator binds \
+         another only once the provider lists that one as recreated",
+    ))
+}
+
 /// The listed transaction `provider_id`, when binding it would prove something: read as the
 /// executor and the witness will read it (`read_bound`), neither ambiguous nor undocumented, and
 /// not one the provider recreated.
@@ -226,7 +253,10 @@ impl CustodianOperatorService for OperatorApi {
                     completed_at: rfc3339(c.completed_at),
                 })
                 .collect(),
-            bound_provider_id: due.bound.unwrap_or_default(),
+            bound_provider_id: due
+                .followed()
+                .map(|(id, _)| id.to_owned())
+                .unwrap_or_default(),
             state: convert::state_to_wire(due.operation.state) as i32,
         }))
     }
@@ -264,6 +294,11 @@ impl CustodianOperatorService for OperatorApi {
             return Err(not_bindable("the withdrawal is not BROADCAST or UNKNOWN"));
         }
         let (request, listed, accounted, settled) = self.candidates(&due).await?;
+        if let Some(answered) = answered_live(&due, &listed, &body.provider_id)? {
+            return Ok(Response::new(pb::BindCustodianCandidateResponse {
+                bound_provider_id: answered,
+            }));
+        }
         let candidate = provable(&request, &listed, &accounted, &body.provider_id, settled)?;
         let tx_hashes = hashes(candidate);
         let record = seen_record(candidate, &tx_hashes);

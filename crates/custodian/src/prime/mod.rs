@@ -24,7 +24,9 @@ use reqwest::Method;
 use reqwest::header::{CONTENT_TYPE, HeaderValue};
 use std::time::Duration;
 use uuid::Uuid;
-use wire::{Account, read_accepted, read_bad_request, read_page, withdrawal_body};
+use wire::{
+    Account, read_accepted, read_bad_request, read_page, read_transaction, withdrawal_body,
+};
 
 /// The most list pages read for one candidates call.
 const MAX_PAGES: usize = 50;
@@ -113,6 +115,16 @@ impl Prime {
         builder.build().map_err(|_| SubmitError::Build)
     }
 
+    /// A signed `GET` of `path_and_query`, answered whole.
+    async fn get(&self, path_and_query: &str) -> Result<crate::transport::Answer, LookupFailure> {
+        let http = self
+            .signed(Method::GET, path_and_query, b"")
+            .map_err(|_| LookupFailure::NotSent)?;
+        exchange(&self.client, http)
+            .await
+            .map_err(transport_failure)
+    }
+
     /// The list's path and query for `window`, from `cursor` when set. The times are written as
     /// `2026-01-02T03:04:05Z` (no character a query must escape); the cursor is percent-encoded.
     fn list_path(&self, window: TimeWindow, cursor: Option<&str>) -> String {
@@ -157,13 +169,23 @@ impl Adapter for Prime {
         );
         let request = self.signed(Method::POST, &path, body)?;
         let exchanged = exchange(&self.client, request).await;
-        Ok(submission(exchanged, |answer| {
+        // The provider id kept is the transaction the answer names, never the activity: the
+        // executor follows that transaction by its id (an answer naming none leaves an operator
+        // to bind one).
+        let mut transaction_id = None;
+        let mut submission = submission(exchanged, |answer| {
             classify_submit(
                 answer.status,
-                || read_accepted(&answer.body, &sent, self.account.decimals),
+                || {
+                    let ids = read_accepted(&answer.body, &sent, self.account.decimals)?;
+                    transaction_id = ids.transaction_id;
+                    Some(ids.activity_id)
+                },
                 || read_bad_request(&answer.body),
             )
-        }))
+        });
+        submission.provider_id = transaction_id.filter(|_| submission.provider_id.is_some());
+        Ok(submission)
     }
 
     async fn lookup(&self, _expected: &TransferRequest) -> LookupOutcome {
@@ -182,13 +204,10 @@ impl Adapter for Prime {
         let mut candidates = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_PAGES {
-            let path = self.list_path(window, cursor.as_deref());
-            let http = self
-                .signed(Method::GET, &path, b"")
-                .map_err(|_| failed(LookupFailure::NotSent))?;
-            let answer = exchange(&self.client, http)
+            let answer = self
+                .get(&self.list_path(window, cursor.as_deref()))
                 .await
-                .map_err(|failure| failed(transport_failure(failure)))?;
+                .map_err(failed)?;
             if answer.status != 200 {
                 return Err(failed(status_failure(answer.status)));
             }
@@ -200,6 +219,29 @@ impl Adapter for Prime {
             }
         }
         Err(failed(LookupFailure::Unreadable))
+    }
+
+    async fn transaction(
+        &self,
+        request: &TransferRequest,
+        provider_id: &str,
+    ) -> Result<Option<Candidate>, CandidatesError> {
+        let failed = CandidatesError::Failed;
+        if !crate::codec::is_plain_id(provider_id) {
+            return Err(failed(LookupFailure::NotSent));
+        }
+        let path = format!(
+            "/v1/portfolios/{}/transactions/{provider_id}",
+            self.account.portfolio_id
+        );
+        let answer = self.get(&path).await.map_err(failed)?;
+        match answer.status {
+            200 => read_transaction(&answer.body, request, &self.account, provider_id)
+                .map(Some)
+                .map_err(failed),
+            404 if read_bad_request(&answer.body).is_some() => Ok(None),
+            status => Err(failed(status_failure(status))),
+        }
     }
 }
 

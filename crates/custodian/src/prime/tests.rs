@@ -122,10 +122,26 @@ fn echo(amount: &str, address: &str) -> String {
 fn an_accepted_answer_must_echo_what_was_sent() {
     let body = withdrawal_body(&request(1_000), &account()).expect("body");
     let sent = wire::stored(&body).expect("stored");
-    let read = |answer: &str| read_accepted(answer.as_bytes(), &sent, 18);
+    let read =
+        |answer: &str| read_accepted(answer.as_bytes(), &sent, 18).map(|ids| ids.activity_id);
     assert_eq!(
         read(&echo("0.000000000000001", ADDRESS)).as_deref(),
         Some("act-1")
+    );
+    // The transaction it names is kept when usable in a path; the activity alone is accepted.
+    let ids = |answer: Value| read_accepted(answer.to_string().as_bytes(), &sent, 18);
+    let mut named: Value = serde_json::from_str(&echo("0.000000000000001", ADDRESS)).expect("json");
+    assert_eq!(ids(named.clone()).and_then(|i| i.transaction_id), None);
+    named["transaction_id"] = json!("tx-1");
+    assert_eq!(
+        ids(named.clone()).and_then(|i| i.transaction_id).as_deref(),
+        Some("tx-1")
+    );
+    named["transaction_id"] = json!("../other");
+    let odd = ids(named).expect("accepted");
+    assert_eq!(
+        (odd.activity_id.as_str(), odd.transaction_id),
+        ("act-1", None)
     );
     assert_eq!(
         read(&echo(
@@ -271,7 +287,8 @@ async fn an_accepted_withdrawal_is_signed_and_sends_the_stored_bytes() {
         .await
         .expect("sent");
     assert_eq!(submission.answer, SubmitAnswer::Accepted);
-    assert_eq!(submission.provider_id.as_deref(), Some("act-1"));
+    // No transaction named: nothing to follow (the activity is not a transaction).
+    assert_eq!(submission.provider_id, None);
     let sent = &server.requests()[0];
     assert_eq!(sent.method, "POST");
     assert_eq!(
@@ -395,5 +412,89 @@ async fn candidates_walk_the_pages_of_the_window() {
     assert_eq!(
         silent.candidates(&request(1_000), window()).await,
         Err(CandidatesError::Failed(LookupFailure::Timeout))
+    );
+}
+
+#[tokio::test]
+async fn the_transaction_an_answer_names_is_kept_and_read_by_its_id() {
+    let mut answer: Value =
+        serde_json::from_str(&echo("0.000000000000001", ADDRESS)).expect("json");
+    answer["transaction_id"] = json!("tx-7");
+    let server = serve(vec![Canned::json(200, &answer.to_string())]).await;
+    let submission = submit_to(&server.base).await;
+    assert_eq!(submission.answer, SubmitAnswer::Accepted);
+    assert_eq!(submission.provider_id.as_deref(), Some("tx-7"));
+
+    let mut done = listed("tx-7", "0.000000000000001", ADDRESS, "TRANSACTION_DONE");
+    done["blockchain_ids"] = json!([format!("0x{}", "ab".repeat(32))]);
+    let one = |transaction: Value| json!({ "transaction": transaction }).to_string();
+    let server = serve(vec![
+        Canned::json(200, &one(done.clone())),
+        Canned::json(404, r#"{"message":"not found"}"#),
+        Canned::json(404, "gone"),
+        Canned::json(503, ""),
+    ])
+    .await;
+    let custodian = adapter(&server.base);
+    let read = custodian
+        .transaction(&request(1_000), "tx-7")
+        .await
+        .expect("read")
+        .expect("found");
+    assert_eq!(read.provider_id, "tx-7");
+    assert_eq!(read.status, Some(ProviderStatus::Completed));
+    assert_eq!(read.hashes, vec![[0xab; 32]]);
+    let sent = &server.requests()[0];
+    assert_eq!(sent.method, "GET");
+    assert_eq!(
+        sent.uri,
+        format!("/v1/portfolios/{PORTFOLIO}/transactions/tx-7")
+    );
+    check_signed(sent);
+    assert_eq!(
+        custodian.transaction(&request(1_000), "tx-7").await,
+        Ok(None)
+    );
+    assert_eq!(
+        custodian.transaction(&request(1_000), "tx-7").await,
+        Err(CandidatesError::Failed(LookupFailure::Unreadable))
+    );
+    assert_eq!(
+        custodian.transaction(&request(1_000), "tx-7").await,
+        Err(CandidatesError::Failed(LookupFailure::ServerError))
+    );
+    // An id that is not one path segment is never sent.
+    assert_eq!(
+        custodian.transaction(&request(1_000), "../x").await,
+        Err(CandidatesError::Failed(LookupFailure::NotSent))
+    );
+    assert_eq!(server.requests().len(), 4);
+
+    // What the id reads must be the request: another amount, destination, wallet, currency or
+    // id is a mismatch, never a record.
+    let differs = |field: &str, value: Value| {
+        let mut changed = done.clone();
+        changed[field] = value;
+        wire::read_transaction(one(changed).as_bytes(), &request(1_000), &account(), "tx-7")
+    };
+    for (field, value) in [
+        ("amount", json!("0.000000000000002")),
+        (
+            "destination_address",
+            json!("0x2222222222222222222222222222222222222222"),
+        ),
+        ("wallet_id", json!("another-wallet")),
+        ("symbol", json!("USDC")),
+        ("type", json!("DEPOSIT")),
+        ("id", json!("tx-8")),
+    ] {
+        assert!(
+            matches!(differs(field, value), Err(LookupFailure::Mismatch(m)) if m.any()),
+            "{field}"
+        );
+    }
+    assert_eq!(
+        differs("amount", json!("1.5.0")),
+        Err(LookupFailure::Unreadable)
     );
 }

@@ -139,11 +139,23 @@ struct Accepted {
     amount: String,
     destination_type: String,
     blockchain_destination: BlockchainAddress,
+    #[serde(default)]
+    transaction_id: Option<String>,
 }
 
-/// The activity id of an accepted withdrawal whose echo (symbol, amount, destination) is what
-/// `sent` asked; `None` otherwise.
-pub fn read_accepted(body: &[u8], sent: &Withdrawal, decimals: u8) -> Option<String> {
+/// What an accepted withdrawal's answer names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcceptedIds {
+    /// The activity (the approval workflow) the withdrawal created.
+    pub activity_id: String,
+    /// The transaction it created, when the answer names one usable in a path
+    /// ([`crate::codec::is_plain_id`]): the one the executor follows by its id.
+    pub transaction_id: Option<String>,
+}
+
+/// The ids of an accepted withdrawal whose echo (symbol, amount, destination) is what `sent`
+/// asked; `None` otherwise.
+pub fn read_accepted(body: &[u8], sent: &Withdrawal, decimals: u8) -> Option<AcceptedIds> {
     let accepted: Accepted = serde_json::from_slice(body).ok()?;
     let amount = from_whole_units(&accepted.amount, decimals).ok()?;
     let asked = from_whole_units(&sent.amount, decimals).ok()?;
@@ -154,7 +166,12 @@ pub fn read_accepted(body: &[u8], sent: &Withdrawal, decimals: u8) -> Option<Str
         && parse_address(&accepted.blockchain_destination.address).is_some()
         && parse_address(&accepted.blockchain_destination.address)
             == parse_address(&sent.blockchain_address.address);
-    same.then_some(accepted.activity_id)
+    same.then(|| AcceptedIds {
+        activity_id: accepted.activity_id,
+        transaction_id: accepted
+            .transaction_id
+            .filter(|id| crate::codec::is_plain_id(id)),
+    })
 }
 
 #[derive(Deserialize)]
@@ -218,11 +235,64 @@ fn time(text: Option<&str>) -> Result<Option<DateTime<Utc>>, LookupFailure> {
     }
 }
 
-/// The candidates of one list page (withdrawals naming the account's wallet and currency and
-/// paying `request`'s destination and amount; a row without a `wallet_id` may be another
-/// wallet's of the portfolio, never a candidate) and the next page's cursor. A withdrawal of the
-/// wallet and currency whose amount, destination, hashes or times cannot be read makes the page
-/// unreadable (it might be ours).
+/// What one listed (or read) transaction is for `request`: `Ok(None)` when it is not a
+/// withdrawal of the account's wallet and currency paying `request`'s destination and amount (a
+/// row without a `wallet_id` may be another wallet's of the portfolio, never a candidate);
+/// unreadable when it is one of the wallet and currency whose amount, destination, hashes or
+/// times cannot be read (it might be ours).
+fn candidate(
+    listed: Listed,
+    request: &TransferRequest,
+    account: &Account,
+    answer_sha256: [u8; 32],
+) -> Result<Option<Candidate>, LookupFailure> {
+    let unreadable = LookupFailure::Unreadable;
+    let relevant = listed.kind == "WITHDRAWAL"
+        && listed
+            .symbol
+            .as_deref()
+            .is_some_and(|s| s.eq_ignore_ascii_case(&account.currency_symbol))
+        && listed
+            .wallet_id
+            .as_deref()
+            .is_some_and(|w| w == account.wallet_id);
+    if !relevant {
+        return Ok(None);
+    }
+    let amount = listed
+        .amount
+        .as_deref()
+        .and_then(|a| from_whole_units(a, account.decimals).ok())
+        .ok_or(unreadable)?;
+    let destination = listed
+        .destination_address
+        .as_deref()
+        .and_then(parse_address)
+        .ok_or(unreadable)?;
+    if amount != request.amount || destination != request.destination {
+        return Ok(None);
+    }
+    let hashes = listed
+        .blockchain_ids
+        .iter()
+        .filter(|id| !id.is_empty())
+        .map(|id| parse_hash(id).ok_or(unreadable))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Some(Candidate {
+        status: map_status(&listed.status),
+        recreated: listed.status == "TRANSACTION_RETRIED",
+        provider_id: listed.id,
+        status_text: listed.status,
+        hashes,
+        destination,
+        amount,
+        created_at: time(listed.created_at.as_deref())?,
+        completed_at: time(listed.completed_at.as_deref())?,
+        answer_sha256,
+    }))
+}
+
+/// The candidates of one list page ([`candidate`] of each row) and the next page's cursor.
 pub fn read_page(
     body: &[u8],
     request: &TransferRequest,
@@ -233,49 +303,7 @@ pub fn read_page(
     let answer_sha256 = crate::codec::sha256(body);
     let mut candidates = Vec::new();
     for listed in page.transactions {
-        let relevant = listed.kind == "WITHDRAWAL"
-            && listed
-                .symbol
-                .as_deref()
-                .is_some_and(|s| s.eq_ignore_ascii_case(&account.currency_symbol))
-            && listed
-                .wallet_id
-                .as_deref()
-                .is_some_and(|w| w == account.wallet_id);
-        if !relevant {
-            continue;
-        }
-        let amount = listed
-            .amount
-            .as_deref()
-            .and_then(|a| from_whole_units(a, account.decimals).ok())
-            .ok_or(unreadable)?;
-        let destination = listed
-            .destination_address
-            .as_deref()
-            .and_then(parse_address)
-            .ok_or(unreadable)?;
-        if amount != request.amount || destination != request.destination {
-            continue;
-        }
-        let hashes = listed
-            .blockchain_ids
-            .iter()
-            .filter(|id| !id.is_empty())
-            .map(|id| parse_hash(id).ok_or(unreadable))
-            .collect::<Result<Vec<_>, _>>()?;
-        candidates.push(Candidate {
-            status: map_status(&listed.status),
-            recreated: listed.status == "TRANSACTION_RETRIED",
-            provider_id: listed.id,
-            status_text: listed.status,
-            hashes,
-            destination,
-            amount,
-            created_at: time(listed.created_at.as_deref())?,
-            completed_at: time(listed.completed_at.as_deref())?,
-            answer_sha256,
-        });
+        candidates.extend(candidate(listed, request, account, answer_sha256)?);
     }
     let next = match page.pagination {
         Some(Pagination {
@@ -285,4 +313,49 @@ pub fn read_page(
         _ => None,
     };
     Ok((candidates, next))
+}
+
+/// The answer of "Get Transaction by Transaction ID".
+#[derive(Deserialize)]
+struct One {
+    transaction: Listed,
+}
+
+/// Transaction `provider_id` as read by its id: the candidate it is for `request`. A readable
+/// transaction of another id, wallet, currency, type, destination or amount is a mismatch (the
+/// id was the provider's answer to this request): never a record of it.
+pub fn read_transaction(
+    body: &[u8],
+    request: &TransferRequest,
+    account: &Account,
+    provider_id: &str,
+) -> Result<Candidate, LookupFailure> {
+    let one: One = serde_json::from_slice(body).map_err(|_| LookupFailure::Unreadable)?;
+    let listed = one.transaction;
+    let kind = listed.kind == "WITHDRAWAL";
+    let account_differs = listed.wallet_id.as_deref() != Some(&account.wallet_id);
+    let asset_differs = !kind
+        || !listed
+            .symbol
+            .as_deref()
+            .is_some_and(|s| s.eq_ignore_ascii_case(&account.currency_symbol));
+    let amount = listed
+        .amount
+        .as_deref()
+        .map(|a| from_whole_units(a, account.decimals));
+    let destination = listed.destination_address.as_deref().map(parse_address);
+    let mismatch = crate::types::Mismatch {
+        reference: listed.id != provider_id,
+        destination: destination.is_some_and(|d| d.is_some_and(|d| d != request.destination)),
+        amount: amount
+            .as_ref()
+            .is_some_and(|a| a.as_ref().is_ok_and(|a| *a != request.amount)),
+        asset: asset_differs,
+        account: account_differs,
+    };
+    if mismatch.any() {
+        return Err(LookupFailure::Mismatch(mismatch));
+    }
+    let digest = crate::codec::sha256(body);
+    candidate(listed, request, account, digest)?.ok_or(LookupFailure::Unreadable)
 }

@@ -27,7 +27,7 @@
 //!   does not watch, a COMPLETED record settles alone;
 //! - without lookup, a send restarts the provider's consistency window (the listing's).
 
-use opledger_domain::custodian::{Lookup, Next, ProviderStatus, Round, after_record};
+use opledger_domain::custodian::{Lookup, Next, ProviderStatus, Round, SubmitAnswer, after_record};
 use opledger_domain::evidence::Hash32;
 use opledger_domain::state::{Actor, OperationState as S};
 
@@ -37,7 +37,7 @@ use super::config::CustodianConfig;
 use super::decisions::Decisions;
 use super::ghost::violation;
 use super::ledger::{Escalation, Moved, Rec};
-use super::provider::{Outcome, Reference, outcomes};
+use super::provider::{Candidate, Outcome, Reference, outcomes};
 use super::state::{Pc, State, Step};
 
 /// One run's executor: its configuration and decisions.
@@ -143,6 +143,11 @@ impl Executor<'_> {
                 },
             ) => {
                 let next = (self.decisions.after_submit)(self.config.profile, round, answer);
+                if !self.config.profile.has_lookup() && answer == SubmitAnswer::Accepted {
+                    // The answer names the transaction our request created (Prime's
+                    // `transaction_id`), recorded with it: followed from now on.
+                    state.ledger.answered = Some(Candidate::Own);
+                }
                 // Concluded on a read still current (the store would take its move) while the
                 // provider holds something of the operation.
                 if next == Next::Refused
@@ -281,7 +286,7 @@ impl Executor<'_> {
     /// allows it over the listing window and the other listed candidates (otherwise the pass
     /// ends with nothing concluded).
     fn follow_bound(&self, state: &mut State, from: S) -> Pc {
-        let Some(bound) = state.ledger.bound else {
+        let Some(bound) = state.ledger.followed() else {
             return self.apply(state, from, Next::Operator, None);
         };
         let Some(listed) = bound::listed(&state.provider, state.ledger.reference, bound) else {

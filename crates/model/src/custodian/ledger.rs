@@ -128,6 +128,9 @@ pub struct Ledger {
     /// The listed transaction bound to the operation (`no_lookup`: `custodian_bindings`, once,
     /// by an operator or the compromised login).
     pub bound: Option<Candidate>,
+    /// The transaction the provider's accepted answer to our request named (`no_lookup`:
+    /// `custodian_answers.provider_id`), followed until an operator binds another.
+    pub answered: Option<Candidate>,
     /// The foreign transaction is bound to the other withdrawal (its own row in
     /// `custodian_bindings`): that withdrawal's settlement accounts for it.
     pub foreign_bound_elsewhere: bool,
@@ -149,8 +152,15 @@ impl Ledger {
             refused: 0,
             escalation: None,
             bound: None,
+            answered: None,
             foreign_bound_elsewhere: false,
         }
+    }
+
+    /// The transaction the operation follows without lookup: the one bound, else the one the
+    /// provider's answer named.
+    pub fn followed(&self) -> Option<Candidate> {
+        self.bound.or(self.answered)
     }
 
     /// Whether `candidate` is bound to another withdrawal.

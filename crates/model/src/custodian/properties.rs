@@ -46,8 +46,8 @@ pub const REFUSAL_ONLY_WHEN_NOTHING_STORED: &str =
 pub const REFUSED_NOTHING_AT_PROVIDER: &str =
     "a withdrawal failed on a refusal has nothing at the provider";
 /// A hold is settled only when the provider executed the withdrawal: the transaction the
-/// settlement rests on is paid (its request's; without lookup, the one bound to it, which may be
-/// the foreign one).
+/// settlement rests on is paid (its request's; without lookup, the one it follows, which may be
+/// the foreign one when bound to it).
 pub const SETTLED_ONLY_WHEN_EXECUTED: &str =
     "a hold is settled only when the provider executed the withdrawal";
 /// One payment never settles two withdrawals: a settlement that rests on the foreign
@@ -78,6 +78,14 @@ pub const REACH_RESEND_DEDUPLICATED: &str = "sometimes: a resend deduplicated by
 pub const REACH_AWAITING_WITNESS: &str = "sometimes: a release proposal awaits the witness";
 /// The first request refused: FAILED_TERMINAL, the hold held.
 pub const REACH_REFUSED: &str = "sometimes: refused, FAILED_TERMINAL with the hold held";
+/// A provider without lookup answered: the transaction its answer named is followed, without an
+/// operator, and settled.
+pub const REACH_ANSWERED_SETTLED: &str =
+    "sometimes: without lookup, followed from the answer and settled";
+/// A provider without lookup answered, and the transaction its answer named ended without a
+/// hash: released once attested, without an operator.
+pub const REACH_ANSWERED_RELEASED: &str =
+    "sometimes: without lookup, followed from the answer, attested and released";
 /// A provider without lookup: after an operator's binding, the provider's payment settles.
 pub const REACH_BOUND_SETTLED: &str = "sometimes: without lookup, bound by an operator and settled";
 /// A provider without lookup: after an operator's binding, a rejection is attested and released.
@@ -110,9 +118,10 @@ fn ended_unsent(txn: Txn) -> bool {
     txn.phase.ended_unsent()
 }
 
-/// The transaction bound to the operation (`no_lookup`), when it is stored.
+/// The transaction the operation follows (`no_lookup`: bound, else the one the provider's answer
+/// named), when it is stored.
 fn bound_txn(state: &State) -> Option<Txn> {
-    let candidate = state.ledger.bound?;
+    let candidate = state.ledger.followed()?;
     state.provider.candidate(state.ledger.reference, candidate)
 }
 
@@ -130,13 +139,12 @@ fn answers_for_payment(state: &State) -> bool {
         || bound_txn(state).is_some_and(|t| t.phase.paid())
 }
 
-/// The transaction a settlement rests on is paid: the one bound to the operation, or without a
-/// binding its request's.
+/// The transaction a settlement rests on is paid: its request's, or the one it follows (bound,
+/// which may be the foreign one, else named by the answer). A settlement decided on the answered
+/// transaction may be applied after a binding past the API changed what is followed: it still
+/// rests on a payment of this withdrawal's request.
 fn settled_on_payment(state: &State) -> bool {
-    match state.ledger.bound {
-        Some(_) => bound_txn(state).is_some_and(|t| t.phase.paid()),
-        None => state.provider.stored().any(|t| t.phase.paid()),
-    }
+    answers_for_payment(state)
 }
 
 /// The properties of a run of `config`.
@@ -167,6 +175,20 @@ pub fn for_config(config: &CustodianConfig) -> Vec<Property<CustodianModel>> {
             |_, s: &State| {
                 s.ledger.state == OperationState::Unknown
                     && s.ledger.escalation == Some(Escalation::NoLookup)
+            },
+        ));
+        properties.push(Property::sometimes(
+            REACH_ANSWERED_SETTLED,
+            |_, s: &State| {
+                s.ledger.bound.is_none()
+                    && s.ledger.answered == Some(Candidate::Own)
+                    && s.ledger.hold == Hold::Settled
+            },
+        ));
+        properties.push(Property::sometimes(
+            REACH_ANSWERED_RELEASED,
+            |_, s: &State| {
+                s.ledger.bound.is_none() && s.ledger.answered == Some(Candidate::Own) && released(s)
             },
         ));
         properties.push(Property::sometimes(REACH_BOUND_SETTLED, |_, s: &State| {
@@ -217,7 +239,8 @@ fn safety() -> Vec<Property<CustodianModel>> {
         }),
         Property::always(ONE_PAYMENT_ONE_SETTLEMENT, |_, s: &State| {
             s.ledger.hold != Hold::Settled
-                || !(s.ledger.bound == Some(Candidate::Foreign) && s.ledger.foreign_bound_elsewhere)
+                || !(s.ledger.followed() == Some(Candidate::Foreign)
+                    && s.ledger.foreign_bound_elsewhere)
         }),
         Property::always(HOLD_MATCHES_STATE, |_, s: &State| {
             no(s, violation::HOLD_EFFECT_ON_WRONG_HOLD)
@@ -236,7 +259,7 @@ fn push_foreign_examples(properties: &mut Vec<Property<CustodianModel>>) {
         |_, s: &State| {
             s.ledger.bound == Some(Candidate::Foreign)
                 && s.ledger.hold == Hold::Settled
-                && settled_on_payment(s)
+                && bound_txn(s).is_some_and(|t| t.phase.paid())
         },
     ));
     properties.push(Property::sometimes(

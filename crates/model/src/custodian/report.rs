@@ -144,6 +144,9 @@ pub fn brief(state: &State) -> String {
     if let Some(c) = ledger.bound {
         let _ = write!(line, " bound={c:?}");
     }
+    if let Some(c) = ledger.answered {
+        let _ = write!(line, " answered={c:?}");
+    }
     if ledger.foreign_bound_elsewhere {
         line.push_str(" foreign_bound_elsewhere");
     }

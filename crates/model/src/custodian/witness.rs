@@ -8,8 +8,9 @@
 //!
 //! The operator (`CustodianOperatorService`), careless: binds the operation, once, to either
 //! transaction the provider lists with its destination and amount (our request's or another
-//! withdrawal's), when it is left to it (BROADCAST or UNKNOWN, escalated without lookup) and the
-//! database takes the binding; and may bind the other withdrawal to the foreign transaction.
+//! withdrawal's), when it is left to it (BROADCAST or UNKNOWN, escalated without lookup, no
+//! answer naming a transaction) and the database takes the binding; and may bind the other
+//! withdrawal to the foreign transaction.
 
 use opledger_domain::custodian::{
     Lookup, OwnLookup, Profile, ProposedRelease, WitnessVerdict, witness_release,
@@ -30,7 +31,7 @@ pub fn verdict(
     id: u8,
 ) -> Option<WitnessVerdict> {
     let (provider, ledger, window) = (&state.provider, &state.ledger, state.window());
-    let bound = ledger.bound.filter(|_| !profile.has_lookup());
+    let bound = ledger.followed().filter(|_| !profile.has_lookup());
     if !(profile.has_lookup() || bound.is_some())
         || !ledger.is_proposed(id)
         || ledger.is_attested(id)
@@ -75,7 +76,12 @@ pub fn verdict(
 /// The transactions an operator may bind the operation to now: each listed one the database
 /// takes, once the operation is left to it without lookup.
 pub fn bindable(profile: Profile, provider: &Provider, ledger: &Ledger) -> Vec<Candidate> {
-    if profile.has_lookup() || ledger.escalation != Some(Escalation::NoLookup) {
+    // `BindCustodianCandidate` refuses another transaction while the one the answer named is
+    // live (the model's provider never recreates one); the compromised login binds past it.
+    if profile.has_lookup()
+        || ledger.escalation != Some(Escalation::NoLookup)
+        || ledger.answered.is_some()
+    {
         return Vec::new();
     }
     Candidate::ALL

@@ -12,10 +12,10 @@ use opledger_domain::custodian::Profile;
 use opledger_model::Until;
 use opledger_model::custodian::properties::{
     EXECUTED_NEVER_RELEASED, HOLD_MATCHES_STATE, NEVER_RELEASED_WHILE_BROADCAST,
-    ONE_PAYMENT_ONE_SETTLEMENT, ONE_REFERENCE, ONE_TRANSACTION, REACH_BOUND_RELEASE_WAITS,
-    REACH_FOREIGN_BOUND_RELEASED, REACH_FOREIGN_BOUND_SETTLED, REACH_WITNESS_REFUSED,
-    REFUSAL_ONLY_WHEN_NOTHING_STORED, REFUSED_KEEPS_HOLD, RELEASED_ON_ATTESTED_RECORD,
-    SETTLED_ONLY_WHEN_EXECUTED, STEPS_ARE_LEGAL,
+    ONE_PAYMENT_ONE_SETTLEMENT, ONE_REFERENCE, ONE_TRANSACTION, REACH_ANSWERED_RELEASED,
+    REACH_ANSWERED_SETTLED, REACH_BOUND_RELEASE_WAITS, REACH_FOREIGN_BOUND_RELEASED,
+    REACH_FOREIGN_BOUND_SETTLED, REACH_WITNESS_REFUSED, REFUSAL_ONLY_WHEN_NOTHING_STORED,
+    REFUSED_KEEPS_HOLD, RELEASED_ON_ATTESTED_RECORD, SETTLED_ONLY_WHEN_EXECUTED, STEPS_ARE_LEGAL,
 };
 use opledger_model::custodian::provider::{Candidate, Phase};
 use opledger_model::custodian::{Action, CustodianConfig, CustodianReport, Mutant, State, check};
@@ -277,8 +277,10 @@ fn custodian_mutant_a_send_on_a_stale_read_is_caught_concluding_a_refusal_while_
     }
 }
 
-/// Without lookup, the provider lists another withdrawal of ours to the same destination and
-/// amount beside ours; a careless operator may bind ours to either, the other withdrawal may be
+/// Without lookup, the provider's accepted answer names our request's transaction, which the
+/// executor and the witness follow without an operator; after an ambiguous answer the provider
+/// lists another withdrawal of ours to the same destination and amount beside ours; a careless
+/// operator may bind ours to either, the other withdrawal may be
 /// bound to its own, and the foreign transaction is paid, rejected or in flight on its own. The
 /// executor proposes and the witness attests a release of a bound withdrawal only on a listing
 /// read after the provider's consistency window since our send, when the bound transaction and
@@ -293,6 +295,8 @@ fn custodian_without_lookup_a_wrong_binding_never_releases_a_paid_withdrawal() {
     );
     assert_holds(&report);
     for example in [
+        REACH_ANSWERED_SETTLED,
+        REACH_ANSWERED_RELEASED,
         REACH_BOUND_RELEASE_WAITS,
         REACH_FOREIGN_BOUND_RELEASED,
         REACH_FOREIGN_BOUND_SETTLED,
