@@ -95,31 +95,96 @@ async fn until_escalated(
     Ok(())
 }
 
+/// Two `no_lookup` withdrawals A and B to one destination with one amount, both answers lost:
+/// the provider paid A and rejected B.
+struct Paired {
+    sim: Sim,
+    stack: Stack,
+    acme: Tenant,
+    account: opledger_custodian_executor::config::AccountRoute,
+    executor: opledger_custodian_executor::Executor,
+    destination: String,
+    a: String,
+    b: String,
+}
+
+impl Paired {
+    async fn start() -> anyhow::Result<Paired> {
+        let sim = prime(json!([{"kind": "drop_response", "nth": 1, "profile": "prime"}])).await?;
+        let stack = Stack::start().await?;
+        let (acme, account) = funded(&stack, &sim).await?;
+        let executor = executor(&stack, "executor-1", vec![account.clone()])
+            .await?
+            .with_chains(chains(&sim)?);
+        let destination = format!(
+            "0x{}",
+            hex::encode(uuid::Uuid::new_v4().as_bytes()) + "42424242"
+        );
+        let a = approved_withdrawal_to(&stack, &acme, AMOUNT, &destination)
+            .await?
+            .withdrawal_id;
+        executor.pass(16, 4).await;
+        sim.set_faults(&json!({"seed": 5, "rules": [
+            {"kind": "drop_response", "nth": 1, "profile": "prime"},
+            {"kind": "reject", "profile": "prime"}
+        ]}))
+        .await?;
+        let b = approved_withdrawal_to(&stack, &acme, AMOUNT, &destination)
+            .await?
+            .withdrawal_id;
+        executor.pass(16, 4).await;
+        Ok(Paired {
+            sim,
+            stack,
+            acme,
+            account,
+            executor,
+            destination,
+            a,
+            b,
+        })
+    }
+}
+
+/// Waits until the executor escalates `a`'s binding as ambiguous, then passes it and a witness
+/// (with its own Prime account) a few times: nothing is proposed and `a` stays UNKNOWN. The
+/// witness, for later passes.
+async fn never_proposed_while_ambiguous(
+    stack: &Stack,
+    sim: &Sim,
+    acme: &Tenant,
+    executor: &opledger_custodian_executor::Executor,
+    a: &str,
+) -> anyhow::Result<opledger_witness::CustodianWitness> {
+    until_escalated(stack, executor, a, "CUSTODIAN_BINDING_AMBIGUOUS").await?;
+    let mut own = sim.prime_account(acme)?;
+    own.name = "prime-witness".to_owned();
+    let witness = custodian_witness(stack, sim, vec![own]).await?;
+    for _ in 0..3 {
+        executor.pass(16, 4).await;
+        witness.tick(16).await;
+    }
+    let proposals = "SELECT count(*) FROM custodian_release_proposals WHERE op_id = $1::uuid";
+    assert_eq!(scalar(stack, proposals, a).await?, 0);
+    assert_eq!(state(stack, a).await?, "UNKNOWN");
+    Ok(witness)
+}
+
 /// The review's money-loss path. Two withdrawals to one destination, same amount, both answers
 /// lost: the provider paid A and rejected B. A's candidates are both transactions.
 #[tokio::test]
 async fn a_paid_withdrawal_bound_to_another_withdrawals_rejection_is_never_released()
 -> anyhow::Result<()> {
-    let sim = prime(json!([{"kind": "drop_response", "nth": 1, "profile": "prime"}])).await?;
-    let stack = Stack::start().await?;
-    let (acme, account) = funded(&stack, &sim).await?;
-    let executor = executor(&stack, "executor-1", vec![account.clone()])
-        .await?
-        .with_chains(chains(&sim)?);
-    let destination = format!("0x{}", hex::encode([0x42_u8; 20]));
-    let a = approved_withdrawal_to(&stack, &acme, AMOUNT, &destination)
-        .await?
-        .withdrawal_id;
-    executor.pass(16, 4).await;
-    sim.set_faults(&json!({"seed": 5, "rules": [
-        {"kind": "drop_response", "nth": 1, "profile": "prime"},
-        {"kind": "reject", "profile": "prime"}
-    ]}))
-    .await?;
-    let b = approved_withdrawal_to(&stack, &acme, AMOUNT, &destination)
-        .await?
-        .withdrawal_id;
-    executor.pass(16, 4).await;
+    let Paired {
+        sim,
+        stack,
+        acme,
+        account,
+        executor,
+        destination,
+        a,
+        b,
+    } = Paired::start().await?;
     assert_eq!(state(&stack, &a).await?, "UNKNOWN");
     assert_eq!(state(&stack, &b).await?, "UNKNOWN");
 
@@ -160,17 +225,7 @@ async fn a_paid_withdrawal_bound_to_another_withdrawals_rejection_is_never_relea
             .await?,
         Bound::Recorded
     );
-    until_escalated(&stack, &executor, &a, "CUSTODIAN_BINDING_AMBIGUOUS").await?;
-    let mut own = sim.prime_account(&acme)?;
-    own.name = "prime-witness".to_owned();
-    let witness = custodian_witness(&stack, &sim, vec![own]).await?;
-    for _ in 0..3 {
-        executor.pass(16, 4).await;
-        witness.tick(16).await;
-    }
-    let proposals = "SELECT count(*) FROM custodian_release_proposals WHERE op_id = $1::uuid";
-    assert_eq!(scalar(&stack, proposals, &a).await?, 0);
-    assert_eq!(state(&stack, &a).await?, "UNKNOWN");
+    let witness = never_proposed_while_ambiguous(&stack, &sim, &acme, &executor, &a).await?;
 
     // B bound to the payment (the crossing is neutral: one payment, one settlement) accounts for
     // it: A's rejection now reads, and A is released once the witness attests; B settles.
@@ -199,16 +254,92 @@ async fn a_paid_withdrawal_bound_to_another_withdrawals_rejection_is_never_relea
     stack.assert_invariants().await
 }
 
-/// A provider naming, for another withdrawal, the transaction that paid this one: the second
-/// settlement on it is refused as a security event.
+/// The second review's money-loss path: the executor's login makes another withdrawal "account
+/// for" A's payment. A and B go to one destination with one amount, both answers lost; the
+/// provider paid A and rejected B. C is another `no_lookup` withdrawal to the same destination
+/// with another amount. Past the API the login binds A to B's rejection and C to A's payment.
+/// C cannot account for a payment of another amount: A's rejection still concludes nothing and
+/// A is never released.
 #[tokio::test]
-async fn one_transaction_never_settles_two_withdrawals() -> anyhow::Result<()> {
+async fn only_a_withdrawal_with_the_same_destination_and_amount_accounts_for_a_payment()
+-> anyhow::Result<()> {
+    let Paired {
+        sim,
+        stack,
+        acme,
+        account,
+        executor,
+        destination,
+        a,
+        b,
+    } = Paired::start().await?;
+    let c = approved_withdrawal_to(&stack, &acme, "2000000000000000", &destination)
+        .await?
+        .withdrawal_id;
+    executor.pass(16, 4).await;
+    for op in [&a, &b, &c] {
+        assert_eq!(state(&stack, op).await?, "UNKNOWN");
+    }
+    let mut api = api(&stack, account).await?;
+    let paid = candidate(&mut api, &acme, &a, "TRANSACTION_DONE").await?;
+    let rejected = candidate(&mut api, &acme, &a, "TRANSACTION_REJECTED").await?;
+    let store = login(&stack).await?;
+    let forged = |provider_id| NewBinding {
+        provider_id,
+        status: "TRANSACTION_DONE",
+        tx_hashes: &[],
+        answer_sha256: [0; 32],
+        operator_key_id: "forged",
+        reason: "past the API",
+        executor_id: "rogue",
+        record: None,
+    };
+    for (op, id) in [(&c, &paid), (&a, &rejected)] {
+        assert_eq!(
+            store
+                .bind_custodian_transaction(acme.id, op.parse()?, &forged(id))
+                .await?,
+            Bound::Recorded
+        );
+    }
+    never_proposed_while_ambiguous(&stack, &sim, &acme, &executor, &a).await?;
+    assert_eq!(entries_of(&stack, &a).await?, (0, 0));
+    // C never settles on a payment of another amount either: the chain shows the exact transfer
+    // or nothing settles.
+    assert_ne!(state(&stack, &c).await?, "CONFIRMED");
+    stack.assert_invariants().await
+}
+
+/// The SETTLE and RELEASE entries of `op`.
+async fn entries_of(stack: &Stack, op: &str) -> anyhow::Result<(i64, i64)> {
+    Ok(sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE kind = 'SETTLE'), count(*) FILTER (WHERE kind = 'RELEASE') \
+         FROM ledger_entries WHERE op_id = $1::uuid",
+    )
+    .bind(op)
+    .fetch_one(stack.admin.pool())
+    .await?)
+}
+
+/// Two withdrawals of one amount; the first BROADCAST by the provider; then the lie: a record
+/// of the second naming the first's transaction, stored first. Settled from the double's chain
+/// when `watched`, on the provider's word otherwise.
+async fn one_transaction_for_two(
+    watched: bool,
+) -> anyhow::Result<(
+    Sim,
+    Stack,
+    opledger_custodian_executor::Executor,
+    pb::Withdrawal,
+    pb::Withdrawal,
+)> {
     let sim = Sim::start(json!({"seed": 3, "rules": []}), 0).await?;
     let stack = Stack::start().await?;
     let acme = crate::funded(&stack).await?;
-    let executor = executor(&stack, "executor-1", vec![sim.account(&acme, 2)?])
-        .await?
-        .with_chains(chains(&sim)?);
+    let mut executor = executor(&stack, "executor-1", vec![sim.account(&acme, 2)?]).await?;
+    if watched {
+        executor = executor.with_chains(chains(&sim)?);
+    }
     let (paid, _) = approved_withdrawal(&stack, &acme, AMOUNT).await?;
     let (other, _) = approved_withdrawal(&stack, &acme, AMOUNT).await?;
     drive_until(
@@ -221,9 +352,8 @@ async fn one_transaction_never_settles_two_withdrawals() -> anyhow::Result<()> {
     .await?;
     let transfer = &sim.transfers_of(&paid.withdrawal_id).await?[0];
     let hash = transfer["hash"].as_str().unwrap_or_default().to_owned();
-    // The lie: a record of the other withdrawal naming the same transaction, stored first.
-    let store = login(&stack).await?;
-    store
+    login(&stack)
+        .await?
         .record_custodian_record(
             acme.id,
             other.withdrawal_id.parse()?,
@@ -238,6 +368,14 @@ async fn one_transaction_never_settles_two_withdrawals() -> anyhow::Result<()> {
             "lying-provider",
         )
         .await?;
+    Ok((sim, stack, executor, paid, other))
+}
+
+/// A provider naming, for another withdrawal, the transaction that paid this one: the second
+/// settlement on it is refused as a security event.
+#[tokio::test]
+async fn one_transaction_never_settles_two_withdrawals() -> anyhow::Result<()> {
+    let (sim, stack, executor, paid, _) = one_transaction_for_two(true).await?;
     sim.anvil()?.mine(3).await?;
     until_escalated(
         &stack,
@@ -249,6 +387,38 @@ async fn one_transaction_never_settles_two_withdrawals() -> anyhow::Result<()> {
     assert_eq!(state(&stack, &paid.withdrawal_id).await?, "BROADCAST");
     let inclusions = "SELECT count(*) FROM inclusions WHERE op_id = $1::uuid";
     assert_eq!(scalar(&stack, inclusions, &paid.withdrawal_id).await?, 0);
+    stack.assert_invariants().await
+}
+
+/// On a network the executor does not watch, the provider's COMPLETED record settles on its word
+/// (said plainly in the threat model): a provider that lies there can settle a withdrawal it
+/// never paid. What still holds: one transaction named by two withdrawals' records settles only
+/// one of them, and an unwatched settlement writes no inclusion (nothing claims the chain was
+/// read).
+#[tokio::test]
+async fn on_an_unwatched_network_one_transaction_still_never_settles_two_withdrawals()
+-> anyhow::Result<()> {
+    let (_sim, stack, executor, paid, other) = one_transaction_for_two(false).await?;
+    until_escalated(
+        &stack,
+        &executor,
+        &paid.withdrawal_id,
+        "CUSTODIAN_TRANSACTION_SETTLES_ANOTHER",
+    )
+    .await?;
+    assert_eq!(state(&stack, &paid.withdrawal_id).await?, "BROADCAST");
+    // The other withdrawal settles on its own COMPLETED record, on the provider's word alone.
+    drive_until(
+        &stack,
+        &[&executor],
+        &other.withdrawal_id,
+        &["CONFIRMED"],
+        WITHIN,
+    )
+    .await?;
+    let inclusions = "SELECT count(*) FROM inclusions WHERE op_id = $1::uuid";
+    assert_eq!(scalar(&stack, inclusions, &other.withdrawal_id).await?, 0);
+    assert_eq!(state(&stack, &paid.withdrawal_id).await?, "BROADCAST");
     stack.assert_invariants().await
 }
 

@@ -9,6 +9,7 @@
 
 mod answered;
 mod classes;
+mod erc20;
 mod faults;
 mod flow;
 mod guards;

@@ -63,7 +63,7 @@ fn openssl(args: &[&str]) -> anyhow::Result<()> {
 
 /// A fresh 2048-bit RSA key (PKCS#8 PEM) at `path`, and its public key (SPKI PEM) at
 /// `path.pub`.
-fn rsa_key(path: &Path) -> anyhow::Result<()> {
+pub fn rsa_key(path: &Path) -> anyhow::Result<()> {
     let key = path.to_str().context("path")?;
     openssl(&[
         "genpkey",
@@ -352,6 +352,26 @@ async fn create_routed_to(
     amount: &str,
     destination: &str,
 ) -> anyhow::Result<pb::Withdrawal> {
+    create_routed_payload(stack, tenant, payload(amount, destination)).await
+}
+
+/// `payload` (of the test network) created through a service routing `tenant`'s test network
+/// to the custodian, then approved by the tenant's approver.
+pub async fn approved_payload(
+    stack: &Stack,
+    tenant: &Tenant,
+    payload: pb::WithdrawalPayload,
+) -> anyhow::Result<pb::Withdrawal> {
+    let created = create_routed_payload(stack, tenant, payload).await?;
+    approve(stack, tenant, &created).await?;
+    Ok(created)
+}
+
+async fn create_routed_payload(
+    stack: &Stack,
+    tenant: &Tenant,
+    payload: pb::WithdrawalPayload,
+) -> anyhow::Result<pb::Withdrawal> {
     let config = opledger_operations::Config {
         custodian_routes: vec![opledger_operations::config::CustodianRoute {
             tenant: tenant.id.to_string(),
@@ -365,7 +385,7 @@ async fn create_routed_to(
             &tenant.client,
             pb::CreateWithdrawalRequest {
                 idempotency_key: new_key(),
-                payload: Some(payload(amount, destination)),
+                payload: Some(payload),
             },
         ))
         .await?

@@ -1,5 +1,6 @@
-//! The hot wallet on the chain: EIP-1559 native transfers signed here, sent and followed over
-//! plain JSON-RPC. The double is the only sender of the wallet; it tracks the nonce itself.
+//! The hot wallet on the chain: EIP-1559 transfers signed here (of the native coin, or an
+//! ERC-20 `transfer(to, amount)` call on a token's contract), sent and followed over plain
+//! JSON-RPC. The double is the only sender of the wallet; it tracks the nonce itself.
 
 use std::time::Duration;
 
@@ -15,6 +16,48 @@ use crate::config::ChainConfig;
 
 /// Gas of a native transfer to an account.
 const TRANSFER_GAS: u64 = 21_000;
+/// Gas of an ERC-20 `transfer` (about 52k when the recipient's balance is new), with room.
+const TOKEN_TRANSFER_GAS: u64 = 100_000;
+/// The selector of `transfer(address,uint256)`.
+const TRANSFER_SELECTOR: [u8; 4] = [0xa9, 0x05, 0x9c, 0xbb];
+
+/// What a transfer pays in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coin {
+    /// The network's native coin: the transaction's value.
+    Native,
+    /// An ERC-20 token: a `transfer(to, amount)` call on this contract.
+    Token(Address),
+}
+
+/// One payment of the hot wallet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Payment {
+    /// What it pays in.
+    pub coin: Coin,
+    /// Who it pays.
+    pub to: Address,
+    /// How much: wei, or the token's base units.
+    pub amount: u128,
+}
+
+impl Payment {
+    /// The call that makes the payment: the account called, the value sent, the input and the
+    /// gas limit.
+    fn call(&self) -> (Address, U256, Bytes, u64) {
+        match self.coin {
+            Coin::Native => (self.to, U256::from(self.amount), Bytes::new(), TRANSFER_GAS),
+            Coin::Token(contract) => {
+                let mut input = Vec::with_capacity(4 + 32 + 32);
+                input.extend_from_slice(&TRANSFER_SELECTOR);
+                input.extend_from_slice(&[0; 12]);
+                input.extend_from_slice(self.to.as_slice());
+                input.extend_from_slice(&U256::from(self.amount).to_be_bytes::<32>());
+                (contract, U256::ZERO, Bytes::from(input), TOKEN_TRANSFER_GAS)
+            }
+        }
+    }
+}
 
 /// A signed transaction.
 #[derive(Debug, Clone)]
@@ -177,24 +220,18 @@ impl Chain {
         Ok((base.saturating_mul(2).saturating_add(self.tip), self.tip))
     }
 
-    fn sign(
-        &self,
-        nonce: u64,
-        to: &str,
-        value: u128,
-        fees: (u128, u128),
-    ) -> anyhow::Result<SignedTx> {
-        let to: Address = to.parse().context("destination address")?;
+    fn sign(&self, nonce: u64, payment: Payment, fees: (u128, u128)) -> anyhow::Result<SignedTx> {
+        let (to, value, input, gas_limit) = payment.call();
         let tx = TxEip1559 {
             chain_id: self.chain_id,
             nonce,
-            gas_limit: TRANSFER_GAS,
+            gas_limit,
             max_fee_per_gas: fees.0,
             max_priority_fee_per_gas: fees.1,
             to: TxKind::Call(to),
-            value: U256::from(value),
+            value,
             access_list: Default::default(),
-            input: Bytes::new(),
+            input,
         };
         let prehash = tx.signature_hash();
         let (signature, recovery) = self
@@ -246,31 +283,31 @@ impl Chain {
         }
     }
 
-    /// Signs a transfer of `value` wei to `to` at the next nonce and sends it.
-    pub async fn send(&self, to: &str, value: u128) -> anyhow::Result<Sent> {
+    /// Signs `payment` at the next nonce and sends it.
+    pub async fn send(&self, payment: Payment) -> anyhow::Result<Sent> {
         let mut slot = self.next_nonce.lock().await;
         let nonce = self.nonce(&mut slot).await?;
-        let tx = self.sign(nonce, to, value, self.fees().await?)?;
+        let tx = self.sign(nonce, payment, self.fees().await?)?;
         Ok(self.send_signed(&mut slot, tx).await)
     }
 
-    /// Signs a transfer at the next nonce without sending it; the nonce is not used, so the
+    /// Signs `payment` at the next nonce without sending it; the nonce is not used, so the
     /// next transaction takes it and this one can never be mined.
-    pub async fn sign_unsent(&self, to: &str, value: u128) -> anyhow::Result<SignedTx> {
+    pub async fn sign_unsent(&self, payment: Payment) -> anyhow::Result<SignedTx> {
         let mut slot = self.next_nonce.lock().await;
         let nonce = self.nonce(&mut slot).await?;
-        self.sign(nonce, to, value, self.fees().await?)
+        self.sign(nonce, payment, self.fees().await?)
     }
 
-    /// Signs a transfer at the next nonce, then a replacement at the same nonce with doubled
+    /// Signs `payment` at the next nonce, then a replacement at the same nonce with doubled
     /// fees, and sends only the replacement. Gives the first (never sent) and the send.
-    pub async fn send_replaced(&self, to: &str, value: u128) -> anyhow::Result<(SignedTx, Sent)> {
+    pub async fn send_replaced(&self, payment: Payment) -> anyhow::Result<(SignedTx, Sent)> {
         let mut slot = self.next_nonce.lock().await;
         let nonce = self.nonce(&mut slot).await?;
         let (max_fee, tip) = self.fees().await?;
-        let first = self.sign(nonce, to, value, (max_fee, tip))?;
+        let first = self.sign(nonce, payment, (max_fee, tip))?;
         let bumped = (max_fee.saturating_mul(2), tip.saturating_mul(2));
-        let second = self.sign(nonce, to, value, bumped)?;
+        let second = self.sign(nonce, payment, bumped)?;
         if first.hash == second.hash {
             bail!("the replacement has the same hash");
         }
@@ -282,4 +319,46 @@ impl Chain {
 pub fn parse_quantity(value: &Value) -> Option<u128> {
     let text = value.as_str()?.strip_prefix("0x")?;
     u128::from_str_radix(if text.is_empty() { "0" } else { text }, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_native_payment_is_the_transactions_value() {
+        let to = Address::repeat_byte(0x42);
+        let (called, value, input, gas) = Payment {
+            coin: Coin::Native,
+            to,
+            amount: 1_000,
+        }
+        .call();
+        assert_eq!(
+            (called, value, input.len(), gas),
+            (to, U256::from(1_000), 0, 21_000)
+        );
+    }
+
+    #[test]
+    fn a_token_payment_calls_transfer_on_the_contract() {
+        let (to, token) = (Address::repeat_byte(0x42), Address::repeat_byte(0x70));
+        let (called, value, input, gas) = Payment {
+            coin: Coin::Token(token),
+            to,
+            amount: 1_500_000,
+        }
+        .call();
+        assert_eq!(
+            (called, value, gas),
+            (token, U256::ZERO, TOKEN_TRANSFER_GAS)
+        );
+        let expected = format!(
+            "a9059cbb{}{}{:064x}",
+            "0".repeat(24),
+            "42".repeat(20),
+            1_500_000_u128
+        );
+        assert_eq!(hex::encode(&input), expected);
+    }
 }

@@ -1,11 +1,14 @@
 //! The double's configuration file (JSON), read once at start. See the crate's README.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
+use crate::amount::is_address;
 use crate::faults::Schedule;
+use crate::profile::Profile;
 
 /// The whole configuration.
 #[derive(Debug, Clone, Deserialize)]
@@ -34,6 +37,18 @@ pub struct Config {
     /// The Coinbase Prime profile; its routes are served only when set.
     #[serde(default)]
     pub prime: Option<PrimeConfig>,
+    /// ERC-20 contracts (`0x` and 40 hex digits) by a profile's asset name (Fireblocks
+    /// `asset_id`, BitGo `coin`, Prime `currency_symbol`): a profile whose asset is named here
+    /// pays by calling `transfer(to, amount)` on the contract from the hot wallet (the amount in
+    /// the token's base units: whole units times 10^`decimals`), instead of sending the native
+    /// coin. The hot wallet must hold the tokens, and the native coin for gas.
+    #[serde(default)]
+    pub tokens: BTreeMap<String, String>,
+    /// Adversarial tests only: every transfer pays this address (`0x` and 40 hex digits) instead
+    /// of the requested destination, while the records keep showing the request's (a custodian
+    /// whose payouts go elsewhere). Absent: the requested destination, always.
+    #[serde(default)]
+    pub divert_to: Option<String>,
 }
 
 /// The chain and the hot wallet.
@@ -250,7 +265,29 @@ impl Config {
                 bail!("bitgo.wallet_id must be 32 lowercase hex digits");
             }
         }
+        if let Some(asset) = self
+            .tokens
+            .iter()
+            .find(|(_, c)| !is_address(c))
+            .map(|t| t.0)
+        {
+            bail!("tokens.{asset} must be 0x and 40 hex digits");
+        }
+        if self.divert_to.as_deref().is_some_and(|a| !is_address(a)) {
+            bail!("divert_to must be 0x and 40 hex digits");
+        }
         Ok(())
+    }
+
+    /// The token contract `profile` pays in, if its asset is one of [`Config::tokens`]; `None`:
+    /// the native coin.
+    pub fn token_of(&self, profile: Profile) -> Option<&str> {
+        let asset = match profile {
+            Profile::Fireblocks => self.fireblocks.as_ref().map(|c| c.asset_id.as_str()),
+            Profile::Bitgo => self.bitgo.as_ref().map(|c| c.coin.as_str()),
+            Profile::Prime => self.prime.as_ref().map(|c| c.currency_symbol.as_str()),
+        }?;
+        self.tokens.get(asset).map(String::as_str)
     }
 }
 

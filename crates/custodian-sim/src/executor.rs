@@ -1,11 +1,14 @@
 //! A transfer's course after the accept, on a background task: authorization window, signing,
 //! one broadcast, receipt, confirmations; or the outcome the fault schedule chose (rejected,
-//! failed with a hash, replaced, retried). Every visible change is a webhook.
+//! failed with a hash, replaced, retried). Every visible change is a webhook. The transfer pays
+//! the native coin, or the token configured for the profile's asset (`tokens`).
 
 use std::sync::Arc;
 
+use anyhow::Context;
+
 use crate::app::App;
-use crate::chain::{Sent, SignedTx};
+use crate::chain::{Coin, Payment, Sent, SignedTx};
 use crate::faults::FailedVariant;
 use crate::profile::Profile;
 use crate::record::{Operation, Outcome, Record, Snapshot, Stage};
@@ -192,12 +195,13 @@ async fn drive(app: &Arc<App>, key: &Key) -> anyhow::Result<()> {
         step(app, key, index, stage(Stage::Queued)).await;
         step(app, key, index, stage(Stage::PendingSignature)).await;
     }
+    let payment = payment(app, key, &op)?;
     let sent = match op.plan.outcome {
         Outcome::Failed {
             variant: FailedVariant::NotBroadcast,
-        } => return unsent(app, key, index, &op).await,
-        Outcome::Replacement => replaced(app, key, index, &op).await?,
-        _ => broadcast(app, key, index, &op).await?,
+        } => return unsent(app, key, index, payment).await,
+        Outcome::Replacement => replaced(app, key, index, payment).await?,
+        _ => broadcast(app, key, index, payment).await?,
     };
     match sent {
         Some((index, tx)) => follow(app, key, index, &tx, &op).await,
@@ -205,12 +209,33 @@ async fn drive(app: &Arc<App>, key: &Key) -> anyhow::Result<()> {
     }
 }
 
+/// What `op` pays on chain: its amount in the profile's coin (the native one, or the token
+/// configured for its asset), to its destination (or to `divert_to`, when the double is told to
+/// misdirect its payouts).
+fn payment(app: &App, key: &Key, op: &Operation) -> anyhow::Result<Payment> {
+    let coin = match app.config.token_of(key.profile) {
+        Some(contract) => Coin::Token(contract.parse().context("token contract")?),
+        None => Coin::Native,
+    };
+    let to = app.config.divert_to.as_deref().unwrap_or(&op.destination);
+    Ok(Payment {
+        coin,
+        to: to.parse().context("destination address")?,
+        amount: op.amount_wei,
+    })
+}
+
+/// The address a transfer of `op` paid, as the transfer log shows it.
+fn paid_to(app: &App, op: &Operation) -> String {
+    match &app.config.divert_to {
+        Some(elsewhere) => elsewhere.to_ascii_lowercase(),
+        None => op.destination.clone(),
+    }
+}
+
 /// Fault 8b: signed, hash reported, never broadcast.
-async fn unsent(app: &Arc<App>, key: &Key, index: usize, op: &Operation) -> anyhow::Result<()> {
-    let tx = app
-        .chain
-        .sign_unsent(&op.destination, op.amount_wei)
-        .await?;
+async fn unsent(app: &Arc<App>, key: &Key, index: usize, payment: Payment) -> anyhow::Result<()> {
+    let tx = app.chain.sign_unsent(payment).await?;
     step(app, key, index, |s| {
         s.stage = Stage::Broadcasting;
         set_hash(s, &tx.hash);
@@ -242,7 +267,7 @@ fn log_transfer(app: &App, key: &Key, index: usize, tx: &SignedTx, replaced: Vec
         provider_id,
         hash: tx.hash.clone(),
         nonce: tx.nonce,
-        destination: op.destination.clone(),
+        destination: paid_to(app, &op),
         amount_wei: op.amount_wei.to_string(),
         replaced_hashes: replaced,
         at_ms: app.now_ms(),
@@ -254,9 +279,9 @@ async fn broadcast(
     app: &Arc<App>,
     key: &Key,
     index: usize,
-    op: &Operation,
+    payment: Payment,
 ) -> anyhow::Result<Option<(usize, SignedTx)>> {
-    match app.chain.send(&op.destination, op.amount_wei).await? {
+    match app.chain.send(payment).await? {
         Sent::Refused(message) => {
             step(app, key, index, fail(refused_sub_status(&message))).await;
             Ok(None)
@@ -278,12 +303,9 @@ async fn replaced(
     app: &Arc<App>,
     key: &Key,
     index: usize,
-    op: &Operation,
+    payment: Payment,
 ) -> anyhow::Result<Option<(usize, SignedTx)>> {
-    let (first, sent) = app
-        .chain
-        .send_replaced(&op.destination, op.amount_wei)
-        .await?;
+    let (first, sent) = app.chain.send_replaced(payment).await?;
     step(app, key, index, |s| {
         s.stage = Stage::Broadcasting;
         set_hash(s, &first.hash);

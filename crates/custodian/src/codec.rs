@@ -79,11 +79,13 @@ pub fn query_value(text: &str) -> String {
 }
 
 /// Whether `text` is usable as one path segment or identifier in a signed URL: 1 to 128
-/// characters of `[A-Za-z0-9_.-]`.
+/// characters of `[A-Za-z0-9_.-]`, not dots alone (`.` and `..` are path steps, which a URL
+/// normalises away).
 pub fn is_plain_id(text: &str) -> bool {
     !text.is_empty()
         && text.len() <= 128
         && text
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && !text.bytes().all(|b| b == b'.')
 }

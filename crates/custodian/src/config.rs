@@ -181,7 +181,10 @@ pub fn plain_id(field: &'static str, text: &str) -> Result<(), SetupError> {
     if is_plain_id(text) {
         Ok(())
     } else {
-        invalid(field, "must be 1 to 128 characters of [A-Za-z0-9_.-]")
+        invalid(
+            field,
+            "must be 1 to 128 characters of [A-Za-z0-9_.-], not dots alone",
+        )
     }
 }
 

@@ -104,9 +104,14 @@ impl Store {
         }
     }
 
-    /// Which of `provider_ids` are bound to a withdrawal other than (`tenant_id`, `op_id`), or
-    /// named by an accepted answer to another `no_lookup` request, in any tenant: transactions
-    /// another withdrawal of ours accounts for.
+    /// Which of `provider_ids` another withdrawal of ours accounts for: one of the same tenant
+    /// (a `no_lookup` wallet serves one tenant), network, asset, destination and amount as
+    /// (`tenant_id`, `op_id`), whose hold is open or settled, and that follows the transaction
+    /// (an operator bound it, else its first accepted answer named it: the rule the executor and
+    /// the witness follow by). A binding or an answer of any other withdrawal (another
+    /// destination or amount, released, or following something else) accounts for nothing,
+    /// whoever wrote it: two withdrawals with one destination and amount that cross their
+    /// transactions settle and release one each, matching the one payment.
     pub async fn bound_elsewhere(
         &self,
         tenant_id: TenantId,
@@ -116,14 +121,28 @@ impl Store {
         if provider_ids.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(sqlx::query_scalar(
-            "SELECT provider_id FROM custodian_bindings WHERE provider_id = ANY($3) \
-               AND (tenant_id, op_id) <> ($1, $2) \
-             UNION SELECT a.provider_id FROM custodian_answers a \
-               JOIN custodian_requests q USING (tenant_id, op_id) \
-             WHERE a.provider_id = ANY($3) AND a.answer = 'ACCEPTED' \
-               AND q.profile = 'no_lookup' AND (a.tenant_id, a.op_id) <> ($1, $2)",
-        )
+        Ok(sqlx::query_scalar(concat!(
+            "SELECT DISTINCT x.provider_id FROM ( \
+               SELECT b.tenant_id, b.op_id, b.provider_id FROM custodian_bindings b \
+                 WHERE b.tenant_id = $1 AND b.provider_id = ANY($3) \
+               UNION SELECT a.tenant_id, a.op_id, a.provider_id FROM custodian_answers a \
+                 WHERE a.tenant_id = $1 AND a.provider_id = ANY($3) AND a.answer = 'ACCEPTED' \
+             ) x \
+             JOIN withdrawal_ops o USING (tenant_id, op_id) \
+             JOIN withdrawal_payloads p USING (tenant_id, op_id) \
+             JOIN custodian_requests q USING (tenant_id, op_id) \
+             JOIN ledger_holds h USING (tenant_id, op_id) \
+             JOIN withdrawal_payloads mine ON mine.tenant_id = $1 AND mine.op_id = $2 \
+             LEFT JOIN custodian_bindings f ON f.tenant_id = x.tenant_id AND f.op_id = x.op_id \
+             LEFT JOIN LATERAL (",
+            crate::custodian::answered_transaction!("o", "q"),
+            ") n ON true \
+             WHERE x.op_id <> $2 AND q.profile = 'no_lookup' AND o.executor = 'custodian' \
+               AND coalesce(f.provider_id, n.provider_id) = x.provider_id \
+               AND p.network = mine.network AND p.asset = mine.asset \
+               AND lower(p.destination) = lower(mine.destination) AND p.amount = mine.amount \
+               AND h.status IN ('OPEN', 'SETTLED')"
+        ))
         .bind(tenant_id.as_uuid())
         .bind(op_id.as_uuid())
         .bind(provider_ids)
@@ -141,20 +160,7 @@ impl Store {
         inclusion: &crate::transition::Inclusion,
     ) -> Result<Settled> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('custodian_tx:' || $1, 0))")
-            .bind(&inclusion.tx_hash)
-            .execute(&mut *tx)
-            .await?;
-        let (elsewhere,): (bool,) = sqlx::query_as(
-            "SELECT EXISTS (SELECT 1 FROM custodian_records r WHERE r.tx_hash = $3 \
-               AND (r.tenant_id, r.op_id) <> ($1, $2))",
-        )
-        .bind(inclusion.tenant_id.as_uuid())
-        .bind(inclusion.op_id.as_uuid())
-        .bind(&inclusion.tx_hash)
-        .fetch_one(&mut *tx)
-        .await?;
-        if elsewhere {
+        if named_elsewhere(&mut tx, request, &inclusion.tx_hash).await? {
             return Ok(Settled::SettlesAnother);
         }
         crate::transition::transition_in(&mut tx, request).await?;
@@ -162,6 +168,47 @@ impl Store {
         tx.commit().await?;
         Ok(Settled::Confirmed)
     }
+
+    /// Settles a custodian withdrawal on a network the executor does not watch, on the
+    /// provider's COMPLETED record naming `tx_hash` (`0x` and 64 lowercase hex digits), with the
+    /// guard of [`Store::confirm_custodian`]: unless another withdrawal's provider record names
+    /// the same transaction. No inclusion is written: the chain was not read.
+    pub async fn settle_custodian_unwatched(
+        &self,
+        request: &crate::transition::TransitionRequest<'_>,
+        tx_hash: &str,
+    ) -> Result<Settled> {
+        let mut tx = self.pool.begin().await?;
+        if named_elsewhere(&mut tx, request, tx_hash).await? {
+            return Ok(Settled::SettlesAnother);
+        }
+        crate::transition::transition_in(&mut tx, request).await?;
+        tx.commit().await?;
+        Ok(Settled::Confirmed)
+    }
+}
+
+/// Whether a provider record of a withdrawal other than `request`'s names `tx_hash`, read under a
+/// transaction-scoped lock on the hash (settlements of one transaction one at a time).
+async fn named_elsewhere(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    request: &crate::transition::TransitionRequest<'_>,
+    tx_hash: &str,
+) -> Result<bool> {
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('custodian_tx:' || $1, 0))")
+        .bind(tx_hash)
+        .execute(&mut **tx)
+        .await?;
+    let (elsewhere,): (bool,) = sqlx::query_as(
+        "SELECT EXISTS (SELECT 1 FROM custodian_records r WHERE r.tx_hash = $3 \
+           AND (r.tenant_id, r.op_id) <> ($1, $2))",
+    )
+    .bind(request.tenant_id.as_uuid())
+    .bind(request.op_id.as_uuid())
+    .bind(tx_hash)
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(elsewhere)
 }
 
 /// What settling a custodian withdrawal did.

@@ -1,16 +1,22 @@
 //! What the chain says about a transaction a custodian's record names, with the evidence rules
 //! of every other settlement: the executor's own endpoints, a quorum agreeing at one pinned
-//! block, a canonical inclusion at final depth, and the transfer exactly as approved (it
-//! succeeded, its `to` is the destination, its value the amount: `judge_deposit`, the rule the
-//! witness credits deposits by). A network without endpoints is unwatched: only the custodian's
-//! COMPLETED record settles there (docs/custodians.md says so plainly).
+//! block, a canonical inclusion at final depth, and the transfer exactly as approved. For the
+//! network's native coin: it succeeded, its `to` is the destination, its value the amount
+//! (`judge_deposit`, the rule the witness credits deposits by). For a token of the network's
+//! `[payout_assets]`: it succeeded and holds exactly one `Transfer` log of the token's contract to
+//! the destination, of the amount (`judge_token_payout`, each log judged by the same deposit
+//! rule). A network without endpoints is unwatched: only the custodian's COMPLETED record settles
+//! there (docs/custodians.md says so plainly).
 
+use crate::config::PayoutAssets;
 use alloy_primitives::B256;
 use opledger_chain::EvidenceReader;
+use opledger_domain::custodian::token::{PayoutVerdict, TokenPayout, judge_token_payout};
 use opledger_domain::evidence::content::Asset;
 use opledger_domain::evidence::{Address, BlockRef, Hash32};
 use opledger_domain::witness::deposit::{DepositClaim, DepositVerdict, judge_deposit};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 
 /// The executor's verdict on a custodian's transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,55 +26,245 @@ pub enum ChainSays {
     /// Nothing to conclude yet (not at final depth, no agreement, not found): read again later.
     NotYet,
     /// The final chain shows something else than the approved transfer (reverted, another
-    /// recipient or amount): a security event for an operator, never a settlement.
+    /// recipient, amount or asset, the destination paid twice): a security event for an
+    /// operator, never a settlement.
     Contradicted(&'static str),
     /// The network has no evidence endpoints here: the custodian's record decides alone.
     Unwatched,
 }
 
-/// The evidence readers of the networks this executor watches.
+/// The transfer a custodian's transaction must have made. `Debug` never shows the destination.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Approved<'a> {
+    /// The network id.
+    pub network: &'a str,
+    /// The asset code, as in the payload.
+    pub asset: &'a str,
+    /// The approved destination.
+    pub destination: Address,
+    /// The approved amount, in the asset's minimal units.
+    pub amount: u128,
+}
+
+impl fmt::Debug for Approved<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Approved")
+            .field("network", &self.network)
+            .field("asset", &self.asset)
+            .field("amount", &self.amount)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The evidence readers of the networks this executor watches, and what each network's asset
+/// codes are.
 #[derive(Debug, Default)]
 pub struct Chains {
     readers: HashMap<String, EvidenceReader>,
+    assets: BTreeMap<String, PayoutAssets>,
 }
 
 impl Chains {
-    /// Readers by network id.
+    /// Readers by network id; every network's native coin is `ETH` and it has no token until
+    /// [`Chains::with_assets`] says otherwise.
     pub fn new(readers: HashMap<String, EvidenceReader>) -> Chains {
-        Chains { readers }
+        Chains {
+            readers,
+            assets: BTreeMap::new(),
+        }
     }
 
-    /// What the chain of `network` says about `tx_hash` paying `amount` of the native coin to
-    /// `destination`.
-    pub async fn judge(
-        &self,
-        network: &str,
-        tx_hash: Hash32,
-        destination: Address,
-        amount: u128,
-    ) -> ChainSays {
-        let Some(reader) = self.readers.get(network) else {
+    /// These chains with the asset codes of each network (`[payout_assets]`; a network without
+    /// an entry keeps the default: native `ETH`, no token).
+    pub fn with_assets(mut self, assets: BTreeMap<String, PayoutAssets>) -> Chains {
+        self.assets = assets;
+        self
+    }
+
+    /// What the chain says about `tx_hash` paying the `approved` transfer: a native transfer or
+    /// a token's, by what the asset is on the network.
+    pub async fn judge(&self, approved: Approved<'_>, tx_hash: Hash32) -> ChainSays {
+        let Some(reader) = self.readers.get(approved.network) else {
             return ChainSays::Unwatched;
+        };
+        let asset = match self.assets.get(approved.network) {
+            Some(assets) => assets.resolve(approved.asset),
+            None => PayoutAssets::default().resolve(approved.asset),
+        };
+        let Some(asset) = asset else {
+            // Refused at load: only chains built in code without the accounts' assets get here.
+            tracing::error!(
+                network = approved.network,
+                asset = approved.asset,
+                "the asset is neither the network's native coin nor one of its tokens: not judged"
+            );
+            return ChainSays::NotYet;
         };
         let Ok(pinned) = reader.pin().await else {
             return ChainSays::NotYet;
         };
-        let claim = DepositClaim {
-            tx_hash,
-            log_index: None,
-            recipient: destination,
-            asset: Asset::Native,
-            amount,
-        };
-        let observed = pinned.deposit(B256::from(tx_hash), None).await;
-        match judge_deposit(
-            &claim,
-            observed.as_ref().map_err(|e| *e),
-            pinned.final_block,
-        ) {
-            DepositVerdict::Confirmed { block } => ChainSays::Paid(block),
-            DepositVerdict::NotYet(_) => ChainSays::NotYet,
-            DepositVerdict::Contradicted(refusal) => ChainSays::Contradicted(refusal.reason_code()),
+        let hash = B256::from(tx_hash);
+        match asset {
+            Asset::Native => {
+                let claim = DepositClaim {
+                    tx_hash,
+                    log_index: None,
+                    recipient: approved.destination,
+                    asset: Asset::Native,
+                    amount: approved.amount,
+                };
+                let observed = pinned.deposit(hash, None).await;
+                native_says(judge_deposit(
+                    &claim,
+                    observed.as_ref().map_err(|e| *e),
+                    pinned.final_block,
+                ))
+            }
+            Asset::Token(contract) => {
+                let payout = TokenPayout {
+                    tx_hash,
+                    contract,
+                    recipient: approved.destination,
+                    amount: approved.amount,
+                };
+                let observed = pinned.receipt_logs(hash).await;
+                token_says(judge_token_payout(
+                    &payout,
+                    observed.as_ref().map_err(|e| *e),
+                    pinned.final_block,
+                ))
+            }
         }
+    }
+}
+
+/// The executor's verdict from the deposit rule's on a native transfer.
+fn native_says(verdict: DepositVerdict) -> ChainSays {
+    match verdict {
+        DepositVerdict::Confirmed { block } => ChainSays::Paid(block),
+        DepositVerdict::NotYet(_) => ChainSays::NotYet,
+        DepositVerdict::Contradicted(refusal) => ChainSays::Contradicted(refusal.reason_code()),
+    }
+}
+
+/// The executor's verdict from the token payout rule's.
+fn token_says(verdict: PayoutVerdict) -> ChainSays {
+    match verdict {
+        PayoutVerdict::Paid { block, .. } => ChainSays::Paid(block),
+        PayoutVerdict::NotYet(_) => ChainSays::NotYet,
+        PayoutVerdict::Contradicted(refusal) => ChainSays::Contradicted(refusal.reason_code()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opledger_chain::{EvidenceConfig, Finality};
+    use std::time::Duration;
+
+    fn approved(network: &'static str, asset: &'static str) -> Approved<'static> {
+        Approved {
+            network,
+            asset,
+            destination: [0xaa; 20],
+            amount: 1,
+        }
+    }
+
+    /// Chains watching `anvil` through an endpoint nobody listens on.
+    fn chains() -> Chains {
+        let reader = EvidenceReader::new(&EvidenceConfig {
+            urls: vec!["http://127.0.0.1:9".to_owned()],
+            quorum: 1,
+            finality: Finality::Confirmations(1),
+            max_lag_blocks: 8,
+            timeout: Duration::from_millis(200),
+            ca_file: None,
+            headers: Vec::new(),
+            allow_clear_text: false,
+        });
+        let Ok(reader) = reader else {
+            panic!("the reader is refused");
+        };
+        Chains::new(HashMap::from([("anvil".to_owned(), reader)]))
+    }
+
+    #[tokio::test]
+    async fn a_network_without_a_reader_is_unwatched_whatever_its_asset() {
+        for asset in ["ETH", "USDC"] {
+            assert_eq!(
+                chains().judge(approved("dark", asset), [1; 32]).await,
+                ChainSays::Unwatched
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn an_asset_the_network_does_not_have_concludes_nothing() {
+        let usdc = PayoutAssets {
+            native: "ETH".to_owned(),
+            tokens: BTreeMap::from([(
+                "USDC".to_owned(),
+                "0x5fbdb2315678afecb367f032d93f642f64180aa3".to_owned(),
+            )]),
+        };
+        // Not the default native coin, and no token by default; then not one of the tokens.
+        assert_eq!(
+            chains().judge(approved("anvil", "USDC"), [1; 32]).await,
+            ChainSays::NotYet
+        );
+        let chains = chains().with_assets(BTreeMap::from([("anvil".to_owned(), usdc)]));
+        assert_eq!(
+            chains.judge(approved("anvil", "USDT"), [1; 32]).await,
+            ChainSays::NotYet
+        );
+        // Known assets are read (here from a silent endpoint: nothing concluded either).
+        for asset in ["ETH", "USDC"] {
+            assert_eq!(
+                chains.judge(approved("anvil", asset), [1; 32]).await,
+                ChainSays::NotYet
+            );
+        }
+    }
+
+    #[test]
+    fn debug_shows_no_destination() {
+        let shown = format!("{:?}", approved("anvil", "USDC"));
+        assert!(!shown.contains("170"), "{shown}");
+    }
+
+    #[test]
+    fn verdicts_map_to_what_the_executor_does() {
+        use opledger_domain::custodian::token::PayoutRefusal;
+        use opledger_domain::witness::deposit::{DepositRefusal, NotYet};
+        let block = BlockRef {
+            number: 3,
+            hash: [2; 32],
+        };
+        assert_eq!(
+            token_says(PayoutVerdict::Paid {
+                block,
+                log_index: 4
+            }),
+            ChainSays::Paid(block)
+        );
+        assert_eq!(
+            token_says(PayoutVerdict::NotYet(NotYet::Absent)),
+            ChainSays::NotYet
+        );
+        assert_eq!(
+            token_says(PayoutVerdict::Contradicted(
+                PayoutRefusal::MoreThanOneTransfer
+            )),
+            ChainSays::Contradicted("PAYOUT_MORE_THAN_ONE_TRANSFER")
+        );
+        assert_eq!(
+            native_says(DepositVerdict::Confirmed { block }),
+            ChainSays::Paid(block)
+        );
+        assert_eq!(
+            native_says(DepositVerdict::Contradicted(DepositRefusal::AmountMismatch)),
+            ChainSays::Contradicted("DEPOSIT_AMOUNT_MISMATCH")
+        );
     }
 }

@@ -3,6 +3,9 @@
 
 use opledger_config::{ConfigError, Secret, ServiceBase};
 pub use opledger_custodian::{AccountRoute, account_name};
+use opledger_domain::evidence::content::Asset;
+use opledger_domain::evidence::parse_address;
+use opledger_domain::payload::AssetCode;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -36,6 +39,15 @@ pub struct Config {
     /// here or in `unwatched_networks`.
     #[serde(default)]
     pub evidence: BTreeMap<String, opledger_chain::NetworkEvidence>,
+    /// What the accounts' asset codes are on each watched network (`[payout_assets.<id>]`, as the
+    /// witness's `deposit_assets`): `native`, the asset code of the network's coin (`ETH` when
+    /// absent), and `tokens`, ERC-20 contracts (0x...) by asset code. A token withdrawal settles
+    /// only once the chain shows its transaction, final, paying exactly one `Transfer` of that
+    /// contract to the destination of the amount. A watched network without an entry has `ETH`
+    /// as its native coin and no token; an account whose asset is neither its network's native
+    /// coin nor one of its tokens is refused at load. Only watched networks have an entry.
+    #[serde(default)]
+    pub payout_assets: BTreeMap<String, PayoutAssets>,
     /// Networks whose withdrawals settle on the custodian's COMPLETED record alone, without chain
     /// evidence (a network this deployment cannot read). An explicit choice, never a default:
     /// the custodian is then trusted for the payout (docs/custodians.md).
@@ -72,6 +84,65 @@ pub struct Config {
 
 opledger_config::service_config!(Config);
 
+/// The assets of one watched network's withdrawals, by asset code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PayoutAssets {
+    /// The asset code of the network's native coin.
+    #[serde(default = "default_native")]
+    pub native: String,
+    /// ERC-20 contracts (0x and 40 hex digits) by asset code.
+    #[serde(default)]
+    pub tokens: BTreeMap<String, String>,
+}
+
+fn default_native() -> String {
+    "ETH".to_owned()
+}
+
+impl Default for PayoutAssets {
+    fn default() -> Self {
+        PayoutAssets {
+            native: default_native(),
+            tokens: BTreeMap::new(),
+        }
+    }
+}
+
+impl PayoutAssets {
+    /// What `code` is on this network: its native coin, a token by its contract, or `None` (not
+    /// an asset of the network, or a contract that is not an address: refused at load).
+    pub fn resolve(&self, code: &str) -> Option<Asset> {
+        if code == self.native {
+            return Some(Asset::Native);
+        }
+        let contract = self.tokens.get(code)?;
+        parse_address(contract).map(Asset::Token)
+    }
+
+    /// The problem with this entry, if any: asset codes, the native coin named a token too,
+    /// contracts that are no address, one contract for two assets.
+    fn problem(&self) -> Option<&'static str> {
+        let codes = std::iter::once(&self.native).chain(self.tokens.keys());
+        if codes.into_iter().any(|c| AssetCode::parse(c).is_err()) {
+            return Some("asset codes must match [A-Z0-9]{1,16}");
+        }
+        if self.tokens.contains_key(&self.native) {
+            return Some("an asset is both the native coin and a token");
+        }
+        let mut contracts = std::collections::BTreeSet::new();
+        for contract in self.tokens.values() {
+            let Some(address) = contract.strip_prefix("0x").and(parse_address(contract)) else {
+                return Some("token contracts must be 0x and 40 hex digits");
+            };
+            if !contracts.insert(address) {
+                return Some("names one token contract for two assets");
+            }
+        }
+        None
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -80,6 +151,7 @@ impl Default for Config {
             accounts: Vec::new(),
             trust_roots: Vec::new(),
             evidence: BTreeMap::new(),
+            payout_assets: BTreeMap::new(),
             unwatched_networks: Vec::new(),
             rpc_ca: None,
             rpc_headers: BTreeMap::new(),
@@ -145,10 +217,203 @@ impl Config {
                 "an account's network has no [evidence] entry and is not in unwatched_networks",
             );
         }
+        self.validate_payout_assets()?;
         opledger_trust::check_trust_roots(&self.trust_roots)?;
         if let Err(problem) = opledger_custodian::check_routes(&self.accounts) {
             return invalid("accounts", problem);
         }
         Ok(())
+    }
+
+    /// Each `[payout_assets]` entry is a watched network's and well formed, and every account on
+    /// a watched network routes its native coin or one of its tokens.
+    fn validate_payout_assets(&self) -> Result<(), ConfigError> {
+        let invalid = |field, problem| Err(ConfigError::Invalid { field, problem });
+        for (network, assets) in &self.payout_assets {
+            if !self.evidence.contains_key(network) {
+                return invalid(
+                    "payout_assets",
+                    "names a network without an [evidence] entry",
+                );
+            }
+            if let Some(problem) = assets.problem() {
+                return invalid("payout_assets", problem);
+            }
+        }
+        let unknown = self.accounts.iter().any(|a| {
+            self.evidence.contains_key(&a.network)
+                && self.assets_of(&a.network).resolve(&a.asset).is_none()
+        });
+        if unknown {
+            return invalid(
+                "accounts",
+                "an account's asset is neither the native coin of its watched network \
+                 ([payout_assets.<network>] native, ETH when absent) nor one of its tokens",
+            );
+        }
+        Ok(())
+    }
+
+    /// The assets of `network` (the default, native `ETH` and no token, when it has no entry).
+    pub fn assets_of(&self, network: &str) -> PayoutAssets {
+        self.payout_assets.get(network).cloned().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opledger_custodian::{AccountConfig, FireblocksConfig};
+
+    const USDC: &str = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
+
+    fn account(name: &str, network: &str, asset: &str) -> AccountRoute {
+        AccountRoute {
+            name: name.to_owned(),
+            tenant: "00000000-0000-4000-8000-000000000001".to_owned(),
+            network: network.to_owned(),
+            asset: asset.to_owned(),
+            provider: AccountConfig::LookupByReference(FireblocksConfig {
+                base_url: "https://custodian.example".to_owned(),
+                api_key_file: "/run/secrets/api_key".into(),
+                api_secret_file: "/run/secrets/api_secret".into(),
+                vault_account_id: "0".to_owned(),
+                asset_id: asset.to_owned(),
+                decimals: 6,
+                timeout_secs: 10,
+                ca_file: None,
+                consistency_window_secs: 60,
+            }),
+        }
+    }
+
+    /// `anvil` watched, `dark` unwatched, with `accounts` and `payout_assets`.
+    fn config(accounts: Vec<AccountRoute>, assets: &[(&str, PayoutAssets)]) -> Config {
+        let evidence = opledger_chain::NetworkEvidence {
+            urls: vec!["http://127.0.0.1:8545".to_owned()],
+            quorum: 1,
+            confirmations: Some(12),
+            finalized: false,
+            min_confirmations: 12,
+            max_lag_blocks: 8,
+            allow_shallow_finality: false,
+            insecure_clear_text: false,
+        };
+        Config {
+            accounts,
+            evidence: BTreeMap::from([("anvil".to_owned(), evidence)]),
+            unwatched_networks: vec!["dark".to_owned()],
+            payout_assets: assets
+                .iter()
+                .map(|(n, a)| ((*n).to_owned(), a.clone()))
+                .collect(),
+            ..Config::default()
+        }
+    }
+
+    fn tokens(native: &str, tokens: &[(&str, &str)]) -> PayoutAssets {
+        PayoutAssets {
+            native: native.to_owned(),
+            tokens: tokens
+                .iter()
+                .map(|(c, a)| ((*c).to_owned(), (*a).to_owned()))
+                .collect(),
+        }
+    }
+
+    fn refused(config: &Config) -> Option<&'static str> {
+        match config.validate() {
+            Ok(()) => None,
+            Err(ConfigError::Invalid { field, .. }) => Some(field),
+            Err(other) => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn an_account_routes_its_networks_native_coin_or_one_of_its_tokens() {
+        let usdc = [("anvil", tokens("ETH", &[("USDC", USDC)]))];
+        for (accounts, assets, field) in [
+            // Without an entry, a watched network's native coin is ETH, and it has no token.
+            (vec![account("a", "anvil", "ETH")], &[][..], None),
+            (
+                vec![account("a", "anvil", "USDC")],
+                &[][..],
+                Some("accounts"),
+            ),
+            (
+                vec![account("a", "anvil", "ETH"), account("b", "anvil", "USDC")],
+                &usdc[..],
+                None,
+            ),
+            (
+                vec![account("a", "anvil", "USDT")],
+                &usdc[..],
+                Some("accounts"),
+            ),
+            // Another native coin: ETH is no longer an asset of the network.
+            (
+                vec![account("a", "anvil", "ETH")],
+                &[("anvil", tokens("POL", &[]))][..],
+                Some("accounts"),
+            ),
+            // An unwatched network keeps today's rule: the custodian's record settles alone.
+            (vec![account("a", "dark", "USDC")], &[][..], None),
+        ] {
+            let config = config(accounts, assets);
+            assert_eq!(refused(&config), field, "{:?}", config.payout_assets);
+        }
+    }
+
+    #[test]
+    fn payout_assets_are_well_formed_and_only_for_watched_networks() {
+        for (network, assets) in [
+            ("dark", tokens("ETH", &[])),
+            ("nowhere", tokens("ETH", &[])),
+            ("anvil", tokens("eth", &[])),
+            ("anvil", tokens("ETH", &[("usdc", USDC)])),
+            ("anvil", tokens("ETH", &[("ETH", USDC)])),
+            (
+                "anvil",
+                tokens(
+                    "ETH",
+                    &[("USDC", "5fbdb2315678afecb367f032d93f642f64180aa3")],
+                ),
+            ),
+            (
+                "anvil",
+                tokens(
+                    "ETH",
+                    &[("USDC", "0x5fbdb2315678afecb367f032d93f642f64180a")],
+                ),
+            ),
+            ("anvil", tokens("ETH", &[("USDC", USDC), ("USDX", USDC)])),
+        ] {
+            let config = config(vec![], &[(network, assets.clone())]);
+            assert_eq!(
+                refused(&config),
+                Some("payout_assets"),
+                "{network} {assets:?}"
+            );
+        }
+        assert_eq!(
+            refused(&config(
+                vec![],
+                &[("anvil", tokens("ETH", &[("USDC", USDC)]))]
+            )),
+            None
+        );
+    }
+
+    #[test]
+    fn an_asset_resolves_to_the_native_coin_or_its_contract() {
+        let assets = tokens("ETH", &[("USDC", USDC)]);
+        assert_eq!(assets.resolve("ETH"), Some(Asset::Native));
+        assert_eq!(
+            assets.resolve("USDC"),
+            parse_address(USDC).map(Asset::Token)
+        );
+        assert_eq!(assets.resolve("USDT"), None);
+        assert_eq!(PayoutAssets::default().resolve("ETH"), Some(Asset::Native));
+        assert_eq!(PayoutAssets::default().resolve("USDC"), None);
     }
 }

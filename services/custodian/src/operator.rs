@@ -108,8 +108,10 @@ impl OperatorApi {
 
 /// The transaction the provider's answer named, when the withdrawal follows it and a binding of
 /// `provider_id` is asked: naming it again is its answer (`Some`); another one is refused while
-/// it is live; `None` (bind) only once the provider lists it as recreated (the payment is then
-/// the new one's), or when no answer named one.
+/// it is listed with the withdrawal's destination and amount and not recreated; `None` (bind,
+/// under every rule of a binding) once the provider lists it as recreated (the payment is then
+/// the new one's), when it is not among the candidates (the provider does not show it, or shows
+/// it with another destination or amount), or when no answer named one.
 fn answered_live(
     due: &opledger_store::custodian::CustodianDue,
     listed: &[Candidate],
@@ -121,16 +123,13 @@ fn answered_live(
     if answered == provider_id {
         return Ok(Some(answered.clone()));
     }
-    if listed
-        .iter()
-        .any(|c| c.provider_id == *answered && c.recreated)
-    {
-        return Ok(None);
+    match listed.iter().find(|c| c.provider_id == *answered) {
+        Some(candidate) if !candidate.recreated => Err(not_bindable(
+            "the provider's answer named the transaction the executor follows, and the provider \
+             lists it: an operator binds another only once it is listed as recreated",
+        )),
+        _ => Ok(None),
     }
-    Err(not_bindable(
-        "the provider's answer named the transaction the executor follows; an operator binds \
-         another only once the provider lists that one as recreated",
-    ))
 }
 
 /// The listed transaction `provider_id`, when binding it would prove something: read as the

@@ -26,8 +26,8 @@ pub enum StartError {
     Serve(#[from] opledger_server::ServeError),
 }
 
-/// The executor `config` describes, over `store`: its accounts, trust roots and the evidence
-/// readers of its watched networks.
+/// The executor `config` describes, over `store`: its accounts, trust roots, and the evidence
+/// readers of its watched networks with what their asset codes are (`payout_assets`).
 pub fn executor(
     config: &Config,
     store: opledger_store::roles::CustodianStore,
@@ -50,7 +50,7 @@ pub fn executor(
             stuck_after: Duration::from_secs(config.stuck_after_secs),
         },
     )
-    .with_chains(Chains::new(readers)))
+    .with_chains(Chains::new(readers).with_assets(config.payout_assets.clone())))
 }
 
 /// The operator API (`CustodianOperatorService`) over `store`, with the accounts of `config`.

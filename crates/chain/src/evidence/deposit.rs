@@ -21,6 +21,8 @@ use opledger_domain::witness::deposit::{ObservedDeposit, ObservedLog};
 use super::endpoint::{Endpoint, EndpointError, TransactionPaid};
 use super::pinned::Pinned;
 
+mod receipt_logs;
+
 impl Pinned {
     /// What the endpoints of this pass agree on about transaction `tx_hash` at the pinned block:
     /// its inclusion in a canonical block at or below it (status, `to`, value, and the receipt's
@@ -80,26 +82,35 @@ impl Pinned {
     ) -> Result<ObservedDeposit, EndpointError> {
         let pinned = (self.pinned.number, B256::from(self.pinned.hash));
         let (receipt, transaction) = endpoint.receipt_and_transaction(tx_hash, pinned).await?;
-        let Some(found) = interpret(tx_hash, log_index, pinned.0, receipt, transaction)? else {
-            return Ok(ObservedDeposit::Absent);
-        };
-        let canonical = if found.number == pinned.0 {
-            pinned.1
-        } else {
-            // Re-reads the pinned height too: the hash comes from the pinned chain.
-            endpoint
-                .hashes(&[found.number], pinned)
-                .await?
-                .get(&found.number)
-                .copied()
-                .ok_or(EndpointError::Inconsistent)?
-        };
-        // In a block that is not canonical (another fork's): not included.
-        if canonical != found.hash {
-            return Ok(ObservedDeposit::Absent);
-        }
-        Ok(found.observed)
+        let found = interpret(tx_hash, log_index, pinned.0, receipt, transaction)?;
+        Ok(canonical(endpoint, pinned, found)
+            .await?
+            .map_or(ObservedDeposit::Absent, |found| found.observed))
     }
+}
+
+/// `found` when its block is canonical on the pinned chain (`pinned`: its number and hash);
+/// `None` when it is absent or in another fork's block (not included).
+async fn canonical(
+    endpoint: &Endpoint,
+    pinned: (u64, B256),
+    found: Option<Found>,
+) -> Result<Option<Found>, EndpointError> {
+    let Some(found) = found else {
+        return Ok(None);
+    };
+    let canonical = if found.number == pinned.0 {
+        pinned.1
+    } else {
+        // Re-reads the pinned height too: the hash comes from the pinned chain.
+        endpoint
+            .hashes(&[found.number], pinned)
+            .await?
+            .get(&found.number)
+            .copied()
+            .ok_or(EndpointError::Inconsistent)?
+    };
+    Ok((canonical == found.hash).then_some(found))
 }
 
 /// One endpoint's inclusion of the asked transaction, before its block is checked canonical.
@@ -206,10 +217,7 @@ fn log_at(
 
 /// The one answer every answering endpoint gave, if at least `quorum` answered (a quorum of 0 is
 /// taken as 1).
-fn agreed(
-    answers: Vec<Option<ObservedDeposit>>,
-    quorum: usize,
-) -> Result<ObservedDeposit, NoAgreement> {
+fn agreed<T: PartialEq>(answers: Vec<Option<T>>, quorum: usize) -> Result<T, NoAgreement> {
     let quorum = quorum.max(1);
     let mut answered = answers.into_iter().flatten();
     let Some(first) = answered.next() else {
@@ -527,7 +535,7 @@ mod tests {
             })
         );
         assert_eq!(
-            agreed(vec![None, None], 2),
+            agreed::<ObservedDeposit>(vec![None, None], 2),
             Err(NoAgreement::TooFewAnswers {
                 answered: 0,
                 quorum: 2

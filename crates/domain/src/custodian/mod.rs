@@ -21,6 +21,7 @@
 mod status;
 #[cfg(test)]
 mod tests;
+pub mod token;
 mod witness;
 
 pub use status::{ProviderStatus, StatusClass, UnknownStatus};

@@ -179,4 +179,15 @@ impl CustodianStore {
     ) -> Result<crate::custodian_bindings::Settled> {
         self.store.confirm_custodian(request, inclusion).await
     }
+
+    /// See [`Store::settle_custodian_unwatched`].
+    pub async fn settle_custodian_unwatched(
+        &self,
+        request: &crate::transition::TransitionRequest<'_>,
+        tx_hash: &str,
+    ) -> Result<crate::custodian_bindings::Settled> {
+        self.store
+            .settle_custodian_unwatched(request, tx_hash)
+            .await
+    }
 }

@@ -2,8 +2,8 @@
 //! record that differs from the request (a security event), and the settlement of a record's
 //! transaction from the chain.
 
-use super::{Executor, OWNER, ignore_conflict};
-use crate::chain::ChainSays;
+use super::{Executor, OWNER};
+use crate::chain::{Approved, ChainSays};
 use opledger_custodian::{LookupOutcome, TransferRequest};
 use opledger_domain::custodian::{Lookup, ProviderStatus};
 use opledger_domain::state::{Actor, OperationState as S};
@@ -29,11 +29,13 @@ impl Executor {
         let completed = status == ProviderStatus::Completed;
         let op = &due.operation;
         let (t, o) = (op.payload.tenant_id, op.op_id);
-        let network = op.payload.network.as_str();
-        let says = self
-            .chains
-            .judge(network, hash, request.destination, request.amount)
-            .await;
+        let approved = Approved {
+            network: op.payload.network.as_str(),
+            asset: op.payload.asset.as_str(),
+            destination: request.destination,
+            amount: request.amount,
+        };
+        let says = self.chains.judge(approved, hash).await;
         let settle = self.moved(due, S::Broadcast, S::Confirmed, "custodian transfer final");
         match says {
             ChainSays::Paid(block) => {
@@ -44,14 +46,15 @@ impl Executor {
                     block_number: block.number,
                     block_hash: format!("0x{}", hex::encode(block.hash)),
                 };
-                match self.store.confirm_custodian(&settle, &inclusion).await {
-                    Ok(Settled::Confirmed) | Err(StoreError::Conflict { .. }) => Ok(()),
-                    Ok(Settled::SettlesAnother) => self.settles_another(due).await,
-                    Err(e) => Err(e),
-                }
+                let settled = self.store.confirm_custodian(&settle, &inclusion).await;
+                self.settled(due, settled).await
             }
             ChainSays::Unwatched if completed => {
-                ignore_conflict(self.store.transition(&settle).await)
+                // On the provider's word alone, but never on a transaction another
+                // withdrawal's record names.
+                let tx_hash = format!("0x{}", hex::encode(hash));
+                let settled = self.store.settle_custodian_unwatched(&settle, &tx_hash);
+                self.settled(due, settled.await).await
             }
             ChainSays::NotYet
                 if matches!(status.class(), StatusClass::Completed | StatusClass::Failed)
@@ -87,6 +90,20 @@ impl Executor {
                     )
                     .await
             }
+        }
+    }
+
+    /// What a settlement did: a lost race is no failure; a transaction another withdrawal's
+    /// record names is a security event.
+    async fn settled(
+        &self,
+        due: &CustodianDue,
+        settled: Result<Settled, StoreError>,
+    ) -> Result<(), StoreError> {
+        match settled {
+            Ok(Settled::Confirmed) | Err(StoreError::Conflict { .. }) => Ok(()),
+            Ok(Settled::SettlesAnother) => self.settles_another(due).await,
+            Err(e) => Err(e),
         }
     }
 
