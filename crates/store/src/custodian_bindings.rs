@@ -151,9 +151,9 @@ impl Store {
     }
 
     /// Settles a custodian withdrawal on `inclusion` (BROADCAST -> CONFIRMED with its inclusion,
-    /// as [`Store::confirm`]) unless another withdrawal's provider record names the same
-    /// transaction: one transfer never settles two withdrawals, whatever a provider (or an
-    /// operator's binding) says. Settlements of one transaction are taken one at a time.
+    /// as [`Store::confirm`]) unless another withdrawal's provider record or live inclusion
+    /// names the same transaction: one transfer never settles two withdrawals, whatever a
+    /// provider (or an operator's binding) says. Settlements of one transaction are taken one at a time.
     pub async fn confirm_custodian(
         &self,
         request: &crate::transition::TransitionRequest<'_>,
@@ -171,8 +171,8 @@ impl Store {
 
     /// Settles a custodian withdrawal on a network the executor does not watch, on the
     /// provider's COMPLETED record naming `tx_hash` (`0x` and 64 lowercase hex digits), with the
-    /// guard of [`Store::confirm_custodian`]: unless another withdrawal's provider record names
-    /// the same transaction. No inclusion is written: the chain was not read.
+    /// guard of [`Store::confirm_custodian`]: unless another withdrawal's provider record or live
+    /// inclusion names the same transaction. No inclusion is written: the chain was not read.
     pub async fn settle_custodian_unwatched(
         &self,
         request: &crate::transition::TransitionRequest<'_>,
@@ -188,7 +188,8 @@ impl Store {
     }
 }
 
-/// Whether a provider record of a withdrawal other than `request`'s names `tx_hash`, read under a
+/// Whether a provider record, or a live inclusion (a settlement by any executor, the local
+/// signer's included), of a withdrawal other than `request`'s names `tx_hash`, read under a
 /// transaction-scoped lock on the hash (settlements of one transaction one at a time).
 async fn named_elsewhere(
     tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
@@ -201,7 +202,9 @@ async fn named_elsewhere(
         .await?;
     let (elsewhere,): (bool,) = sqlx::query_as(
         "SELECT EXISTS (SELECT 1 FROM custodian_records r WHERE r.tx_hash = $3 \
-           AND (r.tenant_id, r.op_id) <> ($1, $2))",
+           AND (r.tenant_id, r.op_id) <> ($1, $2)) \
+         OR EXISTS (SELECT 1 FROM inclusions i WHERE i.tx_hash = $3 AND i.reorged_at IS NULL \
+           AND (i.tenant_id, i.op_id) <> ($1, $2))",
     )
     .bind(request.tenant_id.as_uuid())
     .bind(request.op_id.as_uuid())
