@@ -478,6 +478,11 @@ admin_public_keys = ["$OPLEDGER_DEMO_TRUST_ADMIN_PUBLIC_KEY"]
 min_version = 1
 
 $anvil_evidence
+# What anvil's payouts are: its coin, and the only address the double pays from (its hot wallet,
+# anvil's 9th development account): a transfer from anyone else never settles a withdrawal.
+[payout_assets.anvil]
+native = "ETH"
+senders = ["0x23618e81e3f5cdf7f54c3d65f7fbc0abf5b21e8f"]
 TOML
     chmod 600 "$state/custodian.toml"
 fi

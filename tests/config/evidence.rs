@@ -147,6 +147,8 @@ fn a_custodian_network_without_evidence_must_be_named_unwatched() -> anyhow::Res
     let base = "database_url = \"postgres://u:p@127.0.0.1:1/db\"\n";
     let evidence = "[evidence.anvil]\nurls = [\"http://127.0.0.1:8545\"]\nquorum = 1\n\
                     confirmations = 12\n";
+    let assets = "[payout_assets.anvil]\nnative = \"ETH\"\n\
+                  senders = [\"0x23618e81e3f5cdf7f54c3d65f7fbc0abf5b21e8f\"]\n";
     for (keys, refused) in [
         (format!("{base}{ACCOUNT}"), Some("accounts")),
         (
@@ -157,7 +159,9 @@ fn a_custodian_network_without_evidence_must_be_named_unwatched() -> anyhow::Res
             format!("{base}unwatched_networks = [\"anvil\"]\n{ACCOUNT}"),
             None,
         ),
-        (format!("{base}{ACCOUNT}{evidence}"), None),
+        // A watched network's payouts: its coin and the addresses they are sent from.
+        (format!("{base}{ACCOUNT}{evidence}"), Some("payout_assets")),
+        (format!("{base}{ACCOUNT}{evidence}{assets}"), None),
     ] {
         std::fs::write(&path, &keys)?;
         let loaded = opledger_custodian_executor::Config::load(Some(&path));

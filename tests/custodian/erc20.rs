@@ -52,6 +52,9 @@ enum Pays {
     TenTimes,
     /// The token, the requested amount, to another address.
     Elsewhere,
+    /// The token, as requested, but from a wallet that is none of the custodian's payout
+    /// addresses (someone else's transfer the provider names as ours).
+    OtherWallet,
 }
 
 /// A double on its own anvil with the Fireblocks and BitGo profiles, paying `USDC` as `pays`
@@ -95,7 +98,18 @@ impl TokenSim {
                 Some(other)
             }
             Pays::Native => None,
-            Pays::Token | Pays::TenTimes | Pays::Elsewhere => Some(token.clone()),
+            Pays::Token | Pays::TenTimes | Pays::Elsewhere | Pays::OtherWallet => {
+                Some(token.clone())
+            }
+        };
+        // Another wallet: anvil's funded development account 1, given tokens of its own.
+        let hot_wallet_key = if pays == Pays::OtherWallet {
+            let hash =
+                token_transfer(&anvil, &token, DEV_KEYS[0].0, DEV_KEYS[1].0, SUPPLY / 4).await?;
+            anvil.wait_receipt(&hash, Duration::from_secs(30)).await?;
+            DEV_KEYS[1].1
+        } else {
+            SIM_WALLET_KEY
         };
         let dir = std::env::temp_dir().join(format!("opledger-erc20-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir)?;
@@ -111,7 +125,7 @@ impl TokenSim {
         };
         let config = json!({
             "chain": {"rpc_url": anvil.rpc_url(), "chain_id": anvil.chain_id(),
-                      "hot_wallet_key": SIM_WALLET_KEY},
+                      "hot_wallet_key": hot_wallet_key},
             "decimals": if pays == Pays::TenTimes { 7 } else { 6 },
             "confirmations": 1,
             "faults": {"seed": 1, "rules": []},
@@ -277,7 +291,7 @@ async fn token_executor(
         matches!(
             &refused,
             Err(opledger_config::ConfigError::Invalid {
-                field: "accounts",
+                field: "payout_assets",
                 ..
             })
         ),
@@ -286,6 +300,7 @@ async fn token_executor(
     let assets = PayoutAssets {
         native: "ETH".to_owned(),
         tokens: BTreeMap::from([(ASSET.to_owned(), sim.token.clone())]),
+        senders: vec![SIM_WALLET.to_owned()],
     };
     let config = load_config(stack, sim, accounts, Some(assets))??;
     let login = Store::connect(&stack.url(ServiceRole::Custodian), StoreConfig::default())
@@ -412,10 +427,11 @@ async fn never_settled(pays: Pays, reason: &str) -> anyhow::Result<()> {
     assert!(!details.is_empty());
     assert!(details.iter().all(|d| d == reason), "{details:?}");
     // What the destination got of the approved token.
-    let expected = if pays == Pays::TenTimes {
-        AMOUNT.parse::<u128>()? * 10
-    } else {
-        0
+    let expected = match pays {
+        Pays::TenTimes => AMOUNT.parse::<u128>()? * 10,
+        // Paid, but by someone else: no payout of ours.
+        Pays::OtherWallet => AMOUNT.parse::<u128>()?,
+        _ => 0,
     };
     assert_eq!(
         token_balance(&sim.anvil, &sim.token, &destination).await?,
@@ -446,6 +462,13 @@ async fn a_transaction_paying_the_native_coin_never_settles_a_token_withdrawal()
 async fn a_transaction_paying_another_amount_never_settles_a_token_withdrawal() -> anyhow::Result<()>
 {
     never_settled(Pays::TenTimes, "PAYOUT_AMOUNT_MISMATCH").await
+}
+
+/// The provider names a transfer of the token, of the amount, to the destination, made from a
+/// wallet that is none of the custodian's payout addresses: someone else's, never ours.
+#[tokio::test]
+async fn a_transfer_from_another_wallet_never_settles_a_token_withdrawal() -> anyhow::Result<()> {
+    never_settled(Pays::OtherWallet, "PAYOUT_SENDER_MISMATCH").await
 }
 
 #[tokio::test]

@@ -121,6 +121,7 @@ async fn the_gauges_follow_a_withdrawal_in_flight_and_an_escalation_while_it_is_
             NETWORK.to_owned(),
             chain::evidence(&[sim.rpc_url.as_str()], 1),
         )]),
+        payout_assets: opledger_tests::custodian::payout_assets(),
         poll_interval_ms: 100,
         follow_every_secs: 1,
         ..Config::default()

@@ -100,6 +100,7 @@ impl Custody {
                 NETWORK.to_owned(),
                 opledger_tests::chain::evidence(&[evidence_url], 1),
             )]),
+            payout_assets: opledger_tests::custodian::payout_assets(),
             rpc_timeout_ms: 2_000,
             poll_interval_ms: 100,
             follow_every_secs: 1,

@@ -294,9 +294,25 @@ pub fn chains(sim: &Sim) -> anyhow::Result<opledger_custodian_executor::chain::C
         None,
         std::iter::empty(),
     )?;
-    Ok(opledger_custodian_executor::chain::Chains::new(
-        std::collections::HashMap::from([(NETWORK.to_owned(), reader)]),
-    ))
+    Ok(
+        opledger_custodian_executor::chain::Chains::new(std::collections::HashMap::from([(
+            NETWORK.to_owned(),
+            reader,
+        )]))
+        .with_assets(payout_assets()),
+    )
+}
+
+/// The executor's `[payout_assets]` for the double's network: its coin is ETH, paid from the
+/// double's hot wallet only.
+pub fn payout_assets()
+-> std::collections::BTreeMap<String, opledger_custodian_executor::config::PayoutAssets> {
+    let assets = opledger_custodian_executor::config::PayoutAssets {
+        native: "ETH".to_owned(),
+        tokens: std::collections::BTreeMap::new(),
+        senders: vec![SIM_WALLET.to_owned()],
+    };
+    std::collections::BTreeMap::from([(NETWORK.to_owned(), assets)])
 }
 
 /// A withdrawal of `amount` wei to a fresh address through a service routing `tenant`'s test

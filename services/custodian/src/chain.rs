@@ -11,7 +11,9 @@
 use crate::config::PayoutAssets;
 use alloy_primitives::B256;
 use opledger_chain::EvidenceReader;
-use opledger_domain::custodian::token::{PayoutVerdict, TokenPayout, judge_token_payout};
+use opledger_domain::custodian::token::{
+    ObservedReceipt, PayoutRefusal, PayoutVerdict, TokenPayout, judge_token_payout, sent_by,
+};
 use opledger_domain::evidence::content::Asset;
 use opledger_domain::evidence::{Address, BlockRef, Hash32};
 use opledger_domain::witness::deposit::{DepositClaim, DepositVerdict, judge_deposit};
@@ -65,8 +67,8 @@ pub struct Chains {
 }
 
 impl Chains {
-    /// Readers by network id; every network's native coin is `ETH` and it has no token until
-    /// [`Chains::with_assets`] says otherwise.
+    /// Readers by network id; a network judges nothing until [`Chains::with_assets`] names its
+    /// assets and the addresses its payouts are sent from.
     pub fn new(readers: HashMap<String, EvidenceReader>) -> Chains {
         Chains {
             readers,
@@ -74,8 +76,8 @@ impl Chains {
         }
     }
 
-    /// These chains with the asset codes of each network (`[payout_assets]`; a network without
-    /// an entry keeps the default: native `ETH`, no token).
+    /// These chains with the asset codes of each network and the addresses its custodian payouts
+    /// are sent from (`[payout_assets]`).
     pub fn with_assets(mut self, assets: BTreeMap<String, PayoutAssets>) -> Chains {
         self.assets = assets;
         self
@@ -87,11 +89,10 @@ impl Chains {
         let Some(reader) = self.readers.get(approved.network) else {
             return ChainSays::Unwatched;
         };
-        let asset = match self.assets.get(approved.network) {
-            Some(assets) => assets.resolve(approved.asset),
-            None => PayoutAssets::default().resolve(approved.asset),
-        };
-        let Some(asset) = asset else {
+        let assets = self.assets.get(approved.network);
+        let Some((asset, assets)) =
+            assets.and_then(|assets| Some((assets.resolve(approved.asset)?, assets)))
+        else {
             // Refused at load: only chains built in code without the accounts' assets get here.
             tracing::error!(
                 network = approved.network,
@@ -104,6 +105,13 @@ impl Chains {
             return ChainSays::NotYet;
         };
         let hash = B256::from(tx_hash);
+        let senders: Vec<Address> = assets
+            .senders
+            .iter()
+            .filter_map(|s| opledger_domain::evidence::parse_address(s))
+            .collect();
+        // One read for both: the transaction, its sender and every log of its receipt.
+        let observed = pinned.receipt_logs(hash).await;
         match asset {
             Asset::Native => {
                 let claim = DepositClaim {
@@ -113,12 +121,13 @@ impl Chains {
                     asset: Asset::Native,
                     amount: approved.amount,
                 };
-                let observed = pinned.deposit(hash, None).await;
-                native_says(judge_deposit(
+                let deposit = observed.as_ref().map(ObservedReceipt::as_deposit);
+                let verdict = judge_deposit(
                     &claim,
-                    observed.as_ref().map_err(|e| *e),
+                    deposit.as_ref().map_err(|e| **e),
                     pinned.final_block,
-                ))
+                );
+                from_senders(native_says(verdict), observed.as_ref().ok(), None, &senders)
             }
             Asset::Token(contract) => {
                 let payout = TokenPayout {
@@ -127,14 +136,40 @@ impl Chains {
                     recipient: approved.destination,
                     amount: approved.amount,
                 };
-                let observed = pinned.receipt_logs(hash).await;
-                token_says(judge_token_payout(
+                let verdict = judge_token_payout(
                     &payout,
                     observed.as_ref().map_err(|e| *e),
                     pinned.final_block,
-                ))
+                );
+                let log_index = match verdict {
+                    PayoutVerdict::Paid { log_index, .. } => Some(log_index),
+                    _ => None,
+                };
+                from_senders(
+                    token_says(verdict),
+                    observed.as_ref().ok(),
+                    log_index,
+                    &senders,
+                )
             }
         }
+    }
+}
+
+/// `says`, unless it is a payment `observed` shows sent by none of `senders` (`log_index`: the
+/// token's `Transfer`; `None`: the native transaction's sender): then someone else's transfer,
+/// contradicted.
+fn from_senders(
+    says: ChainSays,
+    observed: Option<&ObservedReceipt>,
+    log_index: Option<u32>,
+    senders: &[Address],
+) -> ChainSays {
+    match says {
+        ChainSays::Paid(_) if !observed.is_some_and(|o| sent_by(o, log_index, senders)) => {
+            ChainSays::Contradicted(PayoutRefusal::SenderMismatch.reason_code())
+        }
+        says => says,
     }
 }
 
@@ -207,12 +242,15 @@ mod tests {
                 "USDC".to_owned(),
                 "0x5fbdb2315678afecb367f032d93f642f64180aa3".to_owned(),
             )]),
+            senders: vec!["0x23618e81e3f5cdf7f54c3d65f7fbc0abf5b21e8f".to_owned()],
         };
-        // Not the default native coin, and no token by default; then not one of the tokens.
-        assert_eq!(
-            chains().judge(approved("anvil", "USDC"), [1; 32]).await,
-            ChainSays::NotYet
-        );
+        // A network without its assets judges nothing; then an asset not among them.
+        for asset in ["ETH", "USDC"] {
+            assert_eq!(
+                chains().judge(approved("anvil", asset), [1; 32]).await,
+                ChainSays::NotYet
+            );
+        }
         let chains = chains().with_assets(BTreeMap::from([("anvil".to_owned(), usdc)]));
         assert_eq!(
             chains.judge(approved("anvil", "USDT"), [1; 32]).await,

@@ -39,13 +39,15 @@ pub struct Config {
     /// here or in `unwatched_networks`.
     #[serde(default)]
     pub evidence: BTreeMap<String, opledger_chain::NetworkEvidence>,
-    /// What the accounts' asset codes are on each watched network (`[payout_assets.<id>]`, as the
-    /// witness's `deposit_assets`): `native`, the asset code of the network's coin (`ETH` when
-    /// absent), and `tokens`, ERC-20 contracts (0x...) by asset code. A token withdrawal settles
-    /// only once the chain shows its transaction, final, paying exactly one `Transfer` of that
-    /// contract to the destination of the amount. A watched network without an entry has `ETH`
-    /// as its native coin and no token; an account whose asset is neither its network's native
-    /// coin nor one of its tokens is refused at load. Only watched networks have an entry.
+    /// What each watched network's custodian payouts are (`[payout_assets.<id>]`, required for
+    /// every watched network with an account): `native`, the asset code of the network's coin
+    /// (no default); `tokens`, ERC-20 contracts (0x...) by asset code; `senders`, the addresses
+    /// the providers pay from (at least one). A withdrawal settles only once the chain shows its
+    /// transaction, final, paying exactly the approved transfer (the coin: its `to` and value;
+    /// a token: exactly one `Transfer` of that contract to the destination of the amount) sent
+    /// from one of `senders` (the transaction's sender; a token's `Transfer` `from`). An account
+    /// whose asset is neither its network's native coin nor one of its tokens is refused at
+    /// load. Only watched networks have an entry.
     #[serde(default)]
     pub payout_assets: BTreeMap<String, PayoutAssets>,
     /// Networks whose withdrawals settle on the custodian's COMPLETED record alone, without chain
@@ -88,25 +90,18 @@ opledger_config::service_config!(Config);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PayoutAssets {
-    /// The asset code of the network's native coin.
-    #[serde(default = "default_native")]
+    /// The asset code of the network's native coin (named: no default, a network's coin is not
+    /// ETH everywhere).
     pub native: String,
     /// ERC-20 contracts (0x and 40 hex digits) by asset code.
     #[serde(default)]
     pub tokens: BTreeMap<String, String>,
-}
-
-fn default_native() -> String {
-    "ETH".to_owned()
-}
-
-impl Default for PayoutAssets {
-    fn default() -> Self {
-        PayoutAssets {
-            native: default_native(),
-            tokens: BTreeMap::new(),
-        }
-    }
+    /// The addresses the network's custodian payouts are sent from (the providers' vault or
+    /// wallet addresses, 0x and 40 hex digits; at least one): the sender of a native transfer,
+    /// the `from` of a token's `Transfer`. A transfer of the same asset and amount to the same
+    /// destination sent by anyone else never settles a withdrawal.
+    #[serde(default)]
+    pub senders: Vec<String>,
 }
 
 impl PayoutAssets {
@@ -129,6 +124,16 @@ impl PayoutAssets {
         }
         if self.tokens.contains_key(&self.native) {
             return Some("an asset is both the native coin and a token");
+        }
+        if self.senders.is_empty() {
+            return Some("senders must name at least one address the custodian pays from");
+        }
+        if self
+            .senders
+            .iter()
+            .any(|s| s.strip_prefix("0x").and(parse_address(s)).is_none())
+        {
+            return Some("senders must be 0x and 40 hex digits");
         }
         let mut contracts = std::collections::BTreeSet::new();
         for contract in self.tokens.values() {
@@ -240,23 +245,26 @@ impl Config {
                 return invalid("payout_assets", problem);
             }
         }
-        let unknown = self.accounts.iter().any(|a| {
-            self.evidence.contains_key(&a.network)
-                && self.assets_of(&a.network).resolve(&a.asset).is_none()
-        });
-        if unknown {
-            return invalid(
-                "accounts",
-                "an account's asset is neither the native coin of its watched network \
-                 ([payout_assets.<network>] native, ETH when absent) nor one of its tokens",
-            );
+        for account in &self.accounts {
+            if !self.evidence.contains_key(&account.network) {
+                continue;
+            }
+            let Some(assets) = self.payout_assets.get(&account.network) else {
+                return invalid(
+                    "payout_assets",
+                    "every watched network with an account needs [payout_assets.<network>]: \
+                     its native coin and the addresses its custodian payouts are sent from",
+                );
+            };
+            if assets.resolve(&account.asset).is_none() {
+                return invalid(
+                    "accounts",
+                    "an account's asset is neither the native coin of its watched network \
+                     ([payout_assets.<network>] native) nor one of its tokens",
+                );
+            }
         }
         Ok(())
-    }
-
-    /// The assets of `network` (the default, native `ETH` and no token, when it has no entry).
-    pub fn assets_of(&self, network: &str) -> PayoutAssets {
-        self.payout_assets.get(network).cloned().unwrap_or_default()
     }
 }
 
@@ -266,6 +274,7 @@ mod tests {
     use opledger_custodian::{AccountConfig, FireblocksConfig};
 
     const USDC: &str = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
+    const SENDER: &str = "0x23618e81e3f5cdf7f54c3d65f7fbc0abf5b21e8f";
 
     fn account(name: &str, network: &str, asset: &str) -> AccountRoute {
         AccountRoute {
@@ -318,6 +327,7 @@ mod tests {
                 .iter()
                 .map(|(c, a)| ((*c).to_owned(), (*a).to_owned()))
                 .collect(),
+            senders: vec![SENDER.to_owned()],
         }
     }
 
@@ -333,12 +343,16 @@ mod tests {
     fn an_account_routes_its_networks_native_coin_or_one_of_its_tokens() {
         let usdc = [("anvil", tokens("ETH", &[("USDC", USDC)]))];
         for (accounts, assets, field) in [
-            // Without an entry, a watched network's native coin is ETH, and it has no token.
-            (vec![account("a", "anvil", "ETH")], &[][..], None),
+            // A watched network with an account needs an entry: no default native coin.
             (
-                vec![account("a", "anvil", "USDC")],
+                vec![account("a", "anvil", "ETH")],
                 &[][..],
-                Some("accounts"),
+                Some("payout_assets"),
+            ),
+            (
+                vec![account("a", "anvil", "ETH")],
+                &[("anvil", tokens("ETH", &[]))][..],
+                None,
             ),
             (
                 vec![account("a", "anvil", "ETH"), account("b", "anvil", "USDC")],
@@ -387,6 +401,20 @@ mod tests {
                 ),
             ),
             ("anvil", tokens("ETH", &[("USDC", USDC), ("USDX", USDC)])),
+            (
+                "anvil",
+                PayoutAssets {
+                    senders: vec![],
+                    ..tokens("ETH", &[])
+                },
+            ),
+            (
+                "anvil",
+                PayoutAssets {
+                    senders: vec!["23618e81e3f5cdf7f54c3d65f7fbc0abf5b21e8f".to_owned()],
+                    ..tokens("ETH", &[])
+                },
+            ),
         ] {
             let config = config(vec![], &[(network, assets.clone())]);
             assert_eq!(
@@ -413,7 +441,5 @@ mod tests {
             parse_address(USDC).map(Asset::Token)
         );
         assert_eq!(assets.resolve("USDT"), None);
-        assert_eq!(PayoutAssets::default().resolve("ETH"), Some(Asset::Native));
-        assert_eq!(PayoutAssets::default().resolve("USDC"), None);
     }
 }

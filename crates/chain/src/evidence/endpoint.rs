@@ -323,6 +323,9 @@ pub(super) struct TransactionPaid {
     pub to: Option<Address>,
     /// The native value sent.
     pub value: U256,
+    /// Its sender.
+    #[serde(default)]
+    pub from: Option<Address>,
 }
 
 impl fmt::Debug for TransactionPaid {

@@ -18,8 +18,10 @@
 //!   approval: never a settlement, always an operator's decision.
 //!
 //! Not bound, as for a token deposit: the transaction's own `to` and value (a custodian may pay
-//! through a batch or a forwarder contract), the sender (`from` topic), and transfers of the
-//! token to other addresses in the same transaction (a provider's fee, another payout).
+//! through a batch or a forwarder contract), and transfers of the token to other addresses in
+//! the same transaction (a provider's fee, another payout). The sender is the executor's to
+//! check ([`sent_by`]: the `Transfer`'s `from`, or the native transaction's sender, among the
+//! network's custodian payout addresses).
 //!
 //! Pure: no I/O, no clock. `Debug` never shows an address or a hash.
 
@@ -66,9 +68,65 @@ pub enum ObservedReceipt {
         block: BlockRef,
         /// Receipt status 1.
         success: bool,
+        /// The transaction's sender.
+        from: Option<Address>,
+        /// The called account; `None` for a contract creation.
+        to: Option<Address>,
+        /// The native value sent, or `None` when it does not fit 128 bits.
+        value: Option<u128>,
         /// Every log of the receipt, by ascending `logIndex`.
         logs: Vec<ObservedLog>,
     },
+}
+
+impl ObservedReceipt {
+    /// The same observation as a deposit read without a log: what the native coin's rule
+    /// ([`judge_deposit`]) judges.
+    pub fn as_deposit(&self) -> ObservedDeposit {
+        match self {
+            ObservedReceipt::Absent => ObservedDeposit::Absent,
+            ObservedReceipt::Included {
+                tx_hash,
+                block,
+                success,
+                to,
+                value,
+                ..
+            } => ObservedDeposit::Included {
+                tx_hash: *tx_hash,
+                block: *block,
+                success: *success,
+                to: *to,
+                value: *value,
+                log: None,
+            },
+        }
+    }
+}
+
+/// Whether the payout `observed` was sent from one of `senders` (the addresses the network's
+/// custodian payouts come from, `[payout_assets.<network>] senders`): for the native coin
+/// (`log_index` `None`) the transaction's sender; for a token, the `from` of its `Transfer` log
+/// at `log_index`. A transfer of the same asset and amount to the same destination sent by
+/// anyone else (a third party's, another client's of the provider) is no payout of ours.
+pub fn sent_by(observed: &ObservedReceipt, log_index: Option<u32>, senders: &[Address]) -> bool {
+    let ObservedReceipt::Included { from, logs, .. } = observed else {
+        return false;
+    };
+    let sender = match log_index {
+        None => *from,
+        Some(index) => logs
+            .iter()
+            .find(|log| log.index == index)
+            .and_then(|log| log.topics.get(1))
+            .filter(|topic| topic[..12].iter().all(|b| *b == 0))
+            .map(|topic| {
+                let mut address = [0_u8; 20];
+                address.copy_from_slice(&topic[12..]);
+                address
+            }),
+    };
+    sender.is_some_and(|sender| senders.contains(&sender))
 }
 
 impl fmt::Debug for ObservedReceipt {
@@ -110,6 +168,10 @@ pub enum PayoutRefusal {
     /// one approval, whatever their amounts.
     #[error("the payout transaction pays the destination more than once")]
     MoreThanOneTransfer,
+    /// The transfer was not sent from one of the network's custodian payout addresses
+    /// ([`sent_by`]): someone else's transfer, never ours.
+    #[error("the payout was not sent from one of the custodian's addresses")]
+    SenderMismatch,
 }
 
 impl PayoutRefusal {
@@ -121,6 +183,7 @@ impl PayoutRefusal {
             PayoutRefusal::RecipientMismatch => "PAYOUT_RECIPIENT_MISMATCH",
             PayoutRefusal::AmountMismatch => "PAYOUT_AMOUNT_MISMATCH",
             PayoutRefusal::MoreThanOneTransfer => "PAYOUT_MORE_THAN_ONE_TRANSFER",
+            PayoutRefusal::SenderMismatch => "PAYOUT_SENDER_MISMATCH",
         }
     }
 }
@@ -158,7 +221,8 @@ impl fmt::Debug for PayoutVerdict {
 /// The verdict on `payout` from what the endpoints agreed on (`observed`, or why they did not),
 /// with `final_block` the pass's final block.
 ///
-/// The transaction is judged first, as [`judge_deposit`] judges a token claim without its log:
+/// The transaction is judged first, as [`judge_deposit`] judges a token claim without its log
+/// (up to the log):
 /// no agreement, absence, an observation of another transaction and an inclusion above the
 /// final block are [`PayoutVerdict::NotYet`]; a reverted one is contradicted. Then each log is
 /// judged as the claimed log of a deposit of the amount to the destination, and the logs that
@@ -176,6 +240,7 @@ pub fn judge_token_payout(
             block,
             success,
             logs,
+            ..
         }) => (*tx_hash, *block, *success, logs),
     };
     let judge = |log: Option<&ObservedLog>| {
@@ -196,7 +261,6 @@ pub fn judge_token_payout(
         };
         judge_deposit(&claim, Ok(&seen), final_block)
     };
-    // The transaction itself: a token claim without its log is judged up to the log.
     match judge(None) {
         DepositVerdict::NotYet(why) => return PayoutVerdict::NotYet(why),
         DepositVerdict::Contradicted(DepositRefusal::Reverted) => {

@@ -78,17 +78,26 @@ impl Pinned {
             .as_ref()
             .map(|r| r.logs().to_vec())
             .unwrap_or_default();
+        let from = transaction.as_ref().and_then(|t| t.from);
         let found = interpret(tx_hash, None, pinned.0, receipt, transaction)?;
         let Some(found) = canonical(endpoint, pinned, found).await? else {
             return Ok(ObservedReceipt::Absent);
         };
-        included(found.observed, &logs, tx_hash, found.hash)
+        included(
+            found.observed,
+            from.map(|a| a.into_array()),
+            &logs,
+            tx_hash,
+            found.hash,
+        )
     }
 }
 
-/// The inclusion `observed` (a deposit read's, without a log) with every log of its receipt.
+/// The inclusion `observed` (a deposit read's, without a log), sent by `from`, with every log of
+/// its receipt.
 fn included(
     observed: ObservedDeposit,
+    from: Option<opledger_domain::evidence::Address>,
     logs: &[Log],
     asked: B256,
     block: B256,
@@ -97,6 +106,8 @@ fn included(
         tx_hash,
         block: at,
         success,
+        to,
+        value,
         ..
     } = observed
     else {
@@ -106,6 +117,9 @@ fn included(
         tx_hash,
         block: at,
         success,
+        from,
+        to,
+        value,
         logs: every_log(logs, asked, block)?,
     })
 }
@@ -234,6 +248,7 @@ mod tests {
         };
         let read = included(
             observed,
+            Some([0x44; 20]),
             &logs,
             B256::repeat_byte(0x11),
             B256::repeat_byte(0x22),
@@ -242,12 +257,15 @@ mod tests {
             tx_hash,
             block: at,
             success,
+            from,
             logs,
+            ..
         }) = read
         else {
             panic!("not included");
         };
         assert_eq!((tx_hash, at, success), ([0x11; 32], block, false));
+        assert_eq!(from, Some([0x44; 20]));
         assert_eq!(
             logs.iter()
                 .map(|l| (l.index, l.address, l.topics.len(), l.data.len()))
@@ -255,7 +273,7 @@ mod tests {
             vec![(3, [0x44; 20], 1, 32)]
         );
         assert!(matches!(
-            included(ObservedDeposit::Absent, &[], B256::ZERO, B256::ZERO),
+            included(ObservedDeposit::Absent, None, &[], B256::ZERO, B256::ZERO),
             Err(EndpointError::Inconsistent)
         ));
     }

@@ -7,6 +7,8 @@ use proptest::prelude::*;
 const DESTINATION: Address = [0xaa; 20];
 const OTHER: Address = [0xbb; 20];
 const CUSTODIAN: Address = [0xcc; 20];
+/// The token transactions' sender (a relayer of the custodian's).
+const RELAYER: Address = [0xdd; 20];
 const TOKEN: Address = [0x70; 20];
 const OTHER_TOKEN: Address = [0x71; 20];
 const TX: Hash32 = [0x11; 32];
@@ -71,6 +73,9 @@ fn included(number: u64, success: bool, logs: Vec<ObservedLog>) -> ObservedRecei
         tx_hash: TX,
         block: at,
         success,
+        from: Some(RELAYER),
+        to: Some(TOKEN),
+        value: Some(0),
         logs,
     }
 }
@@ -154,12 +159,18 @@ fn nothing_is_concluded_before_a_final_agreed_inclusion_of_this_transaction() {
         tx_hash: [0x12; 32],
         block: block(FINAL, 0xf0),
         success: true,
+        from: Some(RELAYER),
+        to: Some(TOKEN),
+        value: Some(0),
         logs: vec![approved(0)],
     };
     let other_fork = ObservedReceipt::Included {
         tx_hash: TX,
         block: block(FINAL, 0x0f),
         success: true,
+        from: Some(RELAYER),
+        to: Some(TOKEN),
+        value: Some(0),
         logs: vec![approved(0)],
     };
     for observed in [other_tx, other_fork] {
@@ -280,4 +291,31 @@ proptest! {
             PayoutVerdict::NotYet(_) => prop_assert!(false, "final: {verdict:?}"),
         }
     }
+}
+
+/// Only a payout sent from one of the custodian's addresses is ours: the `Transfer`'s `from`
+/// for a token, the transaction's sender for the native coin.
+#[test]
+fn only_a_payout_sent_from_the_custodians_addresses_is_ours() {
+    let observed = included(FINAL - 3, true, vec![approved(0)]);
+    let PayoutVerdict::Paid { log_index, .. } = judge(&observed) else {
+        panic!("not paid: {:?}", judge(&observed));
+    };
+    // The fixture's transfers are from CUSTODIAN; the transaction's sender is RELAYER.
+    assert!(sent_by(&observed, Some(log_index), &[CUSTODIAN]));
+    assert!(!sent_by(&observed, Some(log_index), &[RELAYER]));
+    assert!(!sent_by(&observed, Some(log_index), &[]));
+    assert!(!sent_by(&observed, Some(log_index + 1), &[CUSTODIAN]));
+    assert!(sent_by(&observed, None, &[RELAYER]));
+    assert!(!sent_by(&observed, None, &[CUSTODIAN]));
+    assert!(!sent_by(&ObservedReceipt::Absent, None, &[RELAYER]));
+    // A `from` topic that is no address (non-zero padding) is no sender.
+    let mut padded = approved(0);
+    padded.topics[1][0] = 1;
+    let odd = included(FINAL - 3, true, vec![padded]);
+    assert!(!sent_by(&odd, Some(0), &[CUSTODIAN]));
+    assert_eq!(
+        PayoutRefusal::SenderMismatch.reason_code(),
+        "PAYOUT_SENDER_MISMATCH"
+    );
 }
