@@ -28,8 +28,8 @@
 use crate::evidence::content::Asset;
 use crate::evidence::{Address, BlockRef, Hash32, NoAgreement};
 use crate::witness::deposit::{
-    DepositClaim, DepositRefusal, DepositVerdict, NotYet, ObservedDeposit, ObservedLog,
-    judge_deposit,
+    DepositClaim, DepositRefusal, DepositVerdict, ERC20_TRANSFER_TOPIC, NotYet, ObservedDeposit,
+    ObservedLog, judge_deposit,
 };
 use std::fmt;
 
@@ -168,6 +168,11 @@ pub enum PayoutRefusal {
     /// one approval, whatever their amounts.
     #[error("the payout transaction pays the destination more than once")]
     MoreThanOneTransfer,
+    /// The token's contract emitted a `Transfer`-signed log that is no standard transfer (a
+    /// fourth topic, padding that is not zero, data that is not one word): what it moved cannot
+    /// be read, so nothing is settled on it.
+    #[error("the payout transaction holds a malformed transfer of the token")]
+    MalformedTransfer,
     /// The transfer was not sent from one of the network's custodian payout addresses
     /// ([`sent_by`]): someone else's transfer, never ours.
     #[error("the payout was not sent from one of the custodian's addresses")]
@@ -184,6 +189,7 @@ impl PayoutRefusal {
             PayoutRefusal::AmountMismatch => "PAYOUT_AMOUNT_MISMATCH",
             PayoutRefusal::MoreThanOneTransfer => "PAYOUT_MORE_THAN_ONE_TRANSFER",
             PayoutRefusal::SenderMismatch => "PAYOUT_SENDER_MISMATCH",
+            PayoutRefusal::MalformedTransfer => "PAYOUT_MALFORMED_TRANSFER",
         }
     }
 }
@@ -279,23 +285,15 @@ pub fn judge_token_payout(
     let mut paid = None;
     let (mut to_recipient, mut elsewhere) = (0_usize, 0_usize);
     for log in logs {
-        match judge(Some(log)) {
-            DepositVerdict::Confirmed { .. } => {
+        match what_log(payout, log, judge(Some(log))) {
+            Ok(Log::Paid) => {
                 paid = Some(log.index);
                 to_recipient += 1;
             }
-            DepositVerdict::Contradicted(DepositRefusal::AmountMismatch) => to_recipient += 1,
-            DepositVerdict::Contradicted(DepositRefusal::RecipientMismatch) => elsewhere += 1,
-            // Another contract's log, or a log of the token that is no standard transfer.
-            DepositVerdict::Contradicted(
-                DepositRefusal::AssetMismatch | DepositRefusal::NotATransfer,
-            ) => {}
-            // The transaction was judged final and successful above: a log cannot change that.
-            DepositVerdict::NotYet(_)
-            | DepositVerdict::Contradicted(DepositRefusal::Reverted | DepositRefusal::LogMissing) =>
-            {
-                return PayoutVerdict::NotYet(NotYet::Inconsistent);
-            }
+            Ok(Log::OtherAmount) => to_recipient += 1,
+            Ok(Log::Elsewhere) => elsewhere += 1,
+            Ok(Log::Unrelated) => {}
+            Err(verdict) => return verdict,
         }
     }
     let refusal = match (to_recipient, paid) {
@@ -306,6 +304,49 @@ pub fn judge_token_payout(
         (0, _) => PayoutRefusal::NoTokenTransfer,
     };
     PayoutVerdict::Contradicted(refusal)
+}
+
+/// What one log of a final, successful payout transaction is.
+enum Log {
+    /// The approved transfer.
+    Paid,
+    /// A transfer of the token to the destination, of another amount.
+    OtherAmount,
+    /// A transfer of the token to another address.
+    Elsewhere,
+    /// Another contract's log, or another event of the token (an approval).
+    Unrelated,
+}
+
+/// What `log` is, from the deposit rule's verdict on it as the claimed log; a verdict on the
+/// whole payout when it decides alone.
+fn what_log(
+    payout: &TokenPayout,
+    log: &ObservedLog,
+    verdict: DepositVerdict,
+) -> Result<Log, PayoutVerdict> {
+    match verdict {
+        DepositVerdict::Confirmed { .. } => Ok(Log::Paid),
+        DepositVerdict::Contradicted(DepositRefusal::AmountMismatch) => Ok(Log::OtherAmount),
+        DepositVerdict::Contradicted(DepositRefusal::RecipientMismatch) => Ok(Log::Elsewhere),
+        // A `Transfer`-signed log of the token that does not decode: unreadable, never paid.
+        DepositVerdict::Contradicted(DepositRefusal::NotATransfer)
+            if log.address == payout.contract
+                && log.topics.first() == Some(&ERC20_TRANSFER_TOPIC) =>
+        {
+            Err(PayoutVerdict::Contradicted(
+                PayoutRefusal::MalformedTransfer,
+            ))
+        }
+        DepositVerdict::Contradicted(
+            DepositRefusal::AssetMismatch | DepositRefusal::NotATransfer,
+        ) => Ok(Log::Unrelated),
+        // The transaction was judged final and successful: a log cannot change that.
+        DepositVerdict::NotYet(_)
+        | DepositVerdict::Contradicted(DepositRefusal::Reverted | DepositRefusal::LogMissing) => {
+            Err(PayoutVerdict::NotYet(NotYet::Inconsistent))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -191,18 +191,21 @@ fn a_final_transaction_that_is_not_the_approved_transfer_is_contradicted() {
             PayoutVerdict::Contradicted(R::Reverted)
         );
     }
-    // The native coin (no log), another token, a look-alike event of the token.
+    // The native coin (no log), another token.
+    for logs in [vec![], vec![transfer(0, OTHER_TOKEN, DESTINATION, AMOUNT)]] {
+        assert_eq!(refused(logs.clone()), Some(R::NoTokenTransfer), "{logs:?}");
+    }
+    // A look-alike event of the token: a transfer that cannot be read.
     let mut four_topics = approved(0);
     four_topics.topics.push(topic(OTHER));
     let mut long_data = approved(0);
     long_data.data.push(0);
-    for logs in [
-        vec![],
-        vec![transfer(0, OTHER_TOKEN, DESTINATION, AMOUNT)],
-        vec![four_topics],
-        vec![long_data],
-    ] {
-        assert_eq!(refused(logs.clone()), Some(R::NoTokenTransfer), "{logs:?}");
+    for logs in [vec![four_topics], vec![long_data]] {
+        assert_eq!(
+            refused(logs.clone()),
+            Some(R::MalformedTransfer),
+            "{logs:?}"
+        );
     }
     // The token, to someone else only.
     assert_eq!(
@@ -317,5 +320,36 @@ fn only_a_payout_sent_from_the_custodians_addresses_is_ours() {
     assert_eq!(
         PayoutRefusal::SenderMismatch.reason_code(),
         "PAYOUT_SENDER_MISMATCH"
+    );
+}
+
+/// A `Transfer`-signed log of the token that does not decode (a fourth topic, padding that is
+/// not zero, data that is not one word) makes the payout unreadable: contradicted, never paid,
+/// even beside the approved transfer. Another event of the token (an approval) is ignored.
+#[test]
+fn a_malformed_transfer_of_the_token_is_never_paid() {
+    let mut four_topics = approved(1);
+    four_topics.topics.push([0; 32]);
+    let mut padded = approved(1);
+    padded.topics[2][0] = 1;
+    let mut long_data = approved(1);
+    long_data.data.push(0);
+    for odd in [four_topics, padded, long_data] {
+        let observed = included(FINAL - 3, true, vec![approved(0), odd]);
+        assert_eq!(
+            judge(&observed),
+            PayoutVerdict::Contradicted(PayoutRefusal::MalformedTransfer)
+        );
+    }
+    let mut approval = approved(1);
+    approval.topics[0] = [0x8c; 32];
+    let observed = included(FINAL - 3, true, vec![approved(0), approval]);
+    assert!(matches!(
+        judge(&observed),
+        PayoutVerdict::Paid { log_index: 0, .. }
+    ));
+    assert_eq!(
+        PayoutRefusal::MalformedTransfer.reason_code(),
+        "PAYOUT_MALFORMED_TRANSFER"
     );
 }
