@@ -59,18 +59,11 @@ impl Pinned {
         if !member {
             return None;
         }
-        self.observe(endpoint, tx_hash, log_index)
-            .await
-            .map_err(|error| {
-                tracing::debug!(
-                    endpoint = endpoint.index,
-                    step = "deposit",
-                    error = error.kind(),
-                    code = error.code(),
-                    "evidence endpoint did not answer"
-                );
-            })
-            .ok()
+        answered(
+            endpoint,
+            "deposit",
+            self.observe(endpoint, tx_hash, log_index).await,
+        )
     }
 
     /// What one endpoint says, or why it said nothing.
@@ -87,6 +80,25 @@ impl Pinned {
             .await?
             .map_or(ObservedDeposit::Absent, |found| found.observed))
     }
+}
+
+/// An endpoint's observation at `step`, or `None` (it did not answer, logged without the asked
+/// transaction).
+fn answered<T>(
+    endpoint: &Endpoint,
+    step: &'static str,
+    seen: Result<T, EndpointError>,
+) -> Option<T> {
+    seen.map_err(|error| {
+        tracing::debug!(
+            endpoint = endpoint.index,
+            step,
+            error = error.kind(),
+            code = error.code(),
+            "evidence endpoint did not answer"
+        );
+    })
+    .ok()
 }
 
 /// `found` when its block is canonical on the pinned chain (`pinned`: its number and hash);

@@ -71,23 +71,7 @@ impl Executor {
             ChainSays::Unwatched | ChainSays::NotYet => Ok(()),
             ChainSays::Contradicted(reason) => {
                 tracing::error!(op = %o, reason, "the custodian's transaction is not the approved transfer");
-                self.store
-                    .record_security_event(
-                        t,
-                        o,
-                        "CUSTODIAN_TRANSACTION_CONTRADICTED",
-                        Actor::Custodian,
-                        &self.executor_id,
-                        reason,
-                    )
-                    .await?;
-                self.store
-                    .record_custodian_escalation(
-                        t,
-                        o,
-                        "security",
-                        "CUSTODIAN_TRANSACTION_CONTRADICTED",
-                    )
+                self.security(due, "CUSTODIAN_TRANSACTION_CONTRADICTED", reason)
                     .await
             }
         }
@@ -143,21 +127,10 @@ impl Executor {
     /// A stored request body that is not the one the approved payload gives: a security event
     /// for an operator, and nothing is sent.
     pub(super) async fn body_differs(&self, due: &CustodianDue) -> Result<(), StoreError> {
-        let op = &due.operation;
-        let (t, o) = (op.payload.tenant_id, op.op_id);
+        let o = due.operation.op_id;
         tracing::error!(op = %o, "the stored custodian request is not the approved payload's: not sent");
-        self.store
-            .record_security_event(
-                t,
-                o,
-                "CUSTODIAN_REQUEST_BODY_DIFFERS",
-                Actor::Custodian,
-                &self.executor_id,
-                "the stored request body is not the one the approved payload gives",
-            )
-            .await?;
-        self.store
-            .record_custodian_escalation(t, o, "security", "CUSTODIAN_REQUEST_BODY_DIFFERS")
+        let detail = "the stored request body is not the one the approved payload gives";
+        self.security(due, "CUSTODIAN_REQUEST_BODY_DIFFERS", detail)
             .await
     }
 
@@ -165,41 +138,37 @@ impl Executor {
     /// operator's binding, naming one transfer for two withdrawals): a security event, never a
     /// second settlement on it.
     async fn settles_another(&self, due: &CustodianDue) -> Result<(), StoreError> {
-        let op = &due.operation;
-        let (t, o) = (op.payload.tenant_id, op.op_id);
+        let o = due.operation.op_id;
         tracing::error!(op = %o, "the custodian's transaction is another withdrawal's too: not settled");
-        self.store
-            .record_security_event(
-                t,
-                o,
-                "CUSTODIAN_TRANSACTION_SETTLES_ANOTHER",
-                Actor::Custodian,
-                &self.executor_id,
-                "another withdrawal's provider record names the same transaction",
-            )
-            .await?;
-        self.store
-            .record_custodian_escalation(t, o, "security", "CUSTODIAN_TRANSACTION_SETTLES_ANOTHER")
+        let detail =
+            "another withdrawal's provider record or settlement names the same transaction";
+        self.security(due, "CUSTODIAN_TRANSACTION_SETTLES_ANOTHER", detail)
             .await
     }
 
     /// A record that differs from the request: a security event for an operator, never a
     /// verdict.
     pub(super) async fn mismatch(&self, due: &CustodianDue) -> Result<(), StoreError> {
+        let detail = "the custodian's record of our reference differs from the request";
+        self.security(due, "CUSTODIAN_RECORD_MISMATCH", detail)
+            .await
+    }
+
+    /// A security event `kind` (with `detail`) about the withdrawal, escalated to security under
+    /// the same reason code.
+    async fn security(
+        &self,
+        due: &CustodianDue,
+        kind: &'static str,
+        detail: &str,
+    ) -> Result<(), StoreError> {
         let op = &due.operation;
         let (t, o) = (op.payload.tenant_id, op.op_id);
         self.store
-            .record_security_event(
-                t,
-                o,
-                "CUSTODIAN_RECORD_MISMATCH",
-                Actor::Custodian,
-                &self.executor_id,
-                "the custodian's record of our reference differs from the request",
-            )
+            .record_security_event(t, o, kind, Actor::Custodian, &self.executor_id, detail)
             .await?;
         self.store
-            .record_custodian_escalation(t, o, "security", "CUSTODIAN_RECORD_MISMATCH")
+            .record_custodian_escalation(t, o, "security", kind)
             .await
     }
 }

@@ -20,7 +20,7 @@ use opledger_domain::witness::deposit::{ObservedDeposit, ObservedLog};
 
 use super::super::endpoint::{Endpoint, EndpointError};
 use super::super::pinned::Pinned;
-use super::{agreed, canonical, interpret};
+use super::{agreed, answered, canonical, interpret};
 
 impl Pinned {
     /// What the endpoints of this pass agree on about transaction `tx_hash` at the pinned block:
@@ -52,18 +52,11 @@ impl Pinned {
         if !member {
             return None;
         }
-        self.observe_logs(endpoint, tx_hash)
-            .await
-            .map_err(|error| {
-                tracing::debug!(
-                    endpoint = endpoint.index,
-                    step = "receipt logs",
-                    error = error.kind(),
-                    code = error.code(),
-                    "evidence endpoint did not answer"
-                );
-            })
-            .ok()
+        answered(
+            endpoint,
+            "receipt logs",
+            self.observe_logs(endpoint, tx_hash).await,
+        )
     }
 
     /// What one endpoint says, or why it said nothing.
