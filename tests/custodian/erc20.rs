@@ -55,6 +55,9 @@ enum Pays {
     /// The token, as requested, but from a wallet that is none of the custodian's payout
     /// addresses (someone else's transfer the provider names as ours).
     OtherWallet,
+    /// Nothing: the provider names a transfer its hot wallet made, of the token and the amount,
+    /// to the destination, final before the request was made (an earlier payout, named as ours).
+    Earlier,
 }
 
 /// A double on its own anvil with the Fireblocks and BitGo profiles, paying `USDC` as `pays`
@@ -68,6 +71,8 @@ struct TokenSim {
     token: String,
     /// Where [`Pays::Elsewhere`] pays.
     elsewhere: String,
+    /// [`Pays::Earlier`]: the destination the earlier transfer paid, and its transaction.
+    earlier: Option<(String, String)>,
 }
 
 impl Drop for TokenSim {
@@ -98,7 +103,7 @@ impl TokenSim {
                 Some(other)
             }
             Pays::Native => None,
-            Pays::Token | Pays::TenTimes | Pays::Elsewhere | Pays::OtherWallet => {
+            Pays::Token | Pays::TenTimes | Pays::Elsewhere | Pays::OtherWallet | Pays::Earlier => {
                 Some(token.clone())
             }
         };
@@ -119,6 +124,10 @@ impl TokenSim {
         std::fs::write(dir.join("bitgo_token"), "bitgo-test-token")?;
         std::fs::write(dir.join("bitgo_passphrase"), "bitgo-test-passphrase")?;
         let elsewhere = fresh_address();
+        let earlier = match pays {
+            Pays::Earlier => Some(pay_earlier(&anvil, &token).await?),
+            _ => None,
+        };
         let tokens = match &paid_in {
             Some(contract) => json!({ASSET: contract, BITGO_COIN: contract}),
             None => json!({}),
@@ -131,6 +140,7 @@ impl TokenSim {
             "faults": {"seed": 1, "rules": []},
             "tokens": tokens,
             "divert_to": (pays == Pays::Elsewhere).then_some(&elsewhere),
+            "names_hash": earlier.as_ref().map(|(_, hash)| hash),
             "fireblocks": {
                 "api_key": API_KEY,
                 "api_public_key_pem": std::fs::read_to_string(dir.join("api.pem.pub"))?,
@@ -168,6 +178,7 @@ impl TokenSim {
             anvil,
             token,
             elsewhere,
+            earlier,
         })
     }
 
@@ -233,6 +244,26 @@ impl TokenSim {
             .filter(|t| t["reference"].as_str() == Some(reference))
             .collect())
     }
+}
+
+/// A transfer of `AMOUNT` of `token` from the double's hot wallet to a fresh address, final
+/// (five blocks deep) before any withdrawal exists: its destination and transaction.
+async fn pay_earlier(anvil: &Anvil, token: &str) -> anyhow::Result<(String, String)> {
+    let to = fresh_address();
+    anvil
+        .rpc("anvil_impersonateAccount", json!([SIM_WALLET]))
+        .await?;
+    let hash = token_transfer(anvil, token, SIM_WALLET, &to, AMOUNT.parse()?).await?;
+    let receipt = anvil.wait_receipt(&hash, Duration::from_secs(30)).await?;
+    anyhow::ensure!(
+        receipt["status"] == "0x1",
+        "the earlier payout failed: {receipt}"
+    );
+    anvil
+        .rpc("anvil_stopImpersonatingAccount", json!([SIM_WALLET]))
+        .await?;
+    anvil.mine(5).await?;
+    Ok((to, hash))
 }
 
 /// A fresh address nobody holds anything at.
@@ -321,8 +352,11 @@ async fn usdc_tenant(stack: &Stack, name: &str) -> anyhow::Result<Tenant> {
 
 /// An approved withdrawal of `AMOUNT` `USDC` from `tenant` to a fresh address, through an
 /// operations service routing the tenant's test network to a custodian; its id and destination.
-async fn approved_usdc(stack: &Stack, tenant: &Tenant) -> anyhow::Result<(String, String)> {
-    let destination = fresh_address();
+async fn approved_usdc(
+    stack: &Stack,
+    tenant: &Tenant,
+    destination: String,
+) -> anyhow::Result<(String, String)> {
     let mut p = payload(AMOUNT, &destination);
     p.asset = ASSET.to_owned();
     let created = opledger_tests::custodian::approved_payload(stack, tenant, p).await?;
@@ -344,7 +378,7 @@ async fn a_token_withdrawal_through_a_custodian_settles_from_its_transfer_log() 
     let executor = token_executor(&stack, &sim, accounts).await?;
     let amount: u128 = AMOUNT.parse()?;
     for tenant in [&acme, &globex] {
-        let (op, destination) = approved_usdc(&stack, tenant).await?;
+        let (op, destination) = approved_usdc(&stack, tenant, fresh_address()).await?;
         let done = pass_until(&stack, &executor, &op, Some(&sim.anvil), WITHIN, confirmed).await?;
         // Paid once, in the token, from the double's wallet: the destination holds exactly the
         // amount of the token and nothing of the native coin.
@@ -388,7 +422,9 @@ async fn never_settled(pays: Pays, reason: &str) -> anyhow::Result<()> {
     let stack = Stack::start().await?;
     let acme = usdc_tenant(&stack, "acme").await?;
     let executor = token_executor(&stack, &sim, vec![sim.fireblocks_account(&acme)?]).await?;
-    let (op, destination) = approved_usdc(&stack, &acme).await?;
+    // The earlier transfer's destination, when the double names it.
+    let to = sim.earlier.as_ref().map(|(to, _)| to.clone());
+    let (op, destination) = approved_usdc(&stack, &acme, to.unwrap_or_else(fresh_address)).await?;
     let escalated = |b: &Books| b.escalations.iter().any(|e| e == CONTRADICTED);
     pass_until(&stack, &executor, &op, Some(&sim.anvil), WITHIN, escalated).await?;
     // The chain stays what it is: more blocks, more passes, still nothing settled.
@@ -403,9 +439,18 @@ async fn never_settled(pays: Pays, reason: &str) -> anyhow::Result<()> {
     assert!(books.live_inclusions().is_empty(), "{books:?}");
     assert_eq!(books.sends, 1, "{books:?}");
     // The provider's record named the transaction, and the chain has it, final and successful.
+    // ([`Pays::Earlier`]: the double made no transfer; it named the earlier one.)
     let transfers = sim.transfers_of(&op).await?;
-    assert_eq!(transfers.len(), 1, "{transfers:?}");
-    let hash = transfers[0]["hash"].as_str().unwrap_or_default();
+    let hash = match &sim.earlier {
+        Some((_, earlier)) => {
+            assert!(transfers.is_empty(), "{transfers:?}");
+            earlier.as_str()
+        }
+        None => {
+            assert_eq!(transfers.len(), 1, "{transfers:?}");
+            transfers[0]["hash"].as_str().unwrap_or_default()
+        }
+    };
     assert_eq!(
         books.records.last().and_then(|r| r.tx_hash.as_deref()),
         Some(hash)
@@ -429,8 +474,8 @@ async fn never_settled(pays: Pays, reason: &str) -> anyhow::Result<()> {
     // What the destination got of the approved token.
     let expected = match pays {
         Pays::TenTimes => AMOUNT.parse::<u128>()? * 10,
-        // Paid, but by someone else: no payout of ours.
-        Pays::OtherWallet => AMOUNT.parse::<u128>()?,
+        // Paid, but by someone else, or before the request: no payout of this request.
+        Pays::OtherWallet | Pays::Earlier => AMOUNT.parse::<u128>()?,
         _ => 0,
     };
     assert_eq!(
@@ -469,6 +514,14 @@ async fn a_transaction_paying_another_amount_never_settles_a_token_withdrawal() 
 #[tokio::test]
 async fn a_transfer_from_another_wallet_never_settles_a_token_withdrawal() -> anyhow::Result<()> {
     never_settled(Pays::OtherWallet, "PAYOUT_SENDER_MISMATCH").await
+}
+
+/// The provider names a transfer from its own wallet, of the token and the amount, to the
+/// destination, that was final before the request was made: an earlier payout, never this one.
+#[tokio::test]
+async fn a_transfer_made_before_the_request_never_settles_a_token_withdrawal() -> anyhow::Result<()>
+{
+    never_settled(Pays::Earlier, "PAYOUT_BEFORE_REQUEST").await
 }
 
 #[tokio::test]

@@ -488,6 +488,7 @@ async fn a_stored_body_that_is_not_the_approved_payloads_is_never_sent() -> anyh
                 profile: adapter.profile(),
                 body: forged.bytes,
                 body_sha256: forged.sha256,
+                final_block_before: None,
             },
         )
         .await?;

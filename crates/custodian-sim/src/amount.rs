@@ -66,6 +66,13 @@ pub fn is_address(text: &str) -> bool {
         && text[2..].bytes().all(|b| b.is_ascii_hexdigit())
 }
 
+/// Whether `text` is `0x` and 64 hex digits (a transaction hash).
+pub fn is_hash(text: &str) -> bool {
+    text.len() == 66
+        && (text.starts_with("0x") || text.starts_with("0X"))
+        && text[2..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +103,8 @@ mod tests {
         assert_eq!(from_base("-1"), None);
         assert!(is_address("0x00000000000000000000000000000000000000aB"));
         assert!(!is_address("0x00"));
+        assert!(is_hash(&format!("0x{}", "aB".repeat(32))));
+        assert!(!is_hash(&format!("0x{}", "a".repeat(40))));
+        assert!(!is_hash(&format!("0x{}", "g".repeat(64))));
     }
 }

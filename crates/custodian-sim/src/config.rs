@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
-use crate::amount::is_address;
+use crate::amount::{is_address, is_hash};
 use crate::faults::Schedule;
 use crate::profile::Profile;
 
@@ -49,6 +49,12 @@ pub struct Config {
     /// whose payouts go elsewhere). Absent: the requested destination, always.
     #[serde(default)]
     pub divert_to: Option<String>,
+    /// Adversarial tests only: no transfer is made; every transfer's record names this
+    /// transaction (`0x` and 64 hex digits, one already on chain: say an earlier payout of the
+    /// hot wallet's) and goes COMPLETED as if it were the payout (a custodian naming a transfer
+    /// made before the request). Absent: the double's own transfer, always.
+    #[serde(default)]
+    pub names_hash: Option<String>,
 }
 
 /// The chain and the hot wallet.
@@ -275,6 +281,9 @@ impl Config {
         }
         if self.divert_to.as_deref().is_some_and(|a| !is_address(a)) {
             bail!("divert_to must be 0x and 40 hex digits");
+        }
+        if self.names_hash.as_deref().is_some_and(|h| !is_hash(h)) {
+            bail!("names_hash must be 0x and 64 hex digits");
         }
         Ok(())
     }

@@ -195,6 +195,9 @@ async fn drive(app: &Arc<App>, key: &Key) -> anyhow::Result<()> {
         step(app, key, index, stage(Stage::Queued)).await;
         step(app, key, index, stage(Stage::PendingSignature)).await;
     }
+    if let Some(hash) = &app.config.names_hash {
+        return named(app, key, index, hash).await;
+    }
     let payment = payment(app, key, &op)?;
     let sent = match op.plan.outcome {
         Outcome::Failed {
@@ -231,6 +234,24 @@ fn paid_to(app: &App, op: &Operation) -> String {
         Some(elsewhere) => elsewhere.to_ascii_lowercase(),
         None => op.destination.clone(),
     }
+}
+
+/// `names_hash` (adversarial tests): nothing is paid; the record names a transaction already on
+/// chain and completes as if it were the payout.
+async fn named(app: &Arc<App>, key: &Key, index: usize, hash: &str) -> anyhow::Result<()> {
+    let hash = hash.to_ascii_lowercase();
+    let confirmations = app.config.confirmations;
+    step(app, key, index, |s| {
+        s.stage = Stage::Broadcasting;
+        set_hash(s, &hash);
+    })
+    .await;
+    step(app, key, index, |s| {
+        s.stage = Stage::Completed;
+        s.confirmations = confirmations;
+    })
+    .await;
+    Ok(())
 }
 
 /// Fault 8b: signed, hash reported, never broadcast.

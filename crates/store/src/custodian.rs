@@ -22,6 +22,10 @@ pub struct StoredRequest {
     pub body: Vec<u8>,
     /// Their SHA-256.
     pub body_sha256: [u8; 32],
+    /// The newest block the executor's evidence counted final when the request was stored: a
+    /// payout included at or below it was made before the request (migration 41). `None`: the
+    /// network was not watched then.
+    pub final_block_before: Option<u64>,
 }
 
 impl std::fmt::Debug for StoredRequest {
@@ -102,6 +106,7 @@ struct DueRow {
     profile: Option<String>,
     body: Option<Vec<u8>>,
     body_sha256: Option<Vec<u8>>,
+    final_block_before: Option<i64>,
     sends: i32,
     answers: i32,
     since_last_send: Option<f64>,
@@ -124,6 +129,11 @@ impl DueRow {
                     .ok_or(corrupt("custodian profile"))?,
                 body,
                 body_sha256: sha.try_into().map_err(|_| corrupt("custodian body hash"))?,
+                final_block_before: self
+                    .final_block_before
+                    .map(u64::try_from)
+                    .transpose()
+                    .map_err(|_| corrupt("custodian final block"))?,
             }),
             _ => None,
         };
@@ -171,7 +181,7 @@ macro_rules! due_select {
             "SELECT o.tenant_id, ",
             operation_columns!(),
             ", coalesce(o.lease_expires_at <= now(), true) AS lease_free, \
-             q.account, q.profile, q.body, q.body_sha256, \
+             q.account, q.profile, q.body, q.body_sha256, q.final_block_before, \
              (SELECT count(*)::int4 FROM custodian_sends s \
                WHERE s.tenant_id = o.tenant_id AND s.op_id = o.op_id) AS sends, \
              (SELECT count(*)::int4 FROM custodian_answers a \
@@ -330,7 +340,8 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO custodian_requests (tenant_id, op_id, account, profile, body, \
-               body_sha256, payload_hash, executor_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+               body_sha256, payload_hash, executor_id, final_block_before) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
         .bind(request.tenant_id.as_uuid())
         .bind(request.op_id.as_uuid())
@@ -340,6 +351,15 @@ impl Store {
         .bind(stored.body_sha256.as_slice())
         .bind(hash.as_bytes().as_slice())
         .bind(request.actor_id)
+        .bind(
+            stored
+                .final_block_before
+                .map(i64::try_from)
+                .transpose()
+                .map_err(|_| StoreError::Corrupt {
+                    what: "custodian final block",
+                })?,
+        )
         .execute(&mut *tx)
         .await?;
         let done = transition_in(&mut tx, request).await?;

@@ -10,9 +10,10 @@
 
 use crate::config::PayoutAssets;
 use alloy_primitives::B256;
-use opledger_chain::EvidenceReader;
+use opledger_chain::{EvidenceReader, PinError};
 use opledger_domain::custodian::token::{
-    ObservedReceipt, PayoutRefusal, PayoutVerdict, TokenPayout, judge_token_payout, sent_by,
+    ObservedReceipt, PayoutRefusal, PayoutVerdict, TokenPayout, judge_token_payout,
+    paid_after_request, sent_by,
 };
 use opledger_domain::evidence::content::Asset;
 use opledger_domain::evidence::{Address, BlockRef, Hash32};
@@ -46,6 +47,9 @@ pub struct Approved<'a> {
     pub destination: Address,
     /// The approved amount, in the asset's minimal units.
     pub amount: u128,
+    /// The newest block the executor counted final when it stored the request: the payout must
+    /// be included after it (`None`: no bound, the network was not watched then).
+    pub final_before: Option<u64>,
 }
 
 impl fmt::Debug for Approved<'_> {
@@ -54,6 +58,7 @@ impl fmt::Debug for Approved<'_> {
             .field("network", &self.network)
             .field("asset", &self.asset)
             .field("amount", &self.amount)
+            .field("final_before", &self.final_before)
             .finish_non_exhaustive()
     }
 }
@@ -83,8 +88,19 @@ impl Chains {
         self
     }
 
+    /// The newest block `network`'s evidence counts final now, by the same quorum and finality
+    /// as every settlement: `Ok(None)` when the network is not watched, an error when the
+    /// endpoints do not agree now (nothing is sent until they do: the bound a payout is judged
+    /// against is stored with the request).
+    pub async fn final_block(&self, network: &str) -> Result<Option<u64>, PinError> {
+        let Some(reader) = self.readers.get(network) else {
+            return Ok(None);
+        };
+        Ok(Some(reader.pin().await?.final_block.number))
+    }
+
     /// What the chain says about `tx_hash` paying the `approved` transfer: a native transfer or
-    /// a token's, by what the asset is on the network.
+    /// a token's, by what the asset is on the network, included after the request.
     pub async fn judge(&self, approved: Approved<'_>, tx_hash: Hash32) -> ChainSays {
         let Some(reader) = self.readers.get(approved.network) else {
             return ChainSays::Unwatched;
@@ -112,7 +128,7 @@ impl Chains {
             .collect();
         // One read for both: the transaction, its sender and every log of its receipt.
         let observed = pinned.receipt_logs(hash).await;
-        match asset {
+        let says = match asset {
             Asset::Native => {
                 let claim = DepositClaim {
                     tx_hash,
@@ -152,7 +168,19 @@ impl Chains {
                     &senders,
                 )
             }
+        };
+        after_request(says, approved.final_before)
+    }
+}
+
+/// `says`, unless it is a payment included at or below `final_before`, the block final when the
+/// request was stored: then a transfer made before the request, contradicted.
+fn after_request(says: ChainSays, final_before: Option<u64>) -> ChainSays {
+    match says {
+        ChainSays::Paid(block) if !paid_after_request(block.number, final_before) => {
+            ChainSays::Contradicted(PayoutRefusal::BeforeRequest.reason_code())
         }
+        says => says,
     }
 }
 
@@ -203,6 +231,7 @@ mod tests {
             asset,
             destination: [0xaa; 20],
             amount: 1,
+            final_before: None,
         }
     }
 
@@ -269,6 +298,25 @@ mod tests {
     fn debug_shows_no_destination() {
         let shown = format!("{:?}", approved("anvil", "USDC"));
         assert!(!shown.contains("170"), "{shown}");
+    }
+
+    #[test]
+    fn a_payment_included_by_the_final_block_at_the_request_is_contradicted() {
+        let paid = |number| {
+            ChainSays::Paid(BlockRef {
+                number,
+                hash: [2; 32],
+            })
+        };
+        let before = ChainSays::Contradicted("PAYOUT_BEFORE_REQUEST");
+        assert_eq!(after_request(paid(7), Some(7)), before);
+        assert_eq!(after_request(paid(3), Some(7)), before);
+        assert_eq!(after_request(paid(8), Some(7)), paid(8));
+        assert_eq!(after_request(paid(3), None), paid(3));
+        // Only a payment is bounded: what concludes nothing or is contradicted stays so.
+        for says in [ChainSays::NotYet, ChainSays::Unwatched, before] {
+            assert_eq!(after_request(says, Some(7)), says);
+        }
     }
 
     #[test]

@@ -203,6 +203,14 @@ impl Executor {
                     .await;
             }
         };
+        // The bound its payout is judged against: the block final before anything is asked.
+        let final_block_before = match self.chains.final_block(op.payload.network.as_str()).await {
+            Ok(block) => block,
+            Err(e) => {
+                tracing::warn!(op = %op.op_id, error = %e, "no evidence of the chain now: not sent yet");
+                return Ok(());
+            }
+        };
         let mut claim = self.moved(due, S::Approved, S::Signing, "claimed for the custodian");
         claim.expected_hash = Some(op.payload_hash);
         claim.lease_for = Some(self.lease);
@@ -217,6 +225,7 @@ impl Executor {
             profile: account.custodian.profile(),
             body: body.bytes,
             body_sha256: body.sha256,
+            final_block_before,
         };
         let mut persist = self.moved(due, S::Signing, S::Signed, "request persisted");
         persist.expected_hash = Some(op.payload_hash);

@@ -129,6 +129,16 @@ pub fn sent_by(observed: &ObservedReceipt, log_index: Option<u32>, senders: &[Ad
     sender.is_some_and(|sender| senders.contains(&sender))
 }
 
+/// Whether a payout included in block `included` can be the payout of a request stored when the
+/// executor's evidence counted block `final_before` final: only a block after it. A final block
+/// never changes, so a transfer made after the request is never included at or below it; one
+/// that is (an earlier transfer of the same asset and amount to the same destination from the
+/// custodian's wallet, named by the provider as ours) paid something else. `None`: the network
+/// was not watched when the request was stored (or it was stored before migration 41): no bound.
+pub fn paid_after_request(included: u64, final_before: Option<u64>) -> bool {
+    final_before.is_none_or(|bound| included > bound)
+}
+
 impl fmt::Debug for ObservedReceipt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -177,6 +187,10 @@ pub enum PayoutRefusal {
     /// ([`sent_by`]): someone else's transfer, never ours.
     #[error("the payout was not sent from one of the custodian's addresses")]
     SenderMismatch,
+    /// The transfer was included in a block the executor already counted final when it stored
+    /// the request ([`paid_after_request`]): made before we asked, never this request's payout.
+    #[error("the payout was included before the request was made")]
+    BeforeRequest,
 }
 
 impl PayoutRefusal {
@@ -190,6 +204,7 @@ impl PayoutRefusal {
             PayoutRefusal::MoreThanOneTransfer => "PAYOUT_MORE_THAN_ONE_TRANSFER",
             PayoutRefusal::SenderMismatch => "PAYOUT_SENDER_MISMATCH",
             PayoutRefusal::MalformedTransfer => "PAYOUT_MALFORMED_TRANSFER",
+            PayoutRefusal::BeforeRequest => "PAYOUT_BEFORE_REQUEST",
         }
     }
 }

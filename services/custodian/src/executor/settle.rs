@@ -34,6 +34,7 @@ impl Executor {
             asset: op.payload.asset.as_str(),
             destination: request.destination,
             amount: request.amount,
+            final_before: due.request.as_ref().and_then(|r| r.final_block_before),
         };
         let says = self.chains.judge(approved, hash).await;
         let settle = self.moved(due, S::Broadcast, S::Confirmed, "custodian transfer final");
