@@ -194,6 +194,7 @@ dev_confirmations=2
 # the witness and the custodian executor, each from its own configuration).
 anvil_evidence="[evidence.anvil]
 urls = [\"$anvil_url\"]
+chain_id = 31337
 quorum = 1
 confirmations = $dev_confirmations
 allow_shallow_finality = true"

@@ -181,7 +181,7 @@ fn rpc_headers_are_secrets_and_must_name_a_configured_network() -> anyhow::Resul
     let dir = dir()?;
     let base = "database_url = \"postgres://u:p@127.0.0.1:1/db\"\nsigner_token = \"t\"\n\
                 [rpc]\nmainnet = \"https://node.example\"\n\
-                [evidence.mainnet]\nurls = [\"https://node.example\"]\nquorum = 1\nconfirmations = 12\n";
+                [evidence.mainnet]\nurls = [\"https://node.example\"]\nchain_id = 1\nquorum = 1\nconfirmations = 12\n";
     let good = write(
         &dir,
         "good.toml",

@@ -45,7 +45,7 @@ fn file(database_url: &str, service: &str, evidence: &str) -> String {
     format!(
         "database_url = \"{database_url}\"\nlisten = \"127.0.0.1:0\"\n\
          metrics_listen = \"127.0.0.1:0\"\n{service}[evidence.anvil]\n\
-         urls = [\"http://127.0.0.1:8545\"]\nquorum = 1\n{evidence}"
+         urls = [\"http://127.0.0.1:8545\"]\nchain_id = 31337\nquorum = 1\n{evidence}"
     )
 }
 
@@ -145,7 +145,7 @@ fn a_custodian_network_without_evidence_must_be_named_unwatched() -> anyhow::Res
     let dir = dir("unwatched")?;
     let path = dir.join("custodian.toml");
     let base = "database_url = \"postgres://u:p@127.0.0.1:1/db\"\n";
-    let evidence = "[evidence.anvil]\nurls = [\"http://127.0.0.1:8545\"]\nquorum = 1\n\
+    let evidence = "[evidence.anvil]\nurls = [\"http://127.0.0.1:8545\"]\nchain_id = 31337\nquorum = 1\n\
                     confirmations = 12\n";
     let assets = "[payout_assets.anvil]\nnative = \"ETH\"\n\
                   senders = [\"0x23618e81e3f5cdf7f54c3d65f7fbc0abf5b21e8f\"]\n";
@@ -238,7 +238,7 @@ fn settings_warnings(logged: &[Value]) -> Vec<&Value> {
 async fn the_development_opt_in_starts_with_a_warning_naming_the_network_and_the_depth()
 -> anyhow::Result<()> {
     let logged = witness_start_logs(
-        "{anvil={urls=[\"http://127.0.0.1:8545\",\"http://127.0.0.2:8545\"],quorum=2,\
+        "{anvil={urls=[\"http://127.0.0.1:8545\",\"http://127.0.0.2:8545\"],chain_id=31337,quorum=2,\
          confirmations=2,allow_shallow_finality=true}}",
     )
     .await?;
@@ -268,7 +268,7 @@ async fn the_development_opt_in_starts_with_a_warning_naming_the_network_and_the
 #[tokio::test]
 async fn the_protocols_finality_starts_without_a_warning() -> anyhow::Result<()> {
     let logged = witness_start_logs(
-        "{anvil={urls=[\"http://127.0.0.1:8545\",\"http://127.0.0.2:8545\"],quorum=2,\
+        "{anvil={urls=[\"http://127.0.0.1:8545\",\"http://127.0.0.2:8545\"],chain_id=31337,quorum=2,\
          finalized=true}}",
     )
     .await?;

@@ -165,7 +165,8 @@ fn telemetry_section() -> String {
 /// `NetworkEvidence`).
 fn evidence_section() -> anyhow::Result<String> {
     // The keys with a default: what a table naming only the required ones reads as.
-    let minimal: opledger_chain::NetworkEvidence = toml::from_str("urls = []\nquorum = 0\n")?;
+    let minimal: opledger_chain::NetworkEvidence =
+        toml::from_str("urls = []\nchain_id = 0\nquorum = 0\n")?;
     let fields = fields(&minimal);
     anyhow::ensure!(!fields.is_empty(), "no NetworkEvidence fields found");
     let defaults = toml::Value::try_from(minimal)?;
@@ -173,12 +174,12 @@ fn evidence_section() -> anyhow::Result<String> {
     let mut out = String::from(
         "## evidence (broadcaster, reconciler, witness)\n\nThe keys of each `[evidence.<network>]` \
          table, or of each network's inline table in `OPLEDGER_<SERVICE>_EVIDENCE='{mainnet = \
-         {urls = [...], quorum = 2, finalized = true}}'`.\n\n\
+         {urls = [...], chain_id = 1, quorum = 2, finalized = true}}'`.\n\n\
          | key | default | meaning |\n|---|---|---|\n",
     );
     for (name, doc) in &fields {
         let default = match name.as_str() {
-            "urls" | "quorum" => "(required)".to_owned(),
+            "urls" | "chain_id" | "quorum" => "(required)".to_owned(),
             _ => render_default(defaults.get(name), false),
         };
         out.push_str(&format!(

@@ -1,11 +1,12 @@
 //! One JSON-RPC node at a time turned lagging, pruned, lying or down: never a reading that the
-//! chain does not support, and never one node's word alone.
+//! chain does not support, and never one node's word alone; a node of another chain is no
+//! evidence at all.
 
 use crate::{World, config, sender};
 use opledger_chain::evidence::{
     EvidenceReader, Finality, Inclusion, NoAgreement, PinError, Reading,
 };
-use opledger_testkit::RpcMode;
+use opledger_testkit::{Anvil, AnvilOptions, RpcMode};
 
 #[tokio::test]
 async fn two_honest_endpoints_agree_on_a_final_inclusion() -> anyhow::Result<()> {
@@ -375,5 +376,43 @@ async fn many_operations_are_read_in_one_batched_request_per_endpoint() -> anyho
     for (proxy, before) in world.proxies.iter().zip(before) {
         assert_eq!(proxy.requests(), before + 1);
     }
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_endpoint_serving_another_chain_is_no_evidence() -> anyhow::Result<()> {
+    // The network is anvil's 31337; a second node runs chain 5 (a testnet where the mainnet
+    // was meant), at the same height.
+    let world = World::start(1).await?;
+    world.send().await?;
+    let testnet = Anvil::start_with(AnvilOptions {
+        chain_id: 5,
+        ..AnvilOptions::default()
+    })
+    .await?;
+    testnet.mine(1).await?;
+
+    // Alone, even with a quorum of 1, it answers nothing.
+    let alone = EvidenceReader::new(&config(
+        vec![testnet.rpc_url()],
+        1,
+        Finality::Confirmations(1),
+        0,
+    ))?;
+    assert_eq!(
+        alone.pin().await.err(),
+        Some(PinError::Head(NoAgreement::TooFewAnswers {
+            answered: 0,
+            quorum: 1
+        }))
+    );
+    // Beside an endpoint of the network, it takes no part: the pass is the network's block.
+    let both = EvidenceReader::new(&config(
+        vec![world.proxies[0].url(), testnet.rpc_url()],
+        1,
+        Finality::Confirmations(1),
+        0,
+    ))?;
+    assert_eq!(both.pin().await?.pinned, world.block(1).await?);
     Ok(())
 }

@@ -92,6 +92,7 @@ fn config(
 ) -> EvidenceConfig {
     EvidenceConfig {
         urls,
+        chain_id: 31337,
         quorum,
         finality,
         max_lag_blocks,

@@ -60,6 +60,8 @@ pub const CONFIRMATIONS: u64 = 3;
 pub fn evidence(urls: &[&str], quorum: usize) -> opledger_chain::NetworkEvidence {
     opledger_chain::NetworkEvidence {
         urls: urls.iter().map(|u| (*u).to_owned()).collect(),
+        // Every test anvil's (opledger_testkit::AnvilOptions' default).
+        chain_id: 31337,
         quorum,
         confirmations: Some(CONFIRMATIONS),
         finalized: false,

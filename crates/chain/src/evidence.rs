@@ -54,6 +54,9 @@ pub enum Finality {
 pub struct EvidenceConfig {
     /// The independent JSON-RPC endpoints (`https://`, or `http://` on loopback only).
     pub urls: Vec<String>,
+    /// The network's EIP-155 chain id: every head read asks each endpoint for its chain id in
+    /// the same request (`eth_chainId`), and an endpoint of another chain answers nothing.
+    pub chain_id: u64,
     /// How many endpoints must answer, and agree, for a reading to count. At least 1, at most the
     /// number of `urls`; production configurations use 2 or more.
     pub quorum: usize,
@@ -79,6 +82,7 @@ impl fmt::Debug for EvidenceConfig {
         let header_names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
         f.debug_struct("EvidenceConfig")
             .field("urls", &self.urls.len())
+            .field("chain_id", &self.chain_id)
             .field("quorum", &self.quorum)
             .field("finality", &self.finality)
             .field("max_lag_blocks", &self.max_lag_blocks)
@@ -100,6 +104,9 @@ pub enum EvidenceSetupError {
     /// A quorum of 0 would make silence evidence.
     #[error("the evidence quorum must be at least 1")]
     QuorumZero,
+    /// Chain id 0 is no EIP-155 chain: no endpoint could serve it.
+    #[error("the evidence chain id must be above 0")]
+    ZeroChainId,
     /// The quorum needs more endpoints than are configured.
     #[error("the evidence quorum {quorum} is above the {endpoints} configured endpoint(s)")]
     QuorumAboveEndpoints {
@@ -157,6 +164,7 @@ pub struct EvidenceReader {
 
 struct Inner {
     endpoints: Vec<Endpoint>,
+    chain_id: u64,
     quorum: usize,
     finality: Finality,
     max_lag: u64,
@@ -166,6 +174,7 @@ impl fmt::Debug for EvidenceReader {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EvidenceReader")
             .field("endpoints", &self.inner.endpoints.len())
+            .field("chain_id", &self.inner.chain_id)
             .field("quorum", &self.inner.quorum)
             .field("finality", &self.inner.finality)
             .field("max_lag_blocks", &self.inner.max_lag)
@@ -184,6 +193,9 @@ impl EvidenceReader {
         }
         if config.quorum == 0 {
             return Err(EvidenceSetupError::QuorumZero);
+        }
+        if config.chain_id == 0 {
+            return Err(EvidenceSetupError::ZeroChainId);
         }
         if config.quorum > config.urls.len() {
             return Err(EvidenceSetupError::QuorumAboveEndpoints {
@@ -223,6 +235,7 @@ impl EvidenceReader {
         Ok(EvidenceReader {
             inner: Arc::new(Inner {
                 endpoints,
+                chain_id: config.chain_id,
                 quorum: config.quorum,
                 finality: config.finality,
                 max_lag: config.max_lag_blocks,

@@ -179,6 +179,7 @@ mod tests {
     fn evidence() -> NetworkEvidence {
         NetworkEvidence {
             urls: vec!["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()],
+            chain_id: 1,
             quorum: 2,
             confirmations: Some(12),
             finalized: false,

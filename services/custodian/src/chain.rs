@@ -239,6 +239,7 @@ mod tests {
     fn chains() -> Chains {
         let reader = EvidenceReader::new(&EvidenceConfig {
             urls: vec!["http://127.0.0.1:9".to_owned()],
+            chain_id: 31337,
             quorum: 1,
             finality: Finality::Confirmations(1),
             max_lag_blocks: 8,

@@ -300,6 +300,7 @@ mod tests {
     fn config(accounts: Vec<AccountRoute>, assets: &[(&str, PayoutAssets)]) -> Config {
         let evidence = opledger_chain::NetworkEvidence {
             urls: vec!["http://127.0.0.1:8545".to_owned()],
+            chain_id: 31337,
             quorum: 1,
             confirmations: Some(12),
             finalized: false,

@@ -25,6 +25,9 @@ pub(super) enum EndpointError {
     /// A block that consumed the sender's nonce holds one of our attempts whose receipt the
     /// endpoint did not give (its receipt index lags its blocks): its "no receipt" is no evidence.
     ReceiptMissing,
+    /// The endpoint serves another chain than the network's (its `eth_chainId`): nothing it
+    /// says is evidence for this network.
+    WrongChain,
 }
 
 impl From<TransportError> for EndpointError {
@@ -53,6 +56,7 @@ impl EndpointError {
             EndpointError::Inconsistent => "inconsistent answer",
             EndpointError::PinnedReplaced => "pinned block replaced",
             EndpointError::ReceiptMissing => "receipt missing for an included attempt",
+            EndpointError::WrongChain => "another chain id",
         }
     }
 
@@ -106,14 +110,21 @@ impl Endpoint {
         }
     }
 
-    /// The endpoint's head block: its number and hash, in one call (`eth_getBlockByNumber`
-    /// `latest`).
-    pub(super) async fn latest(&self) -> Result<(u64, B256)> {
-        let header: Option<Header> = self
-            .client
-            .request("eth_getBlockByNumber", (BlockNumberOrTag::Latest, false))
-            .await?;
-        let header = header.ok_or(EndpointError::MissingBlock)?;
+    /// The endpoint's head block, its number and hash, and its chain id, in one request
+    /// (`eth_chainId`, `eth_getBlockByNumber` `latest`): an endpoint of another chain than
+    /// `chain_id` gives no head.
+    pub(super) async fn latest(&self, chain_id: u64) -> Result<(u64, B256)> {
+        let mut batch = self.client.new_batch();
+        let id = batch.add_call::<_, U64>("eth_chainId", &())?;
+        let head = batch.add_call::<_, Option<Header>>(
+            "eth_getBlockByNumber",
+            &(BlockNumberOrTag::Latest, false),
+        )?;
+        batch.send().await?;
+        if id.await? != U64::from(chain_id) {
+            return Err(EndpointError::WrongChain);
+        }
+        let header = head.await?.ok_or(EndpointError::MissingBlock)?;
         Ok((header.number, header.hash))
     }
 

@@ -10,15 +10,20 @@ use std::path::Path;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-/// One network's evidence settings. `urls`, `quorum` and the finality (`confirmations` or
-/// `finalized`) are required: there is no silent default for what counts as final or how many
-/// nodes must agree.
+/// One network's evidence settings. `urls`, `chain_id`, `quorum` and the finality
+/// (`confirmations` or `finalized`) are required: there is no silent default for which chain is
+/// read, what counts as final or how many nodes must agree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkEvidence {
     /// Independent JSON-RPC endpoints (`https://`; `http://` only on loopback). The same URL
     /// twice is refused: it would count twice towards the quorum.
     pub urls: Vec<String>,
+    /// The network's EIP-155 chain id (1: Ethereum mainnet; 31337: a default anvil). Every head
+    /// read asks each endpoint for its chain id in the same request; an endpoint serving another
+    /// chain answers nothing (logged as an error), so endpoints pointed at a testnet never
+    /// count as evidence for the mainnet.
+    pub chain_id: u64,
     /// How many endpoints must answer and agree. Production uses 2 or more; 1 is accepted only
     /// when set explicitly, with a warning at start.
     pub quorum: usize,
@@ -154,6 +159,7 @@ impl NetworkEvidence {
         let finality = self.finality().map_err(ReaderError::Settings)?;
         EvidenceReader::new(&EvidenceConfig {
             urls: self.urls.clone(),
+            chain_id: self.chain_id,
             quorum: self.quorum,
             finality,
             max_lag_blocks: self.max_lag_blocks,

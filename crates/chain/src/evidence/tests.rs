@@ -7,6 +7,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 fn config(urls: &[&str], quorum: usize) -> EvidenceConfig {
     EvidenceConfig {
         urls: urls.iter().map(|u| (*u).to_owned()).collect(),
+        chain_id: 31337,
         quorum,
         finality: Finality::Confirmations(2),
         max_lag_blocks: 2,
@@ -84,6 +85,12 @@ fn quorum_zero_or_above_the_endpoints_is_refused() {
     assert!(matches!(
         refused(&config(&[], 1)),
         Some(EvidenceSetupError::NoEndpoints)
+    ));
+    let mut no_chain = config(&["http://127.0.0.1:1"], 1);
+    no_chain.chain_id = 0;
+    assert!(matches!(
+        refused(&no_chain),
+        Some(EvidenceSetupError::ZeroChainId)
     ));
 }
 

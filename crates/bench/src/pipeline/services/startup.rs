@@ -126,6 +126,8 @@ pub async fn start(
 fn evidence(urls: &[String]) -> opledger_chain::NetworkEvidence {
     opledger_chain::NetworkEvidence {
         urls: urls.to_vec(),
+        // The benchmark's anvil (services.rs starts it with this id).
+        chain_id: 31337,
         quorum: urls.len(),
         confirmations: Some(1),
         finalized: false,

@@ -9,6 +9,7 @@ use futures::future::join_all;
 use opledger_domain::evidence::NoAgreement;
 
 use super::{EndpointPass, Pass, PinError, Pinned, agreed, log_silent, to_block_ref};
+use crate::evidence::endpoint::EndpointError;
 use crate::evidence::{EvidenceReader, Finality};
 
 /// What an endpoint answered at the pinned height: the block's hash and, with the `finalized`
@@ -69,10 +70,18 @@ impl EvidenceReader {
     /// Each endpoint's head block, number and hash in one call: when the endpoints stand at the
     /// same height (the usual case), that already names the pinned block's hash.
     async fn latest_heads(&self) -> Vec<Option<(u64, B256)>> {
+        let chain_id = self.inner.chain_id;
         join_all(self.inner.endpoints.iter().map(|e| async move {
-            e.latest()
+            e.latest(chain_id)
                 .await
-                .map_err(|error| log_silent(e.index, "head", &error))
+                .map_err(|error| match error {
+                    EndpointError::WrongChain => tracing::error!(
+                        endpoint = e.index,
+                        chain_id,
+                        "evidence endpoint serves another chain: left out of the pass"
+                    ),
+                    error => log_silent(e.index, "head", &error),
+                })
                 .ok()
         }))
         .await

@@ -6,6 +6,7 @@ use super::*;
 fn settings(confirmations: Option<u64>, finalized: bool) -> NetworkEvidence {
     NetworkEvidence {
         urls: vec!["http://127.0.0.1:1".to_owned()],
+        chain_id: 1,
         quorum: 1,
         confirmations,
         finalized,
