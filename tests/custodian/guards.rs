@@ -254,6 +254,50 @@ async fn a_paid_withdrawal_bound_to_another_withdrawals_rejection_is_never_relea
     stack.assert_invariants().await
 }
 
+/// The review's money-loss path played through the answers instead of the bindings. A and B go to
+/// one destination with one amount, both answers lost; the provider paid A and rejected B. Past
+/// the API the executor's login records for A a second send that was never made, "accepted" with
+/// an answer naming B's rejection: A now follows that transaction, whose rejection concludes
+/// nothing while A's payment is listed and accounted for by no withdrawal. A is never proposed
+/// for release, so never released.
+#[tokio::test]
+async fn a_forged_answer_naming_another_withdrawals_rejection_never_releases_a_paid_one()
+-> anyhow::Result<()> {
+    let paired = Paired::start().await?;
+    let (stack, acme, a) = (&paired.stack, &paired.acme, &paired.a);
+    let mut api = api(stack, paired.account.clone()).await?;
+    let rejected = candidate(&mut api, acme, a, "TRANSACTION_REJECTED").await?;
+    let store = login(stack).await?;
+    let (t, o) = (acme.id, a.parse()?);
+    anyhow::ensure!(
+        store
+            .take_custodian_lease(t, o, "rogue", Duration::from_secs(5))
+            .await?,
+        "the rogue could not take the follow lease"
+    );
+    let send_no = store
+        .begin_custodian_send(t, o, "rogue", false)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the rogue could not record a send"))?;
+    assert_eq!(send_no, 2);
+    store
+        .record_custodian_answer(t, o, send_no, "ACCEPTED", Some(&rejected))
+        .await?;
+    store.release_custodian_lease(t, o, "rogue").await?;
+    let answered = "SELECT count(*) FROM custodian_answers WHERE op_id = $1::uuid \
+                    AND answer = 'ACCEPTED' AND provider_id IS NOT NULL";
+    assert_eq!(scalar(stack, answered, a).await?, 1);
+
+    never_proposed_while_ambiguous(stack, &paired.sim, acme, &paired.executor, a).await?;
+    // Paid once on chain (A's payment), nothing released.
+    let paid = paired.sim.anvil()?.balance(&paired.destination).await?;
+    assert_eq!(paid, AMOUNT.parse()?);
+    let releases =
+        "SELECT count(*) FROM ledger_entries WHERE op_id = $1::uuid AND kind = 'RELEASE'";
+    assert_eq!(scalar(stack, releases, a).await?, 0);
+    stack.assert_invariants().await
+}
+
 /// The second review's money-loss path: the executor's login makes another withdrawal "account
 /// for" A's payment. A and B go to one destination with one amount, both answers lost; the
 /// provider paid A and rejected B. C is another `no_lookup` withdrawal to the same destination

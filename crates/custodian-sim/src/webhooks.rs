@@ -219,6 +219,9 @@ impl WebhookHub {
         while let Some(job) = jobs.recv().await {
             first.get_or_insert(job.index);
             let (terminal, replay_after) = (job.terminal, job.plan.replay_after_ms);
+            // The replay is due `after` the terminal event was made (double's clock), however
+            // late this worker gets to it: a clock moved meanwhile makes it due at once.
+            let made = lock(&self.log).get(job.index).map(|e| e.created_ms);
             if job.plan.reorder && held.is_none() && !job.terminal {
                 held = Some(job);
                 continue;
@@ -233,7 +236,9 @@ impl WebhookHub {
                 replayed = true;
                 let hub = self.clone();
                 tokio::spawn(async move {
-                    let at = hub.clock.now_ms().saturating_add(after);
+                    let at = made
+                        .unwrap_or_else(|| hub.clock.now_ms())
+                        .saturating_add(after);
                     hub.clock.sleep_until(at).await;
                     hub.post(first, true).await;
                 });

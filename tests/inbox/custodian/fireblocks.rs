@@ -167,7 +167,21 @@ async fn replayed_duplicated_and_reordered_events_are_recorded_once_and_move_not
     let op = c.sent_and_followed().await?;
     c.authorize().await?;
     c.drive(&op, "CONFIRMED").await?;
-    // The replay of the first event comes 5 s (double's clock) after the last one.
+    // The replay of the first event comes 5 s (double's clock) after the last one was made: the
+    // executor may confirm from the chain before the double completes, so the terminal event is
+    // awaited first.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !c.sim.webhooks_of(&op).await?.iter().any(|e| {
+        e["body"]
+            .as_str()
+            .is_some_and(|b| b.contains("\"COMPLETED\""))
+    }) {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "the double never completed the transfer"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
     c.sim.post("clock", &json!({"advance_secs": 10})).await?;
     c.quiet(&op).await?;
     // And one more replay, of the last event, on demand.
