@@ -58,6 +58,9 @@ enum Pays {
     /// Nothing: the provider names a transfer its hot wallet made, of the token and the amount,
     /// to the destination, final before the request was made (an earlier payout, named as ours).
     Earlier,
+    /// As [`Pays::Earlier`], the transfer made just before the request: in the head block then,
+    /// not final yet.
+    JustBefore,
 }
 
 /// A double on its own anvil with the Fireblocks and BitGo profiles, paying `USDC` as `pays`
@@ -103,9 +106,12 @@ impl TokenSim {
                 Some(other)
             }
             Pays::Native => None,
-            Pays::Token | Pays::TenTimes | Pays::Elsewhere | Pays::OtherWallet | Pays::Earlier => {
-                Some(token.clone())
-            }
+            Pays::Token
+            | Pays::TenTimes
+            | Pays::Elsewhere
+            | Pays::OtherWallet
+            | Pays::Earlier
+            | Pays::JustBefore => Some(token.clone()),
         };
         // Another wallet: anvil's funded development account 1, given tokens of its own.
         let hot_wallet_key = if pays == Pays::OtherWallet {
@@ -125,7 +131,8 @@ impl TokenSim {
         std::fs::write(dir.join("bitgo_passphrase"), "bitgo-test-passphrase")?;
         let elsewhere = fresh_address();
         let earlier = match pays {
-            Pays::Earlier => Some(pay_earlier(&anvil, &token).await?),
+            Pays::Earlier => Some(pay_earlier(&anvil, &token, 5).await?),
+            Pays::JustBefore => Some(pay_earlier(&anvil, &token, 0).await?),
             _ => None,
         };
         let tokens = match &paid_in {
@@ -246,9 +253,9 @@ impl TokenSim {
     }
 }
 
-/// A transfer of `AMOUNT` of `token` from the double's hot wallet to a fresh address, final
-/// (five blocks deep) before any withdrawal exists: its destination and transaction.
-async fn pay_earlier(anvil: &Anvil, token: &str) -> anyhow::Result<(String, String)> {
+/// A transfer of `AMOUNT` of `token` from the double's hot wallet to a fresh address, `deeper`
+/// blocks mined on top of it before any withdrawal exists: its destination and transaction.
+async fn pay_earlier(anvil: &Anvil, token: &str, deeper: u64) -> anyhow::Result<(String, String)> {
     let to = fresh_address();
     anvil
         .rpc("anvil_impersonateAccount", json!([SIM_WALLET]))
@@ -262,7 +269,9 @@ async fn pay_earlier(anvil: &Anvil, token: &str) -> anyhow::Result<(String, Stri
     anvil
         .rpc("anvil_stopImpersonatingAccount", json!([SIM_WALLET]))
         .await?;
-    anvil.mine(5).await?;
+    if deeper > 0 {
+        anvil.mine(deeper).await?;
+    }
     Ok((to, hash))
 }
 
@@ -475,7 +484,7 @@ async fn never_settled(pays: Pays, reason: &str) -> anyhow::Result<()> {
     let expected = match pays {
         Pays::TenTimes => AMOUNT.parse::<u128>()? * 10,
         // Paid, but by someone else, or before the request: no payout of this request.
-        Pays::OtherWallet | Pays::Earlier => AMOUNT.parse::<u128>()?,
+        Pays::OtherWallet | Pays::Earlier | Pays::JustBefore => AMOUNT.parse::<u128>()?,
         _ => 0,
     };
     assert_eq!(
@@ -522,6 +531,14 @@ async fn a_transfer_from_another_wallet_never_settles_a_token_withdrawal() -> an
 async fn a_transfer_made_before_the_request_never_settles_a_token_withdrawal() -> anyhow::Result<()>
 {
     never_settled(Pays::Earlier, "PAYOUT_BEFORE_REQUEST").await
+}
+
+/// The same, the earlier transfer in the head block when the request is made, not final yet: it
+/// was in the chain the request saw, and that chain's head is still canonical.
+#[tokio::test]
+async fn a_transfer_in_the_head_block_at_the_request_never_settles_a_token_withdrawal()
+-> anyhow::Result<()> {
+    never_settled(Pays::JustBefore, "PAYOUT_BEFORE_REQUEST").await
 }
 
 #[tokio::test]

@@ -1,7 +1,7 @@
 //! The path without faults, and two executors at once.
 
 use opledger_tests::Stack;
-use opledger_tests::custodian::{Sim, approved_withdrawal, drive_until, executor, state};
+use opledger_tests::custodian::{Sim, approved_withdrawal, books, drive_until, executor, state};
 use serde_json::json;
 use std::time::Duration;
 
@@ -229,5 +229,90 @@ async fn a_watched_network_settles_only_from_the_chain_at_final_depth_with_the_i
     .await?;
     assert_eq!(Some(tx_hash.as_str()), transfer["hash"].as_str());
     assert_eq!(Some(block_hash.as_str()), receipt["blockHash"].as_str());
+    stack.assert_invariants().await
+}
+
+/// While the evidence of its chain has no agreement, an approved withdrawal is neither claimed nor
+/// sent (the bound its payout must come after cannot be read), the readings are counted
+/// (`opledger_evidence_no_verdict_total{service="custodian"}`) and its network is held back from
+/// the queue; once the endpoint answers again it is sent, once, and settles from the chain.
+#[tokio::test]
+async fn without_evidence_of_its_chain_an_approved_withdrawal_is_not_sent() -> anyhow::Result<()> {
+    use opledger_testkit::{RpcMode, RpcProxy};
+    let sim = Sim::start(json!({"seed": 5, "rules": []}), 0).await?;
+    let stack = Stack::start().await?;
+    let acme = stack.tenant("acme").await?;
+    stack
+        .fund(&acme, "treasury", "ETH", "100000000000000000")
+        .await?;
+    let (w, _) = approved_withdrawal(&stack, &acme, AMOUNT).await?;
+    let node = RpcProxy::start(&sim.anvil()?.rpc_url()).await?;
+    node.set_mode(RpcMode::Down);
+    let executor = executor(&stack, "executor-1", vec![sim.account(&acme, 5)?])
+        .await?
+        .with_chains(opledger_tests::custodian::chains_at(&node.url())?);
+    for _ in 0..4 {
+        executor.pass(16, 4).await;
+    }
+    assert_eq!(state(&stack, &w.withdrawal_id).await?, "APPROVED");
+    let before = books(&stack, &w.withdrawal_id).await?;
+    assert_eq!(before.sends, 0, "{before:?}");
+    assert!(sim.requests().await?.is_empty());
+    let metrics = opledger_chain::evidence::no_evidence().render("custodian");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("opledger_evidence_no_verdict_total{")
+                && l.contains("service=\"custodian\"")
+                && l.contains("network=\"anvil\"")
+                && !l.ends_with(" 0")),
+        "{metrics}"
+    );
+
+    // Held back, it takes no place in the executor's queue.
+    let login = opledger_store::Store::connect(
+        &stack.url(opledger_testkit::ServiceRole::Custodian),
+        opledger_store::StoreConfig::default(),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!(e.log_safe()))?
+    .custodian();
+    let queued = |held: Vec<String>| {
+        let login = login.clone();
+        async move { anyhow::Ok(login.custodian_due(Duration::ZERO, 16, &held).await?.len()) }
+    };
+    assert_eq!(queued(Vec::new()).await?, 1);
+    assert_eq!(queued(vec!["anvil".to_owned()]).await?, 0);
+
+    node.set_mode(RpcMode::Honest);
+    drive_until(
+        &stack,
+        &[&executor],
+        &w.withdrawal_id,
+        &["BROADCAST", "CONFIRMED"],
+        Duration::from_secs(20),
+    )
+    .await?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let paid = loop {
+        if let Some(t) = sim.transfers_of(&w.withdrawal_id).await?.first() {
+            break t["hash"].as_str().unwrap_or_default().to_owned();
+        }
+        anyhow::ensure!(std::time::Instant::now() < deadline, "never paid");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    sim.anvil()?
+        .wait_receipt(&paid, Duration::from_secs(20))
+        .await?;
+    sim.anvil()?.mine(3).await?;
+    drive_until(
+        &stack,
+        &[&executor],
+        &w.withdrawal_id,
+        &["CONFIRMED"],
+        Duration::from_secs(20),
+    )
+    .await?;
+    assert_eq!(books(&stack, &w.withdrawal_id).await?.sends, 1);
     stack.assert_invariants().await
 }

@@ -124,6 +124,17 @@ impl Paired {
             .await?
             .withdrawal_id;
         executor.pass(16, 4).await;
+        // The provider pays A before B is requested.
+        let deadline = Instant::now() + WITHIN;
+        let paid_a = loop {
+            let transfers = sim.transfers_of(&a).await?;
+            if let Some(hash) = transfers.first().and_then(|t| t["hash"].as_str()) {
+                break hash.to_owned();
+            }
+            anyhow::ensure!(Instant::now() < deadline, "A never paid");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        sim.anvil()?.wait_receipt(&paid_a, WITHIN).await?;
         sim.set_faults(&json!({"seed": 5, "rules": [
             {"kind": "drop_response", "nth": 1, "profile": "prime"},
             {"kind": "reject", "profile": "prime"}
@@ -227,12 +238,22 @@ async fn a_paid_withdrawal_bound_to_another_withdrawals_rejection_is_never_relea
     );
     let witness = never_proposed_while_ambiguous(&stack, &sim, &acme, &executor, &a).await?;
 
-    // B bound to the payment (the crossing is neutral: one payment, one settlement) accounts for
-    // it: A's rejection now reads, and A is released once the witness attests; B settles.
+    // B bound to the payment accounts for it (its hold is open): A's rejection now reads, and A
+    // is released once the witness attests. B never settles on it: the payment was on chain
+    // before B was requested (PAYOUT_BEFORE_REQUEST, a security event), and B's hold keeps the
+    // amount the chain paid held.
     api.bind_custodian_candidate(authed(&acme.operator, bind(&b, &paid)))
         .await?;
     sim.anvil()?.mine(3).await?;
-    drive_until(&stack, &[&executor], &b, &["CONFIRMED"], WITHIN).await?;
+    until_escalated(&stack, &executor, &b, "CUSTODIAN_TRANSACTION_CONTRADICTED").await?;
+    let detail: String = sqlx::query_scalar(
+        "SELECT detail FROM security_events WHERE op_id = $1::uuid \
+         AND kind = 'CUSTODIAN_TRANSACTION_CONTRADICTED'",
+    )
+    .bind(&b)
+    .fetch_one(stack.admin.pool())
+    .await?;
+    assert_eq!(detail, "PAYOUT_BEFORE_REQUEST");
     let deadline = Instant::now() + WITHIN;
     while state(&stack, &a).await? != "VERIFIED_NOT_SENT" {
         anyhow::ensure!(Instant::now() < deadline, "A never released");
@@ -240,8 +261,9 @@ async fn a_paid_withdrawal_bound_to_another_withdrawals_rejection_is_never_relea
         witness.tick(16).await;
         tokio::time::sleep(Duration::from_millis(150)).await;
     }
-    // One payment on chain, one settlement, one release: the books match the chain.
+    // One payment on chain, held by B; A released: the books hold what the chain paid.
     assert_eq!(sim.anvil()?.balance(&destination).await?, AMOUNT.parse()?);
+    assert_eq!(state(&stack, &b).await?, "BROADCAST");
     let (settles, releases): (i64, i64) = sqlx::query_as(
         "SELECT count(*) FILTER (WHERE kind = 'SETTLE'), count(*) FILTER (WHERE kind = 'RELEASE') \
          FROM ledger_entries WHERE op_id IN ($1::uuid, $2::uuid)",
@@ -250,7 +272,7 @@ async fn a_paid_withdrawal_bound_to_another_withdrawals_rejection_is_never_relea
     .bind(&b)
     .fetch_one(stack.admin.pool())
     .await?;
-    assert_eq!((settles, releases), (1, 1));
+    assert_eq!((settles, releases), (0, 1));
     stack.assert_invariants().await
 }
 
@@ -532,7 +554,7 @@ async fn a_stored_body_that_is_not_the_approved_payloads_is_never_sent() -> anyh
                 profile: adapter.profile(),
                 body: forged.bytes,
                 body_sha256: forged.sha256,
-                final_block_before: None,
+                bound: None,
             },
         )
         .await?;

@@ -286,7 +286,12 @@ pub async fn operator_routes(
 
 /// The evidence of the double's node for the executor: quorum 1 (one node here), 3 blocks deep.
 pub fn chains(sim: &Sim) -> anyhow::Result<opledger_custodian_executor::chain::Chains> {
-    let settings = crate::chain::evidence(&[sim.rpc_url.as_str()], 1);
+    chains_at(&sim.rpc_url)
+}
+
+/// [`chains`] reading the double's network through `url` (a proxy in front of its node, say).
+pub fn chains_at(url: &str) -> anyhow::Result<opledger_custodian_executor::chain::Chains> {
+    let settings = crate::chain::evidence(&[url], 1);
     let reader = opledger_chain::evidence::service_reader(
         NETWORK,
         Some(&settings),

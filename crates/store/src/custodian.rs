@@ -22,10 +22,9 @@ pub struct StoredRequest {
     pub body: Vec<u8>,
     /// Their SHA-256.
     pub body_sha256: [u8; 32],
-    /// The newest block the executor's evidence counted final when the request was stored: a
-    /// payout included at or below it was made before the request (migration 41). `None`: the
-    /// network was not watched then.
-    pub final_block_before: Option<u64>,
+    /// The chain as the executor's evidence showed it just before the request was stored: a
+    /// payout must be included after it (migration 41). `None`: the network was not watched then.
+    pub bound: Option<opledger_domain::custodian::token::RequestBound>,
 }
 
 impl std::fmt::Debug for StoredRequest {
@@ -107,6 +106,8 @@ struct DueRow {
     body: Option<Vec<u8>>,
     body_sha256: Option<Vec<u8>>,
     final_block_before: Option<i64>,
+    head_block_before: Option<i64>,
+    head_hash_before: Option<Vec<u8>>,
     sends: i32,
     answers: i32,
     since_last_send: Option<f64>,
@@ -129,11 +130,11 @@ impl DueRow {
                     .ok_or(corrupt("custodian profile"))?,
                 body,
                 body_sha256: sha.try_into().map_err(|_| corrupt("custodian body hash"))?,
-                final_block_before: self
-                    .final_block_before
-                    .map(u64::try_from)
-                    .transpose()
-                    .map_err(|_| corrupt("custodian final block"))?,
+                bound: stored_bound(
+                    self.final_block_before,
+                    self.head_block_before,
+                    self.head_hash_before,
+                )?,
             }),
             _ => None,
         };
@@ -152,6 +153,40 @@ impl DueRow {
             answered: self.answered,
             since_answered: self.since_answered,
         })
+    }
+}
+
+/// A block number as PostgreSQL's bigint.
+fn block_number(number: Option<u64>) -> Result<Option<i64>> {
+    number
+        .map(i64::try_from)
+        .transpose()
+        .map_err(|_| StoreError::Corrupt {
+            what: "custodian request bound",
+        })
+}
+
+/// The bound stored with a request (all three columns, or none: the table's check).
+fn stored_bound(
+    final_block: Option<i64>,
+    head: Option<i64>,
+    hash: Option<Vec<u8>>,
+) -> Result<Option<opledger_domain::custodian::token::RequestBound>> {
+    let corrupt = || StoreError::Corrupt {
+        what: "custodian request bound",
+    };
+    match (final_block, head, hash) {
+        (None, None, None) => Ok(None),
+        (Some(final_block), Some(head), Some(hash)) => {
+            Ok(Some(opledger_domain::custodian::token::RequestBound {
+                final_block: u64::try_from(final_block).map_err(|_| corrupt())?,
+                head: opledger_domain::evidence::BlockRef {
+                    number: u64::try_from(head).map_err(|_| corrupt())?,
+                    hash: hash.try_into().map_err(|_| corrupt())?,
+                },
+            }))
+        }
+        _ => Err(corrupt()),
     }
 }
 
@@ -181,7 +216,8 @@ macro_rules! due_select {
             "SELECT o.tenant_id, ",
             operation_columns!(),
             ", coalesce(o.lease_expires_at <= now(), true) AS lease_free, \
-             q.account, q.profile, q.body, q.body_sha256, q.final_block_before, \
+             q.account, q.profile, q.body, q.body_sha256, \
+             q.final_block_before, q.head_block_before, q.head_hash_before, \
              (SELECT count(*)::int4 FROM custodian_sends s \
                WHERE s.tenant_id = o.tenant_id AND s.op_id = o.op_id) AS sends, \
              (SELECT count(*)::int4 FROM custodian_answers a \
@@ -228,14 +264,19 @@ impl Store {
     /// storing the request), and SIGNED, BROADCAST and UNKNOWN ones to follow whose claim and
     /// follow lease are free and which were not followed for `follow_every`, or which a verified
     /// status webhook hinted since they were last followed (migration 35; those first).
+    /// APPROVED ones of the networks in `held_back` are left out: the executor cannot send them
+    /// now (its evidence of their chain has no agreement), and they must not take the places of
+    /// withdrawals it can move.
     pub async fn custodian_due(
         &self,
         follow_every: Duration,
         limit: u32,
+        held_back: &[String],
     ) -> Result<Vec<CustodianDue>> {
         let rows: Vec<DueRow> = sqlx::query_as(concat!(
             due_select!(),
-            " WHERE o.executor = 'custodian' AND (o.state = 'APPROVED' \
+            " WHERE o.executor = 'custodian' \
+               AND (o.state = 'APPROVED' AND NOT p.network = ANY($3) \
                OR (o.state = 'SIGNING' AND coalesce(o.lease_expires_at <= now(), true)) \
                OR (o.state IN ('SIGNED', 'BROADCAST', 'UNKNOWN') \
                    AND coalesce(o.lease_expires_at <= now(), true) \
@@ -252,6 +293,7 @@ impl Store {
         ))
         .bind(follow_every.as_secs_f64())
         .bind(i64::from(limit))
+        .bind(held_back)
         .fetch_all(&self.pool)
         .await?;
         rows.into_iter().map(DueRow::into_due).collect()
@@ -340,8 +382,8 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO custodian_requests (tenant_id, op_id, account, profile, body, \
-               body_sha256, payload_hash, executor_id, final_block_before) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+               body_sha256, payload_hash, executor_id, final_block_before, head_block_before, \
+               head_hash_before) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         )
         .bind(request.tenant_id.as_uuid())
         .bind(request.op_id.as_uuid())
@@ -351,15 +393,9 @@ impl Store {
         .bind(stored.body_sha256.as_slice())
         .bind(hash.as_bytes().as_slice())
         .bind(request.actor_id)
-        .bind(
-            stored
-                .final_block_before
-                .map(i64::try_from)
-                .transpose()
-                .map_err(|_| StoreError::Corrupt {
-                    what: "custodian final block",
-                })?,
-        )
+        .bind(block_number(stored.bound.map(|b| b.final_block))?)
+        .bind(block_number(stored.bound.map(|b| b.head.number))?)
+        .bind(stored.bound.map(|b| b.head.hash.to_vec()))
         .execute(&mut *tx)
         .await?;
         let done = transition_in(&mut tx, request).await?;

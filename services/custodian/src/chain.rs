@@ -10,10 +10,11 @@
 
 use crate::config::PayoutAssets;
 use alloy_primitives::B256;
+use opledger_chain::evidence::{no_evidence, reason_label};
 use opledger_chain::{EvidenceReader, PinError};
 use opledger_domain::custodian::token::{
-    ObservedReceipt, PayoutRefusal, PayoutVerdict, TokenPayout, judge_token_payout,
-    paid_after_request, sent_by,
+    ObservedReceipt, PayoutRefusal, PayoutVerdict, RequestBound, SinceRequest, TokenPayout,
+    judge_token_payout, sent_by, since_request,
 };
 use opledger_domain::evidence::content::Asset;
 use opledger_domain::evidence::{Address, BlockRef, Hash32};
@@ -34,6 +35,10 @@ pub enum ChainSays {
     Contradicted(&'static str),
     /// The network has no evidence endpoints here: the custodian's record decides alone.
     Unwatched,
+    /// The network is watched, but the request was stored with no bound (before migration 41,
+    /// or while the network was not watched): no transaction can be shown to be after it, so
+    /// nothing is settled on one; an operator decides.
+    Unbound,
 }
 
 /// The transfer a custodian's transaction must have made. `Debug` never shows the destination.
@@ -47,9 +52,9 @@ pub struct Approved<'a> {
     pub destination: Address,
     /// The approved amount, in the asset's minimal units.
     pub amount: u128,
-    /// The newest block the executor counted final when it stored the request: the payout must
-    /// be included after it (`None`: no bound, the network was not watched then).
-    pub final_before: Option<u64>,
+    /// The chain when the request was stored: the payout must be included after it (`None`:
+    /// none was stored).
+    pub bound: Option<RequestBound>,
 }
 
 impl fmt::Debug for Approved<'_> {
@@ -58,7 +63,7 @@ impl fmt::Debug for Approved<'_> {
             .field("network", &self.network)
             .field("asset", &self.asset)
             .field("amount", &self.amount)
-            .field("final_before", &self.final_before)
+            .field("bound", &self.bound)
             .finish_non_exhaustive()
     }
 }
@@ -88,15 +93,25 @@ impl Chains {
         self
     }
 
-    /// The newest block `network`'s evidence counts final now, by the same quorum and finality
-    /// as every settlement: `Ok(None)` when the network is not watched, an error when the
-    /// endpoints do not agree now (nothing is sent until they do: the bound a payout is judged
-    /// against is stored with the request).
-    pub async fn final_block(&self, network: &str) -> Result<Option<u64>, PinError> {
+    /// Whether `network` has evidence endpoints here.
+    pub fn watches(&self, network: &str) -> bool {
+        self.readers.contains_key(network)
+    }
+
+    /// The bound of a request stored now on `network`: its final block and pinned head, by the
+    /// same quorum and finality as every settlement. `Ok(None)` when the network is not watched,
+    /// an error when the endpoints do not agree now (nothing is sent until they do).
+    pub async fn bound(&self, network: &str) -> Result<Option<RequestBound>, PinError> {
         let Some(reader) = self.readers.get(network) else {
             return Ok(None);
         };
-        Ok(Some(reader.pin().await?.final_block.number))
+        let pinned = reader.pin().await.inspect_err(|e| {
+            no_evidence().record(network, reason_label(&e.no_agreement()));
+        })?;
+        Ok(Some(RequestBound {
+            final_block: pinned.final_block.number,
+            head: pinned.pinned,
+        }))
     }
 
     /// What the chain says about `tx_hash` paying the `approved` transfer: a native transfer or
@@ -117,70 +132,98 @@ impl Chains {
             );
             return ChainSays::NotYet;
         };
-        let Ok(pinned) = reader.pin().await else {
-            return ChainSays::NotYet;
+        let Some(bound) = approved.bound else {
+            return ChainSays::Unbound;
         };
-        let hash = B256::from(tx_hash);
+        let pinned = match reader.pin().await {
+            Ok(pinned) => pinned,
+            Err(e) => {
+                no_evidence().record(approved.network, reason_label(&e.no_agreement()));
+                return ChainSays::NotYet;
+            }
+        };
         let senders: Vec<Address> = assets
             .senders
             .iter()
             .filter_map(|s| opledger_domain::evidence::parse_address(s))
             .collect();
-        // One read for both: the transaction, its sender and every log of its receipt.
-        let observed = pinned.receipt_logs(hash).await;
-        let says = match asset {
-            Asset::Native => {
-                let claim = DepositClaim {
-                    tx_hash,
-                    log_index: None,
-                    recipient: approved.destination,
-                    asset: Asset::Native,
-                    amount: approved.amount,
-                };
-                let deposit = observed.as_ref().map(ObservedReceipt::as_deposit);
-                let verdict = judge_deposit(
-                    &claim,
-                    deposit.as_ref().map_err(|e| **e),
-                    pinned.final_block,
-                );
-                from_senders(native_says(verdict), observed.as_ref().ok(), None, &senders)
-            }
-            Asset::Token(contract) => {
-                let payout = TokenPayout {
-                    tx_hash,
-                    contract,
-                    recipient: approved.destination,
-                    amount: approved.amount,
-                };
-                let verdict = judge_token_payout(
-                    &payout,
-                    observed.as_ref().map_err(|e| *e),
-                    pinned.final_block,
-                );
-                let log_index = match verdict {
-                    PayoutVerdict::Paid { log_index, .. } => Some(log_index),
-                    _ => None,
-                };
-                from_senders(
-                    token_says(verdict),
-                    observed.as_ref().ok(),
-                    log_index,
-                    &senders,
-                )
-            }
+        let says = paid_as_approved(&pinned, &approved, asset, tx_hash, &senders).await;
+        let ChainSays::Paid(block) = says else {
+            return says;
         };
-        after_request(says, approved.final_before)
+        let since = since_request(block.number, &bound);
+        let head_canonical = match since {
+            SinceRequest::BeforeUnlessHeadReplaced => pinned.canonical(bound.head).await.ok(),
+            SinceRequest::After | SinceRequest::Before => None,
+        };
+        after_request(says, since, head_canonical)
     }
 }
 
-/// `says`, unless it is a payment included at or below `final_before`, the block final when the
-/// request was stored: then a transfer made before the request, contradicted.
-fn after_request(says: ChainSays, final_before: Option<u64>) -> ChainSays {
-    match says {
-        ChainSays::Paid(block) if !paid_after_request(block.number, final_before) => {
-            ChainSays::Contradicted(PayoutRefusal::BeforeRequest.reason_code())
+/// What the chain pinned in `pinned` says of `tx_hash` paying `approved` in `asset` from one of
+/// `senders`: the native transfer by the deposit rule, a token's by the payout rule, both read
+/// from one read of the transaction, its sender and every log of its receipt.
+async fn paid_as_approved(
+    pinned: &opledger_chain::Pinned,
+    approved: &Approved<'_>,
+    asset: Asset,
+    tx_hash: Hash32,
+    senders: &[Address],
+) -> ChainSays {
+    let observed = pinned.receipt_logs(B256::from(tx_hash)).await;
+    match asset {
+        Asset::Native => {
+            let claim = DepositClaim {
+                tx_hash,
+                log_index: None,
+                recipient: approved.destination,
+                asset: Asset::Native,
+                amount: approved.amount,
+            };
+            let deposit = observed.as_ref().map(ObservedReceipt::as_deposit);
+            let verdict = judge_deposit(
+                &claim,
+                deposit.as_ref().map_err(|e| **e),
+                pinned.final_block,
+            );
+            from_senders(native_says(verdict), observed.as_ref().ok(), None, senders)
         }
-        says => says,
+        Asset::Token(contract) => {
+            let payout = TokenPayout {
+                tx_hash,
+                contract,
+                recipient: approved.destination,
+                amount: approved.amount,
+            };
+            let verdict = judge_token_payout(
+                &payout,
+                observed.as_ref().map_err(|e| *e),
+                pinned.final_block,
+            );
+            let log_index = match verdict {
+                PayoutVerdict::Paid { log_index, .. } => Some(log_index),
+                _ => None,
+            };
+            from_senders(
+                token_says(verdict),
+                observed.as_ref().ok(),
+                log_index,
+                senders,
+            )
+        }
+    }
+}
+
+/// `says` (a payment) once its block is placed against the request's bound: before it (at or
+/// below the final block then, or at or below the head then while that head is still canonical,
+/// `head_canonical`), a transfer made before the request, contradicted; the head's fate unknown
+/// (no agreement), nothing concluded yet.
+fn after_request(says: ChainSays, since: SinceRequest, head_canonical: Option<bool>) -> ChainSays {
+    let before = ChainSays::Contradicted(PayoutRefusal::BeforeRequest.reason_code());
+    match (since, head_canonical) {
+        (SinceRequest::After, _) | (SinceRequest::BeforeUnlessHeadReplaced, Some(false)) => says,
+        (SinceRequest::Before, _) | (SinceRequest::BeforeUnlessHeadReplaced, Some(true)) => before,
+        (SinceRequest::BeforeUnlessHeadReplaced, None) => ChainSays::NotYet,
     }
 }
 
@@ -231,7 +274,13 @@ mod tests {
             asset,
             destination: [0xaa; 20],
             amount: 1,
-            final_before: None,
+            bound: Some(RequestBound {
+                final_block: 0,
+                head: BlockRef {
+                    number: 0,
+                    hash: [0; 32],
+                },
+            }),
         }
     }
 
@@ -302,22 +351,44 @@ mod tests {
     }
 
     #[test]
-    fn a_payment_included_by_the_final_block_at_the_request_is_contradicted() {
-        let paid = |number| {
-            ChainSays::Paid(BlockRef {
-                number,
-                hash: [2; 32],
-            })
-        };
+    fn a_payment_included_in_the_chain_the_request_saw_is_contradicted() {
+        let paid = ChainSays::Paid(BlockRef {
+            number: 8,
+            hash: [2; 32],
+        });
         let before = ChainSays::Contradicted("PAYOUT_BEFORE_REQUEST");
-        assert_eq!(after_request(paid(7), Some(7)), before);
-        assert_eq!(after_request(paid(3), Some(7)), before);
-        assert_eq!(after_request(paid(8), Some(7)), paid(8));
-        assert_eq!(after_request(paid(3), None), paid(3));
-        // Only a payment is bounded: what concludes nothing or is contradicted stays so.
-        for says in [ChainSays::NotYet, ChainSays::Unwatched, before] {
-            assert_eq!(after_request(says, Some(7)), says);
-        }
+        let (after, at_or_below, between) = (
+            SinceRequest::After,
+            SinceRequest::Before,
+            SinceRequest::BeforeUnlessHeadReplaced,
+        );
+        assert_eq!(after_request(paid, after, None), paid);
+        assert_eq!(after_request(paid, at_or_below, None), before);
+        // Between the final block and the head: the head's fate decides.
+        assert_eq!(after_request(paid, between, Some(true)), before);
+        assert_eq!(after_request(paid, between, Some(false)), paid);
+        assert_eq!(after_request(paid, between, None), ChainSays::NotYet);
+    }
+
+    #[tokio::test]
+    async fn a_watched_network_without_a_stored_bound_settles_nothing() {
+        let unbound = Approved {
+            bound: None,
+            ..approved("anvil", "ETH")
+        };
+        let eth = PayoutAssets {
+            native: "ETH".to_owned(),
+            tokens: BTreeMap::new(),
+            senders: vec!["0x23618e81e3f5cdf7f54c3d65f7fbc0abf5b21e8f".to_owned()],
+        };
+        let watched = chains().with_assets(BTreeMap::from([("anvil".to_owned(), eth)]));
+        assert_eq!(watched.judge(unbound, [1; 32]).await, ChainSays::Unbound);
+        // Unwatched, the provider's record decides as before.
+        let dark = Approved {
+            bound: None,
+            ..approved("dark", "ETH")
+        };
+        assert_eq!(chains().judge(dark, [1; 32]).await, ChainSays::Unwatched);
     }
 
     #[test]

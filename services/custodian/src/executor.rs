@@ -17,6 +17,7 @@
 use crate::accounts::{Account, Accounts};
 use crate::chain::Chains;
 use opledger_custodian::{LookupFailure, LookupOutcome, TransferRequest};
+use opledger_domain::custodian::token::RequestBound;
 use opledger_domain::custodian::{
     Lookup, Next, Round, SubmitAnswer, Window, after_lookup, after_submit,
 };
@@ -25,7 +26,9 @@ use opledger_store::StoreError;
 use opledger_store::custodian::{CustodianDue, StoredRequest, custodian_move};
 use opledger_store::roles::CustodianStore;
 use opledger_trust::{Evidence, TrustRoots};
+use std::collections::BTreeSet;
 
+mod pass;
 mod settle;
 use std::time::Duration;
 
@@ -43,7 +46,14 @@ pub struct Executor {
     follow_every: Duration,
     lease: Duration,
     stuck_after: Duration,
+    /// Networks whose evidence had no agreement when last asked for a request's bound: their
+    /// APPROVED withdrawals are held back from the queue (nothing can be sent on them) until a
+    /// later pass finds agreement again.
+    held_back: std::sync::Mutex<BTreeSet<String>>,
 }
+
+/// The bound of a request stored in this pass, by network: read once per network and pass.
+type Bounds = std::collections::HashMap<String, Option<RequestBound>>;
 
 /// How often and how long an executor follows a withdrawal.
 #[derive(Debug, Clone, Copy)]
@@ -76,6 +86,7 @@ impl Executor {
             follow_every: cadence.follow_every,
             lease: cadence.lease,
             stuck_after: cadence.stuck_after,
+            held_back: std::sync::Mutex::default(),
         }
     }
 
@@ -86,37 +97,18 @@ impl Executor {
         self
     }
 
-    /// One pass over up to `batch` due withdrawals, `concurrency` at a time; returns how many it
-    /// handled. A failure is logged and the withdrawal is left for a later pass.
-    pub async fn pass(&self, batch: u32, concurrency: usize) -> usize {
-        use futures::StreamExt;
-        let due = match self.store.custodian_due(self.follow_every, batch).await {
-            Ok(due) => due,
-            Err(e) => {
-                tracing::warn!(error = %e.log_safe(), "custodian queue unavailable");
-                return 0;
-            }
-        };
-        let count = due.len();
-        futures::stream::iter(due)
-            .for_each_concurrent(concurrency.max(1), |due| async move {
-                let op = due.operation.op_id;
-                if let Err(e) = self.handle(due).await {
-                    tracing::warn!(%op, error = %e.log_safe(), "custodian step failed");
-                }
-            })
-            .await;
-        count
-    }
-
-    async fn handle(&self, due: CustodianDue) -> Result<(), StoreError> {
+    async fn handle(&self, due: CustodianDue, bounds: &Bounds) -> Result<(), StoreError> {
         let op = &due.operation;
         let Some(account) = self.accounts.get(op) else {
             // Another instance (or a later configuration) executes it.
             return Ok(());
         };
         match op.state {
-            S::Approved => self.start(&due, account).await,
+            S::Approved => match bounds.get(due.operation.payload.network.as_str()) {
+                Some(bound) => self.start(&due, account, *bound).await,
+                // No agreement on its chain now: nothing is claimed or sent.
+                None => Ok(()),
+            },
             S::Signing => {
                 // Claimed, then stopped before its request was stored (the store is atomic with
                 // SIGNED): nothing was sent; claimable again.
@@ -174,8 +166,14 @@ impl Executor {
         Ok(false)
     }
 
-    /// Checks, claims, persists and sends an APPROVED withdrawal.
-    async fn start(&self, due: &CustodianDue, account: &Account) -> Result<(), StoreError> {
+    /// Checks, claims, persists (with `bound`, the chain its payout must come after) and sends an
+    /// APPROVED withdrawal.
+    async fn start(
+        &self,
+        due: &CustodianDue,
+        account: &Account,
+        bound: Option<RequestBound>,
+    ) -> Result<(), StoreError> {
         let op = &due.operation;
         if !self.approvals_verified(due).await? {
             tracing::error!(op = %op.op_id, "refused: approvals not verified");
@@ -203,14 +201,6 @@ impl Executor {
                     .await;
             }
         };
-        // The bound its payout is judged against: the block final before anything is asked.
-        let final_block_before = match self.chains.final_block(op.payload.network.as_str()).await {
-            Ok(block) => block,
-            Err(e) => {
-                tracing::warn!(op = %op.op_id, error = %e, "no evidence of the chain now: not sent yet");
-                return Ok(());
-            }
-        };
         let mut claim = self.moved(due, S::Approved, S::Signing, "claimed for the custodian");
         claim.expected_hash = Some(op.payload_hash);
         claim.lease_for = Some(self.lease);
@@ -225,7 +215,7 @@ impl Executor {
             profile: account.custodian.profile(),
             body: body.bytes,
             body_sha256: body.sha256,
-            final_block_before,
+            bound,
         };
         let mut persist = self.moved(due, S::Signing, S::Signed, "request persisted");
         persist.expected_hash = Some(op.payload_hash);

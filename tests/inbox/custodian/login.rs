@@ -217,7 +217,7 @@ async fn the_executor_takes_a_hinted_withdrawal_before_older_ones() -> anyhow::R
     let due = c
         .stack
         .admin
-        .custodian_due(super::FOLLOW_EVERY, 10)
+        .custodian_due(super::FOLLOW_EVERY, 10, &[])
         .await
         .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
     assert!(due.is_empty(), "{due:?}");
@@ -232,7 +232,7 @@ async fn the_executor_takes_a_hinted_withdrawal_before_older_ones() -> anyhow::R
     let due = c
         .stack
         .admin
-        .custodian_due(super::FOLLOW_EVERY, 10)
+        .custodian_due(super::FOLLOW_EVERY, 10, &[])
         .await
         .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
     assert_eq!(ids(due), [newer.as_str()]);
@@ -241,7 +241,7 @@ async fn the_executor_takes_a_hinted_withdrawal_before_older_ones() -> anyhow::R
     let due = c
         .stack
         .admin
-        .custodian_due(std::time::Duration::ZERO, 2)
+        .custodian_due(std::time::Duration::ZERO, 2, &[])
         .await
         .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
     assert_eq!(ids(due), [newer.clone(), older.clone()]);
@@ -252,7 +252,7 @@ async fn the_executor_takes_a_hinted_withdrawal_before_older_ones() -> anyhow::R
     let due = c
         .stack
         .admin
-        .custodian_due(super::FOLLOW_EVERY, 10)
+        .custodian_due(super::FOLLOW_EVERY, 10, &[])
         .await
         .map_err(|e| anyhow::anyhow!(e.log_safe()))?;
     assert!(due.is_empty());

@@ -129,14 +129,40 @@ pub fn sent_by(observed: &ObservedReceipt, log_index: Option<u32>, senders: &[Ad
     sender.is_some_and(|sender| senders.contains(&sender))
 }
 
-/// Whether a payout included in block `included` can be the payout of a request stored when the
-/// executor's evidence counted block `final_before` final: only a block after it. A final block
-/// never changes, so a transfer made after the request is never included at or below it; one
-/// that is (an earlier transfer of the same asset and amount to the same destination from the
-/// custodian's wallet, named by the provider as ours) paid something else. `None`: the network
-/// was not watched when the request was stored (or it was stored before migration 41): no bound.
-pub fn paid_after_request(included: u64, final_before: Option<u64>) -> bool {
-    final_before.is_none_or(|bound| included > bound)
+/// The chain as the executor's own evidence showed it just before a custodian request was
+/// stored (migration 41): a payout of that request can only be included after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestBound {
+    /// The newest block the network's finality counted final then.
+    pub final_block: u64,
+    /// The pinned head then, by number and hash.
+    pub head: BlockRef,
+}
+
+/// Where a payout's including block stands against its request's [`RequestBound`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SinceRequest {
+    /// Above the head pinned at the request: included after it.
+    After,
+    /// At or below the block final at the request: a final block never changes, so the transfer
+    /// was made before the request (an earlier transfer of the same asset and amount to the same
+    /// destination from the custodian's wallet, named by the provider as ours).
+    Before,
+    /// Between the two: before the request if the head pinned then is still canonical (the
+    /// blocks up to it are the ones that existed then), after it if that head was replaced by a
+    /// reorganization (the payout may be in one of the new blocks).
+    BeforeUnlessHeadReplaced,
+}
+
+/// Where a payout included in block `included` stands against `bound`.
+pub fn since_request(included: u64, bound: &RequestBound) -> SinceRequest {
+    if included <= bound.final_block {
+        SinceRequest::Before
+    } else if included > bound.head.number {
+        SinceRequest::After
+    } else {
+        SinceRequest::BeforeUnlessHeadReplaced
+    }
 }
 
 impl fmt::Debug for ObservedReceipt {
@@ -187,8 +213,8 @@ pub enum PayoutRefusal {
     /// ([`sent_by`]): someone else's transfer, never ours.
     #[error("the payout was not sent from one of the custodian's addresses")]
     SenderMismatch,
-    /// The transfer was included in a block the executor already counted final when it stored
-    /// the request ([`paid_after_request`]): made before we asked, never this request's payout.
+    /// The transfer was included in a block that existed when the executor stored the request
+    /// ([`since_request`]): made before we asked, never this request's payout.
     #[error("the payout was included before the request was made")]
     BeforeRequest,
 }

@@ -12,7 +12,10 @@
 //! withdrawal is accounted for by that withdrawal's own settlement (one provider transaction
 //! binds one withdrawal, the database's `UNIQUE (tenant_id, provider_id)`); two withdrawals
 //! crossing their bindings is neutral (one payment, one settlement, one release). Otherwise
-//! nothing is concluded: the principal waits.
+//! nothing is concluded: the principal waits. (The executor also refuses to settle on a payment
+//! that was on chain before the request, `PAYOUT_BEFORE_REQUEST`, which a crossed binding of the
+//! later withdrawal is: not modelled here, as a refusal only removes settlements the model
+//! allows; the crossed withdrawal then stays held, never paid twice.)
 //!
 //! That rule reads "every other candidate" off the list, so it holds only over a list that
 //! shows every transaction our request may have created. The model finds it releasing a paid

@@ -31,8 +31,11 @@ impl CustodianStore {
         &self,
         follow_every: Duration,
         limit: u32,
+        held_back: &[String],
     ) -> Result<Vec<CustodianDue>> {
-        self.store.custodian_due(follow_every, limit).await
+        self.store
+            .custodian_due(follow_every, limit, held_back)
+            .await
     }
 
     /// See [`Store::take_custodian_lease`].

@@ -34,7 +34,7 @@ impl Executor {
             asset: op.payload.asset.as_str(),
             destination: request.destination,
             amount: request.amount,
-            final_before: due.request.as_ref().and_then(|r| r.final_block_before),
+            bound: due.request.as_ref().and_then(|r| r.bound),
         };
         let says = self.chains.judge(approved, hash).await;
         let settle = self.moved(due, S::Broadcast, S::Confirmed, "custodian transfer final");
@@ -70,6 +70,12 @@ impl Executor {
                     .await
             }
             ChainSays::Unwatched | ChainSays::NotYet => Ok(()),
+            ChainSays::Unbound => {
+                tracing::warn!(op = %o, "a custodian request stored without a bound on a watched network: not settled, escalated");
+                self.store
+                    .record_custodian_escalation(t, o, OWNER, "CUSTODIAN_PAYOUT_UNBOUND")
+                    .await
+            }
             ChainSays::Contradicted(reason) => {
                 tracing::error!(op = %o, reason, "the custodian's transaction is not the approved transfer");
                 self.security(due, "CUSTODIAN_TRANSACTION_CONTRADICTED", reason)

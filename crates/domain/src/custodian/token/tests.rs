@@ -355,20 +355,22 @@ fn a_malformed_transfer_of_the_token_is_never_paid() {
 }
 
 #[test]
-fn only_a_payout_included_after_the_final_block_at_the_request_is_the_requests() {
-    // Stored when block 100 was final: a payout in 101 or later may be its; one in 100 or
-    // before was made before the request.
-    for (included, paid) in [
-        (0, false),
-        (99, false),
-        (100, false),
-        (101, true),
-        (5000, true),
+fn only_a_payout_included_after_the_chain_at_the_request_is_the_requests() {
+    // Stored when block 100 was final and the head was 112.
+    let bound = RequestBound {
+        final_block: 100,
+        head: block(112, 9),
+    };
+    for (included, since) in [
+        (0, SinceRequest::Before),
+        (100, SinceRequest::Before),
+        (101, SinceRequest::BeforeUnlessHeadReplaced),
+        (112, SinceRequest::BeforeUnlessHeadReplaced),
+        (113, SinceRequest::After),
+        (5000, SinceRequest::After),
     ] {
-        assert_eq!(paid_after_request(included, Some(100)), paid, "{included}");
+        assert_eq!(since_request(included, &bound), since, "{included}");
     }
-    // A request stored on an unwatched network (or before the bound was recorded): no bound.
-    assert!(paid_after_request(0, None));
     assert_eq!(
         PayoutRefusal::BeforeRequest.reason_code(),
         "PAYOUT_BEFORE_REQUEST"
