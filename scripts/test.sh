@@ -15,6 +15,9 @@
 #   5. installs the pinned anvil EVM node from npm if needed (scripts/anvil.sh install) and
 #      exports its path as OPLEDGER_ANVIL_BIN (opledger-testkit's Anvil runs it);
 #   6. installs promtool (Debian's prometheus package) if missing, for the alert-rule tests;
+#   6b. installs SoftHSM2 (scripts/hsm.sh, Debian's softhsm2) if missing and exports
+#      OPLEDGER_PKCS11_MODULE and SOFTHSM2_CONF (a token directory in .data/test-hsm, removed on
+#      exit) for the HSM suite;
 #   7. runs cargo nextest (or cargo test when nextest is missing) with RUNNER ARGS appended,
 #      e.g. `bash scripts/test.sh -p opledger-testkit`, and exits with the runner's status;
 #   8. after a full nextest run (no RUNNER ARGS), prints the go/no-go report of the 13 controls
@@ -29,6 +32,7 @@ cd "$OPLEDGER_REPO_ROOT"
 
 PG_SH="$OPLEDGER_REPO_ROOT/scripts/pg.sh"
 TEST_PG_DIR="$OPLEDGER_REPO_ROOT/.data/test-pg"
+TEST_HSM_DIR="$OPLEDGER_REPO_ROOT/.data/test-hsm"
 ANVIL_SH="$OPLEDGER_REPO_ROOT/scripts/anvil.sh"
 BUF_SH="$OPLEDGER_REPO_ROOT/scripts/buf.sh"
 
@@ -63,6 +67,7 @@ cleanup() {
     local status=$?
     trap - EXIT INT TERM
     bash "$PG_SH" destroy "$TEST_PG_DIR" || log "warning: could not destroy $TEST_PG_DIR"
+    rm -rf "$TEST_HSM_DIR"
     exit "$status"
 }
 
@@ -97,6 +102,15 @@ if ! command -v promtool >/dev/null 2>&1; then
 fi
 OPLEDGER_PROMTOOL="$(command -v promtool)"
 export OPLEDGER_PROMTOOL
+
+# SoftHSM2, the PKCS#11 token of the HSM suite (tests/hsm; each test initialises a token of its
+# own): installed with apt-get if missing; its tokens live in .data/test-hsm for this run only.
+OPLEDGER_PKCS11_MODULE="$(bash "$OPLEDGER_REPO_ROOT/scripts/hsm.sh" ensure-installed)"
+export OPLEDGER_PKCS11_MODULE
+rm -rf "$TEST_HSM_DIR"
+SOFTHSM2_CONF="$(bash "$OPLEDGER_REPO_ROOT/scripts/hsm.sh" conf "$TEST_HSM_DIR")"
+export SOFTHSM2_CONF
+log "OPLEDGER_PKCS11_MODULE=$OPLEDGER_PKCS11_MODULE SOFTHSM2_CONF=$SOFTHSM2_CONF"
 
 # `--workspace` unless the caller selects packages with -p/--package.
 scope=(--workspace)

@@ -112,9 +112,10 @@ pub fn config(
         wallets: vec![WalletConfig {
             tenant_id: tenant.to_string(),
             network: NETWORK.into(),
-            keystore: keystore.to_owned(),
+            keystore: Some(keystore.to_owned()),
             passphrase_file: Some(passphrase.to_owned()),
             passphrase_env: None,
+            pkcs11: None,
             initial_nonce: 0,
             retiring: false,
         }],
@@ -152,7 +153,7 @@ fn hot_secret() -> anyhow::Result<Zeroizing<[u8; 32]>> {
 pub const ROTATED_WALLET: &str = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 
 /// Which hot wallets an in-process signer holds for its tenant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum TestWallets {
     /// [`HOT_WALLET`], active, whose first transaction has this nonce.
     Hot(u64),
@@ -161,6 +162,8 @@ pub enum TestWallets {
     Rotated(bool),
     /// No wallet at all (its entry removed from the configuration).
     None,
+    /// This key, active, from nonce 0 (a key in a PKCS#11 token, say).
+    Key(Arc<dyn opledger_evm::signer::KeyProvider>),
 }
 
 fn dev_secret(index: usize) -> anyhow::Result<Zeroizing<[u8; 32]>> {
@@ -292,6 +295,9 @@ impl InProcessSigner {
                 }
             }
             TestWallets::None => {}
+            TestWallets::Key(key) => {
+                wallets.insert(tenant, NETWORK, key, 0);
+            }
         }
         let callers = opledger_signer::callers(&config);
         let sweep = tokio::spawn(opledger_signer::release_sweep(

@@ -86,6 +86,43 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: KeystoreCommand,
     },
+    /// Signer keys in a PKCS#11 token (an HSM); works without a database.
+    Hsm {
+        #[command(subcommand)]
+        command: HsmCommand,
+    },
+}
+
+/// Where a key is in a PKCS#11 token.
+#[derive(clap::Args, Debug)]
+pub(crate) struct HsmKey {
+    /// The token's PKCS#11 module (SoftHSM2: /usr/lib/softhsm/libsofthsm2.so).
+    #[arg(long)]
+    pub module: std::path::PathBuf,
+    /// The token's label.
+    #[arg(long)]
+    pub token_label: String,
+    /// The key pair's label (the signer's `pkcs11.key_label`).
+    #[arg(long)]
+    pub key_label: String,
+    /// File holding the token's user PIN.
+    #[arg(long)]
+    pub pin_file: std::path::PathBuf,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum HsmCommand {
+    /// Generates a secp256k1 key pair inside the token (private half sensitive, never
+    /// extractable) and prints its address; refuses a label already used.
+    Keygen {
+        #[command(flatten)]
+        key: HsmKey,
+    },
+    /// Prints a key's address and how the token protects it (sensitive, extractable).
+    Show {
+        #[command(flatten)]
+        key: HsmKey,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -8,6 +8,7 @@
 mod cli;
 mod controls;
 mod database;
+mod hsm;
 mod keystore;
 mod output;
 mod trust;
@@ -22,6 +23,9 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     if let Command::Keystore { command } = &cli.command {
         return keystore::keystore(command, cli.json);
+    }
+    if let Command::Hsm { command } = &cli.command {
+        return hsm::hsm(command, cli.json);
     }
     if let Command::Trust {
         command: trust::TrustCommand::Keygen { out },
@@ -85,7 +89,7 @@ async fn run(store: &Store, command: Command, json: bool) -> anyhow::Result<()> 
         Command::Webhook { command } => webhook::webhook(store, command, json).await?,
         Command::Trust { command } => trust::run(store, command, json).await?,
         // Handled before connecting to the database.
-        Command::Keystore { .. } | Command::Controls { .. } => {}
+        Command::Keystore { .. } | Command::Hsm { .. } | Command::Controls { .. } => {}
         Command::CheckInvariants => database::check_invariants(store, json).await?,
     }
     Ok(())

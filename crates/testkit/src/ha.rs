@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use crate::database::TestDatabase;
 
 /// The repository root (this crate is `crates/testkit`).
-fn repo_root() -> PathBuf {
+pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
         .nth(2)

@@ -16,6 +16,8 @@
 //! * [`FaultProxy`]: a fault-injecting TCP proxy on 127.0.0.1 in front of anvil, PostgreSQL or a
 //!   service ([`FaultMode`]: pass, forward the request but drop the answer, reset, blackhole,
 //!   latency), switched at run time.
+//! * [`hsm::TestToken`]: a SoftHSM2 token of the test's own (`scripts/test.sh` installs SoftHSM2
+//!   and exports `SOFTHSM2_CONF` and `OPLEDGER_PKCS11_MODULE`).
 //! * [`RpcProxy`]: a JSON-RPC proxy on 127.0.0.1 in front of anvil that plays a lagging,
 //!   receipt-hiding, forked, nonce-rewriting or down node ([`RpcMode`]), switched at run time.
 
@@ -23,6 +25,7 @@ mod anvil;
 mod child;
 mod database;
 mod ha;
+pub mod hsm;
 mod proxy;
 mod rpc_proxy;
 mod token;

@@ -188,14 +188,21 @@ pub struct WalletConfig {
     pub tenant_id: String,
     /// The network id (a key of `networks`).
     pub network: String,
-    /// Ethereum keystore v3 JSON file.
-    pub keystore: PathBuf,
-    /// File holding the passphrase (trailing newline ignored)...
+    /// The `keystore` backend: an Ethereum keystore v3 JSON file, decrypted into the signer's
+    /// (zeroized) memory at start. Exactly one of this and `pkcs11`.
+    #[serde(default)]
+    pub keystore: Option<PathBuf>,
+    /// The keystore's passphrase: a file holding it (trailing newline ignored)...
     #[serde(default)]
     pub passphrase_file: Option<PathBuf>,
     /// ...or the name of an environment variable holding it.
     #[serde(default)]
     pub passphrase_env: Option<String>,
+    /// The `pkcs11` backend: a key generated inside a PKCS#11 token (an HSM) by `opledger-admin
+    /// hsm keygen`; it never enters the signer's memory, the token signs each hash. Exactly one
+    /// of this and `keystore`.
+    #[serde(default)]
+    pub pkcs11: Option<Pkcs11Wallet>,
     /// The account's nonce when the wallet was put in service (its first transaction's nonce).
     #[serde(default)]
     pub initial_nonce: u64,
@@ -205,6 +212,22 @@ pub struct WalletConfig {
     /// it from the configuration then.
     #[serde(default)]
     pub retiring: bool,
+}
+
+/// A hot wallet's key in a PKCS#11 token. The signer refuses to start when the module cannot be
+/// loaded, no token has the label, the PIN is refused, or the key is missing, not secp256k1, or
+/// able to leave the token (not sensitive, or extractable).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Pkcs11Wallet {
+    /// The token's PKCS#11 module (SoftHSM2: `/usr/lib/softhsm/libsofthsm2.so`).
+    pub module: PathBuf,
+    /// The token's label (at most 32 bytes).
+    pub token_label: String,
+    /// The key pair's label (`CKA_LABEL`), as given to `opledger-admin hsm keygen`.
+    pub key_label: String,
+    /// File holding the token's user PIN (trailing newline ignored); never logged.
+    pub pin_file: PathBuf,
 }
 
 impl Default for Config {
@@ -347,11 +370,38 @@ impl Config {
             if !self.networks.contains_key(&wallet.network) {
                 return invalid("wallets.network", "names a network that is not configured");
             }
-            if wallet.passphrase_file.is_some() == wallet.passphrase_env.is_some() {
-                return invalid(
-                    "wallets",
-                    "need exactly one of passphrase_file and passphrase_env",
-                );
+            let passphrases = [
+                wallet.passphrase_file.is_some(),
+                wallet.passphrase_env.is_some(),
+            ];
+            match (&wallet.keystore, &wallet.pkcs11) {
+                (Some(_), None) if passphrases == [true, false] || passphrases == [false, true] => {
+                }
+                (Some(_), None) => {
+                    return invalid(
+                        "wallets",
+                        "a keystore wallet needs exactly one of passphrase_file and passphrase_env",
+                    );
+                }
+                (None, Some(_)) if passphrases == [false, false] => {}
+                (None, Some(_)) => {
+                    return invalid(
+                        "wallets.pkcs11",
+                        "a pkcs11 wallet takes no passphrase: its token PIN is in pkcs11.pin_file",
+                    );
+                }
+                _ => {
+                    return invalid("wallets", "need exactly one of keystore and pkcs11");
+                }
+            }
+            if let Some(token) = &wallet.pkcs11 {
+                let label = |l: &str| !l.is_empty() && l.len() <= 32;
+                if !label(&token.token_label) || !label(&token.key_label) {
+                    return invalid(
+                        "wallets.pkcs11",
+                        "token_label and key_label must be 1 to 32 bytes",
+                    );
+                }
             }
         }
         Ok(())

@@ -49,6 +49,21 @@ pub enum WalletError {
         /// Why.
         source: KeystoreError,
     },
+    /// The PKCS#11 key could not be opened (no module, token, login or key; a key that can
+    /// leave the token). Never holds the PIN.
+    #[error("wallet {index}: {source}")]
+    Token {
+        /// Position in the configuration.
+        index: usize,
+        /// Why.
+        source: opledger_hsm::HsmError,
+    },
+    /// Neither or both of `keystore` and `pkcs11` (refused by the configuration check first).
+    #[error("wallet {index}: need exactly one of keystore and pkcs11")]
+    Backend {
+        /// Position in the configuration.
+        index: usize,
+    },
 }
 
 /// The hot wallets by tenant and network: one active wallet signs new withdrawals; retiring ones
@@ -72,10 +87,7 @@ impl Wallets {
                 .tenant_id
                 .parse()
                 .map_err(|_| WalletError::Tenant { index })?;
-            let passphrase = passphrase(wallet).ok_or(WalletError::Passphrase { index })?;
-            let key = LocalKey::from_keystore_file(&wallet.keystore, &passphrase)
-                .map_err(|source| WalletError::Keystore { index, source })?;
-            let key: Arc<dyn KeyProvider> = Arc::new(key);
+            let key = key(index, wallet)?;
             let added = if wallet.retiring {
                 wallets.insert_retiring(tenant, &wallet.network, key)
             } else {
@@ -246,6 +258,31 @@ impl Wallets {
     /// True when none is loaded.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// The key of wallet `index`, by its backend: a keystore decrypted into this process's memory,
+/// or a key that stays in its PKCS#11 token.
+fn key(index: usize, wallet: &WalletConfig) -> Result<Arc<dyn KeyProvider>, WalletError> {
+    match (&wallet.keystore, &wallet.pkcs11) {
+        (Some(keystore), None) => {
+            let passphrase = passphrase(wallet).ok_or(WalletError::Passphrase { index })?;
+            let key = LocalKey::from_keystore_file(keystore, &passphrase)
+                .map_err(|source| WalletError::Keystore { index, source })?;
+            Ok(Arc::new(key))
+        }
+        (None, Some(token)) => {
+            let location = opledger_hsm::KeyLocation {
+                module: token.module.clone(),
+                token_label: token.token_label.clone(),
+                key_label: token.key_label.clone(),
+                pin_file: token.pin_file.clone(),
+            };
+            let key = opledger_hsm::Pkcs11Key::open(&location)
+                .map_err(|source| WalletError::Token { index, source })?;
+            Ok(Arc::new(key))
+        }
+        _ => Err(WalletError::Backend { index }),
     }
 }
 

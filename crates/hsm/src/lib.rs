@@ -1,0 +1,357 @@
+//! Hot-wallet keys that never sit in the signer's memory: a secp256k1 key pair generated inside a
+//! PKCS#11 token ([`generate`]), its private half sensitive and not extractable, asked for a
+//! signature of a 32-byte hash (`CKM_ECDSA`) by [`Pkcs11Key`], the signer's
+//! [`KeyProvider`]. The token's answer becomes an Ethereum signature with no token involved
+//! ([`recover::ethereum_signature`]: low s, recovery id by trial against the token's public key,
+//! checked with the chain readers' recovery), so nothing the token says is trusted unchecked.
+//!
+//! One PKCS#11 module is initialised once per process ([`module`]); a wallet holds one logged-in
+//! session to its token, so signatures by one wallet are serial. The PIN is read from a file and
+//! kept in zeroized memory; no error, log or `Debug` output holds it, an address being the only
+//! thing a key is named by besides its label.
+
+pub mod recover;
+
+use alloy_primitives::{Address, B256, Signature};
+use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};
+use cryptoki::error::{Error as CkError, RvError};
+use cryptoki::mechanism::Mechanism;
+use cryptoki::object::{
+    Attribute, AttributeInfo, AttributeType, KeyType, ObjectClass, ObjectHandle,
+};
+use cryptoki::session::{Session, UserType};
+use cryptoki::types::AuthPin;
+use k256::ecdsa::VerifyingKey;
+use opledger_evm::signer::{KeyProvider, SignError};
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use zeroize::Zeroizing;
+
+/// The DER encoding of secp256k1's OID (1.3.132.0.10), the `CKA_EC_PARAMS` of every key.
+pub const SECP256K1_PARAMS: [u8; 7] = [0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x0a];
+
+/// Why a token could not be used. Never holds the PIN; names the token and key by their labels.
+#[derive(Debug, thiserror::Error)]
+pub enum HsmError {
+    /// The module could not be loaded or initialised.
+    #[error("the PKCS#11 module cannot be loaded or initialised: {0}")]
+    Module(String),
+    /// No slot holds a token with this label.
+    #[error("no PKCS#11 token is labelled {0:?}")]
+    NoToken(String),
+    /// The PIN file could not be read, or is empty.
+    #[error("cannot read the token's PIN file")]
+    Pin,
+    /// The token refused the login (a wrong PIN, a locked token).
+    #[error("the token refused the login: {0}")]
+    Login(String),
+    /// No key pair with this label is in the token.
+    #[error("no secp256k1 key labelled {0:?} in the token")]
+    NoKey(String),
+    /// More than one key (or a public half missing) with this label.
+    #[error("the token holds more than one key, or a partial key, labelled {0:?}")]
+    Ambiguous(String),
+    /// [`generate`] refuses to add a second key under a label already used.
+    #[error("the token already holds a key labelled {0:?}")]
+    Exists(String),
+    /// The key is not a secp256k1 key, or its public point cannot be read.
+    #[error("the key labelled {0:?} is not a readable secp256k1 key")]
+    NotSecp256k1(String),
+    /// The key's private half could be read out of the token (not sensitive, or extractable):
+    /// refused, a key that can leave the token is no HSM key.
+    #[error("the key labelled {0:?} can leave the token (not sensitive, or extractable)")]
+    Exposed(String),
+    /// A call to the token failed.
+    #[error("the token failed: {0}")]
+    Token(String),
+}
+
+/// A cryptoki error as text: the PKCS#11 return value and function, nothing of the caller's.
+fn token_error(e: CkError) -> HsmError {
+    HsmError::Token(e.to_string())
+}
+
+/// The initialised module at `path`, loaded once per process (PKCS#11 allows one
+/// `C_Initialize` per module and process): every wallet of one module shares it.
+pub fn module(path: &Path) -> Result<Pkcs11, HsmError> {
+    static MODULES: OnceLock<Mutex<HashMap<PathBuf, Pkcs11>>> = OnceLock::new();
+    let mut modules = MODULES
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some(loaded) = modules.get(path) {
+        return Ok(loaded.clone());
+    }
+    let loaded = Pkcs11::new(path).map_err(|e| HsmError::Module(e.to_string()))?;
+    match loaded.initialize(CInitializeArgs::new(CInitializeFlags::OS_LOCKING_OK)) {
+        Ok(()) | Err(CkError::Pkcs11(RvError::CryptokiAlreadyInitialized, _)) => {}
+        Err(e) => return Err(HsmError::Module(e.to_string())),
+    }
+    modules.insert(path.to_path_buf(), loaded.clone());
+    Ok(loaded)
+}
+
+/// Where a key is: the module, the token's label, the key's label and the file holding the
+/// user PIN. `Debug` shows the labels and paths, never the PIN (which is read only when used).
+#[derive(Debug, Clone)]
+pub struct KeyLocation {
+    /// The PKCS#11 module (`/usr/lib/softhsm/libsofthsm2.so` for SoftHSM2).
+    pub module: PathBuf,
+    /// The token's label (`CKA_LABEL` of the token, as `softhsm2-util --init-token --label`).
+    pub token_label: String,
+    /// The key pair's label (`CKA_LABEL` of both halves).
+    pub key_label: String,
+    /// The file holding the user PIN (a trailing newline is ignored).
+    pub pin_file: PathBuf,
+}
+
+impl KeyLocation {
+    /// A read-write session on the token, logged in as its user.
+    fn session(&self) -> Result<Session, HsmError> {
+        let pkcs11 = module(&self.module)?;
+        let slots = pkcs11.get_slots_with_token().map_err(token_error)?;
+        let slot = slots
+            .into_iter()
+            .find(|slot| {
+                pkcs11
+                    .get_token_info(*slot)
+                    .is_ok_and(|info| info.label() == self.token_label)
+            })
+            .ok_or_else(|| HsmError::NoToken(self.token_label.clone()))?;
+        let session = pkcs11.open_rw_session(slot).map_err(token_error)?;
+        let pin = read_pin(&self.pin_file)?;
+        match session.login(UserType::User, Some(&pin)) {
+            // Login state is per token and process: another wallet's session may have done it.
+            Ok(()) | Err(CkError::Pkcs11(RvError::UserAlreadyLoggedIn, _)) => Ok(session),
+            Err(CkError::Pkcs11(rv, _)) => Err(HsmError::Login(format!("{rv:?}"))),
+            Err(e) => Err(HsmError::Login(e.to_string())),
+        }
+    }
+}
+
+/// The PIN in `path`, without a trailing newline.
+fn read_pin(path: &Path) -> Result<AuthPin, HsmError> {
+    let raw = Zeroizing::new(std::fs::read_to_string(path).map_err(|_| HsmError::Pin)?);
+    let pin = raw.trim_end_matches(['\n', '\r']);
+    if pin.is_empty() {
+        return Err(HsmError::Pin);
+    }
+    Ok(AuthPin::new(pin.into()))
+}
+
+/// The private and public halves labelled `label`: exactly one of each.
+fn key_pair(session: &Session, label: &str) -> Result<(ObjectHandle, ObjectHandle), HsmError> {
+    let find = |class| {
+        session
+            .find_objects(&[
+                Attribute::Class(class),
+                Attribute::Label(label.as_bytes().to_vec()),
+            ])
+            .map_err(token_error)
+    };
+    let (private, public) = (
+        find(ObjectClass::PRIVATE_KEY)?,
+        find(ObjectClass::PUBLIC_KEY)?,
+    );
+    match (private.as_slice(), public.as_slice()) {
+        ([], []) => Err(HsmError::NoKey(label.to_owned())),
+        ([private], [public]) => Ok((*private, *public)),
+        _ => Err(HsmError::Ambiguous(label.to_owned())),
+    }
+}
+
+/// The secp256k1 public key of `public`.
+fn public_key(
+    session: &Session,
+    public: ObjectHandle,
+    label: &str,
+) -> Result<VerifyingKey, HsmError> {
+    let not_ours = || HsmError::NotSecp256k1(label.to_owned());
+    let attributes = session
+        .get_attributes(public, &[AttributeType::EcParams, AttributeType::EcPoint])
+        .map_err(token_error)?;
+    let mut params = None;
+    let mut point = None;
+    for attribute in attributes {
+        match attribute {
+            Attribute::EcParams(p) => params = Some(p),
+            Attribute::EcPoint(p) => point = Some(p),
+            _ => {}
+        }
+    }
+    if params.as_deref() != Some(&SECP256K1_PARAMS[..]) {
+        return Err(not_ours());
+    }
+    point
+        .as_deref()
+        .and_then(recover::public_key_of_ec_point)
+        .ok_or_else(not_ours)
+}
+
+/// What the token says about a private key's value: whether it is sensitive (never revealed)
+/// and not extractable (never wrapped out), and what reading its value gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Protection {
+    /// `CKA_SENSITIVE`.
+    pub sensitive: bool,
+    /// `CKA_EXTRACTABLE`.
+    pub extractable: bool,
+    /// `CKA_ALWAYS_SENSITIVE` and `CKA_NEVER_EXTRACTABLE`: so since it was made.
+    pub always_protected: bool,
+    /// Whether the token reports the value (`CKA_VALUE`) as sensitive when asked for it.
+    pub value_withheld: bool,
+}
+
+impl Protection {
+    /// Sensitive, not extractable, always so, and the value withheld.
+    pub fn holds(&self) -> bool {
+        self.sensitive && !self.extractable && self.always_protected && self.value_withheld
+    }
+}
+
+/// How `private` is protected, read from the token.
+fn protection(session: &Session, private: ObjectHandle) -> Result<Protection, HsmError> {
+    let flags = session
+        .get_attributes(
+            private,
+            &[
+                AttributeType::Sensitive,
+                AttributeType::Extractable,
+                AttributeType::AlwaysSensitive,
+                AttributeType::NeverExtractable,
+            ],
+        )
+        .map_err(token_error)?;
+    let mut seen = HashMap::new();
+    for attribute in flags {
+        let (kind, value) = match attribute {
+            Attribute::Sensitive(v) => ("sensitive", v),
+            Attribute::Extractable(v) => ("extractable", v),
+            Attribute::AlwaysSensitive(v) => ("always_sensitive", v),
+            Attribute::NeverExtractable(v) => ("never_extractable", v),
+            _ => continue,
+        };
+        seen.insert(kind, value);
+    }
+    let flag = |kind| seen.get(kind).copied();
+    let value = session
+        .get_attribute_info(private, &[AttributeType::Value])
+        .map_err(token_error)?;
+    Ok(Protection {
+        sensitive: flag("sensitive") == Some(true),
+        // Absent is read as extractable: only an explicit false counts.
+        extractable: flag("extractable") != Some(false),
+        always_protected: flag("always_sensitive") == Some(true)
+            && flag("never_extractable") == Some(true),
+        value_withheld: matches!(value.as_slice(), [AttributeInfo::Sensitive]),
+    })
+}
+
+/// Generates a secp256k1 key pair labelled `location.key_label` inside the token: the private
+/// half on the token, private, sensitive, not extractable, for signing only; returns its
+/// Ethereum address. Refused when the label is already used (a key is never replaced).
+pub fn generate(location: &KeyLocation) -> Result<Address, HsmError> {
+    let session = location.session()?;
+    let label = location.key_label.as_str();
+    match key_pair(&session, label) {
+        Err(HsmError::NoKey(_)) => {}
+        Ok(_) | Err(HsmError::Ambiguous(_)) => return Err(HsmError::Exists(label.to_owned())),
+        Err(e) => return Err(e),
+    }
+    let id: [u8; 16] = rand::random();
+    let common = |private: bool| {
+        vec![
+            Attribute::Token(true),
+            Attribute::Private(private),
+            Attribute::Label(label.as_bytes().to_vec()),
+            Attribute::Id(id.to_vec()),
+            Attribute::KeyType(KeyType::EC),
+        ]
+    };
+    let mut public = common(false);
+    public.extend([
+        Attribute::EcParams(SECP256K1_PARAMS.to_vec()),
+        Attribute::Verify(true),
+    ]);
+    let mut private = common(true);
+    private.extend([
+        Attribute::Sensitive(true),
+        Attribute::Extractable(false),
+        Attribute::Sign(true),
+    ]);
+    let (public, _) = session
+        .generate_key_pair(&Mechanism::EccKeyPairGen, &public, &private)
+        .map_err(token_error)?;
+    let key = public_key(&session, public, label)?;
+    Ok(Address::from_public_key(&key))
+}
+
+/// How the key at `location` is protected (for `opledger-admin hsm` and the tests).
+pub fn inspect(location: &KeyLocation) -> Result<(Address, Protection), HsmError> {
+    let session = location.session()?;
+    let (private, public) = key_pair(&session, &location.key_label)?;
+    let key = public_key(&session, public, &location.key_label)?;
+    Ok((
+        Address::from_public_key(&key),
+        protection(&session, private)?,
+    ))
+}
+
+/// A hot wallet's key in a PKCS#11 token: signs through one logged-in session. Opened only when
+/// the key is there, is secp256k1, and cannot leave the token.
+pub struct Pkcs11Key {
+    session: Mutex<Session>,
+    private: ObjectHandle,
+    public: VerifyingKey,
+    address: Address,
+    label: String,
+}
+
+impl fmt::Debug for Pkcs11Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pkcs11Key")
+            .field("label", &self.label)
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pkcs11Key {
+    /// Opens the key at `location`: the token must be present, the PIN right, the key pair there
+    /// once, secp256k1, sensitive and not extractable.
+    pub fn open(location: &KeyLocation) -> Result<Pkcs11Key, HsmError> {
+        let session = location.session()?;
+        let label = location.key_label.clone();
+        let (private, public) = key_pair(&session, &label)?;
+        let public = public_key(&session, public, &label)?;
+        if !protection(&session, private)?.holds() {
+            return Err(HsmError::Exposed(label));
+        }
+        Ok(Pkcs11Key {
+            session: Mutex::new(session),
+            private,
+            address: Address::from_public_key(&public),
+            public,
+            label,
+        })
+    }
+}
+
+impl KeyProvider for Pkcs11Key {
+    fn address(&self) -> Address {
+        self.address
+    }
+
+    fn sign_hash(&self, hash: &B256) -> Result<Signature, SignError> {
+        let raw = {
+            let session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
+            session
+                .sign(&Mechanism::Ecdsa, self.private, hash.as_slice())
+                .map_err(|e| SignError::Provider(format!("the token failed to sign: {e}")))?
+        };
+        recover::ethereum_signature(&raw, hash, &self.public, self.address)
+            .map_err(|e| SignError::Provider(e.to_string()))
+    }
+}
