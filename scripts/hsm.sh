@@ -10,6 +10,8 @@
 #                                initialise a new token labelled LABEL in the first free slot
 #                                of $SOFTHSM2_CONF's token directory, with the user PIN in
 #                                PIN_FILE and a random security officer PIN that is not kept
+#                                (softhsm2-util takes both on its command line, which other local
+#                                users can read: for test and development tokens only)
 #
 # Only stdout carries results; every diagnostic goes to stderr.
 set -euo pipefail

@@ -20,8 +20,12 @@ fn location(token: &TestToken, key: &str) -> KeyLocation {
         token_label: token.label.clone(),
         key_label: key.to_owned(),
         pin_file: token.pin_file.clone(),
+        allow_software_token: true,
     }
 }
+
+/// How long a test waits for one signature of the token.
+const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A logged-in session on `token`, through cryptoki directly (not the code under test).
 fn session(token: &TestToken) -> anyhow::Result<cryptoki::session::Session> {
@@ -79,7 +83,7 @@ fn a_generated_key_never_leaves_the_token() -> anyhow::Result<()> {
     }
     // What the signer opens is that key; a second key under the label is refused.
     assert_eq!(
-        Pkcs11Key::open(&location(&token, "hot-1"))?.address(),
+        Pkcs11Key::open(&location(&token, "hot-1"), TIMEOUT)?.address(),
         address
     );
     assert!(matches!(
@@ -94,7 +98,7 @@ fn thousands_of_token_signatures_are_low_s_and_recover_to_the_key() -> anyhow::R
     let token = TestToken::create()?;
     let location = location(&token, "hot-1");
     let address = opledger_hsm::generate(&location)?;
-    let key = Pkcs11Key::open(&location)?;
+    let key = Pkcs11Key::open(&location, TIMEOUT)?;
     // The token's own answers: SoftHSM2 gives a high s about half the time.
     let session = session(&token)?;
     let private = session.find_objects(&[
@@ -133,7 +137,7 @@ async fn a_transfer_signed_in_the_token_is_accepted_by_the_chain_from_its_addres
     let token = TestToken::create()?;
     let location = location(&token, "hot-1");
     let address = opledger_hsm::generate(&location)?;
-    let key = Pkcs11Key::open(&location)?;
+    let key = Pkcs11Key::open(&location, TIMEOUT)?;
     let anvil = opledger_testkit::Anvil::start().await?;
     anvil
         .rpc(
@@ -186,7 +190,7 @@ fn a_wrong_token_pin_or_key_refuses_to_open_and_no_error_shows_the_pin() -> anyh
     ];
     let mut errors = Vec::new();
     for case in &cases {
-        match Pkcs11Key::open(case) {
+        match Pkcs11Key::open(case, TIMEOUT) {
             Ok(key) => anyhow::bail!("opened {key:?}"),
             Err(e) => errors.push(e),
         }
@@ -225,7 +229,7 @@ fn a_key_that_can_leave_the_token_is_refused() -> anyhow::Result<()> {
             Attribute::Sign(true),
         ],
     )?;
-    let opened = Pkcs11Key::open(&location(&token, "exposed"));
+    let opened = Pkcs11Key::open(&location(&token, "exposed"), TIMEOUT);
     assert!(matches!(opened, Err(HsmError::Exposed(_))), "{opened:?}");
     Ok(())
 }
@@ -238,7 +242,7 @@ async fn the_signer_signs_a_withdrawal_with_a_key_that_stays_in_the_token() -> a
     let token = TestToken::create()?;
     let location = location(&token, "hot-1");
     let address = opledger_hsm::generate(&location)?;
-    let key = std::sync::Arc::new(Pkcs11Key::open(&location)?);
+    let key = std::sync::Arc::new(Pkcs11Key::open(&location, TIMEOUT)?);
     let stack = opledger_tests::Stack::start().await?;
     let acme = stack.tenant("acme").await?;
     stack.fund(&acme, "treasury", "ETH", "1000000").await?;
@@ -277,13 +281,14 @@ fn opledger_admin_generates_a_key_in_the_token_and_shows_it_protected() -> anyho
                 "--pin-file",
             ])
             .arg(&token.pin_file)
+            .arg("--allow-software-token")
             .output()
     };
     let made = run("keygen")?;
     assert!(made.status.success(), "{made:?}");
     let address = String::from_utf8(made.stdout)?.trim().to_owned();
     assert_eq!(address.len(), 42, "{address}");
-    let opened = Pkcs11Key::open(&location(&token, "cli-1"))?;
+    let opened = Pkcs11Key::open(&location(&token, "cli-1"), TIMEOUT)?;
     assert_eq!(format!("{:#x}", opened.address()), address);
     // Shown as the token protects it.
     let shown = run("show")?;
@@ -302,5 +307,98 @@ fn opledger_admin_generates_a_key_in_the_token_and_shows_it_protected() -> anyho
         + &String::from_utf8_lossy(&again.stdout);
     assert!(said.contains("already holds a key labelled"), "{said}");
     assert!(!said.contains(&pin), "{said}");
+    Ok(())
+}
+
+#[test]
+fn a_software_token_is_refused_unless_allowed() -> anyhow::Result<()> {
+    let token = TestToken::create()?;
+    let strict = KeyLocation {
+        allow_software_token: false,
+        ..location(&token, "hot-1")
+    };
+    assert!(matches!(
+        opledger_hsm::generate(&strict),
+        Err(HsmError::SoftwareToken(_))
+    ));
+    opledger_hsm::generate(&location(&token, "hot-1"))?;
+    assert!(matches!(
+        Pkcs11Key::open(&strict, TIMEOUT),
+        Err(HsmError::SoftwareToken(_))
+    ));
+    Ok(())
+}
+
+/// The token logs the wallet out (its login state ends, as when every session of the
+/// application closes or the device resets): the next signature opens the session again, logs in
+/// and checks the key, and is given; no restart.
+#[test]
+fn a_token_that_lost_the_login_is_opened_again_and_signs() -> anyhow::Result<()> {
+    let token = TestToken::create()?;
+    let location = location(&token, "hot-1");
+    let address = opledger_hsm::generate(&location)?;
+    let key = Pkcs11Key::open(&location, TIMEOUT)?;
+    let hash = alloy_primitives::keccak256(b"before");
+    assert_eq!(
+        key.sign_hash(&hash)?
+            .recover_address_from_prehash(&hash)
+            .ok(),
+        Some(address)
+    );
+    session(&token)?.logout()?;
+    for n in 0_u8..3 {
+        let hash = alloy_primitives::keccak256([n]);
+        let signature = key.sign_hash(&hash)?;
+        assert_eq!(
+            signature.recover_address_from_prehash(&hash).ok(),
+            Some(address)
+        );
+    }
+    Ok(())
+}
+
+/// A pkcs11 wallet whose key is not the configured address refuses the signer's start (another
+/// token or partition labelled alike holding another key).
+#[test]
+fn a_pkcs11_wallet_with_another_address_refuses_the_start() -> anyhow::Result<()> {
+    use opledger_signer::config::Pkcs11Wallet;
+    let token = TestToken::create()?;
+    let address = opledger_hsm::generate(&location(&token, "hot-1"))?;
+    let wallet = |address: String| Pkcs11Wallet {
+        module: token.module.clone(),
+        token_label: token.label.clone(),
+        key_label: "hot-1".to_owned(),
+        pin_file: token.pin_file.clone(),
+        address,
+        allow_software_token: true,
+        sign_timeout_ms: 5_000,
+    };
+    let tenant = opledger_domain::ids::TenantId::new();
+    let mut config = opledger_tests::signer::config(
+        "postgres://signer@127.0.0.1/unused",
+        tenant,
+        std::path::Path::new("unused"),
+        std::path::Path::new("unused"),
+        30,
+    );
+    config.wallets[0].keystore = None;
+    config.wallets[0].passphrase_file = None;
+    config.wallets[0].pkcs11 = Some(wallet(format!("{address:#x}")));
+    let wallets = opledger_signer::Wallets::load(&config)?;
+    assert_eq!(
+        wallets
+            .get(tenant, opledger_tests::signer::NETWORK)
+            .map(|w| w.address.clone()),
+        Some(format!("{address:#x}"))
+    );
+    config.wallets[0].pkcs11 = Some(wallet(format!("0x{}", "11".repeat(20))));
+    let refused = opledger_signer::Wallets::load(&config);
+    assert!(
+        matches!(
+            refused,
+            Err(opledger_signer::wallets::WalletError::AddressMismatch { index: 0 })
+        ),
+        "{refused:?}"
+    );
     Ok(())
 }

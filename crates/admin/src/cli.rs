@@ -108,6 +108,9 @@ pub(crate) struct HsmKey {
     /// File holding the token's user PIN.
     #[arg(long)]
     pub pin_file: std::path::PathBuf,
+    /// Accept a software token (SoftHSM2): development and tests only.
+    #[arg(long)]
+    pub allow_software_token: bool,
 }
 
 #[derive(Subcommand, Debug)]

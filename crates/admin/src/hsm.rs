@@ -10,6 +10,7 @@ fn location(key: &HsmKey) -> opledger_hsm::KeyLocation {
         token_label: key.token_label.clone(),
         key_label: key.key_label.clone(),
         pin_file: key.pin_file.clone(),
+        allow_software_token: key.allow_software_token,
     }
 }
 

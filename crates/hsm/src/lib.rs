@@ -5,14 +5,25 @@
 //! ([`recover::ethereum_signature`]: low s, recovery id by trial against the token's public key,
 //! checked with the chain readers' recovery), so nothing the token says is trusted unchecked.
 //!
-//! One PKCS#11 module is initialised once per process ([`module`]); a wallet holds one logged-in
-//! session to its token, so signatures by one wallet are serial. The PIN is read from a file and
-//! kept in zeroized memory; no error, log or `Debug` output holds it, an address being the only
-//! thing a key is named by besides its label.
+//! One PKCS#11 module is initialised once per process ([`module`]). A wallet's token is called
+//! from a thread of its own that holds the logged-in session ([`key`]; signatures by one wallet
+//! are serial): a caller waits at most the wallet's timeout, so a token that hangs never holds a
+//! runtime thread for longer, and a session the token lost (logged out, closed, the device
+//! reset) is opened again, and the key checked again, before the signature is retried once. The
+//! PIN is read from a file (at most 1 KiB) into zeroized memory and dropped after the login; no
+//! error, log or `Debug` output holds it, an address being the only thing a key is named by
+//! besides its label.
+//!
+//! A software token (SoftHSM2) is a library in the signer's own process that keeps the key on its
+//! disk encrypted under the PIN: it protects the key no better than a keystore, so it is refused
+//! unless the location allows it (`allow_software_token`: development and tests).
 
+pub mod key;
 pub mod recover;
 
-use alloy_primitives::{Address, B256, Signature};
+pub use key::Pkcs11Key;
+
+use alloy_primitives::Address;
 use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};
 use cryptoki::error::{Error as CkError, RvError};
 use cryptoki::mechanism::Mechanism;
@@ -22,9 +33,7 @@ use cryptoki::object::{
 use cryptoki::session::{Session, UserType};
 use cryptoki::types::AuthPin;
 use k256::ecdsa::VerifyingKey;
-use opledger_evm::signer::{KeyProvider, SignError};
 use std::collections::HashMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use zeroize::Zeroizing;
@@ -41,6 +50,15 @@ pub enum HsmError {
     /// No slot holds a token with this label.
     #[error("no PKCS#11 token is labelled {0:?}")]
     NoToken(String),
+    /// More than one slot holds a token with this label: which one is meant is not known.
+    #[error("more than one PKCS#11 token is labelled {0:?}")]
+    AmbiguousToken(String),
+    /// The token's slot is not a hardware device (SoftHSM2, say) and the location does not allow
+    /// a software token.
+    #[error(
+        "the token labelled {0:?} is a software token (the key in this process and on its disk): allowed only with allow_software_token, for development and tests"
+    )]
+    SoftwareToken(String),
     /// The PIN file could not be read, or is empty.
     #[error("cannot read the token's PIN file")]
     Pin,
@@ -66,10 +84,13 @@ pub enum HsmError {
     /// A call to the token failed.
     #[error("the token failed: {0}")]
     Token(String),
+    /// A key label must be 1 to 32 bytes (what the signer's configuration accepts).
+    #[error("a key label must be 1 to 32 bytes")]
+    BadLabel,
 }
 
 /// A cryptoki error as text: the PKCS#11 return value and function, nothing of the caller's.
-fn token_error(e: CkError) -> HsmError {
+pub(crate) fn token_error(e: CkError) -> HsmError {
     HsmError::Token(e.to_string())
 }
 
@@ -105,21 +126,36 @@ pub struct KeyLocation {
     pub key_label: String,
     /// The file holding the user PIN (a trailing newline is ignored).
     pub pin_file: PathBuf,
+    /// Whether a token in a slot that is not a hardware device (SoftHSM2) is accepted:
+    /// development and tests only.
+    pub allow_software_token: bool,
 }
 
 impl KeyLocation {
     /// A read-write session on the token, logged in as its user.
-    fn session(&self) -> Result<Session, HsmError> {
+    pub(crate) fn session(&self) -> Result<Session, HsmError> {
         let pkcs11 = module(&self.module)?;
         let slots = pkcs11.get_slots_with_token().map_err(token_error)?;
-        let slot = slots
+        let labelled: Vec<_> = slots
             .into_iter()
-            .find(|slot| {
+            .filter(|slot| {
                 pkcs11
                     .get_token_info(*slot)
                     .is_ok_and(|info| info.label() == self.token_label)
             })
-            .ok_or_else(|| HsmError::NoToken(self.token_label.clone()))?;
+            .collect();
+        let slot = match labelled.as_slice() {
+            [] => return Err(HsmError::NoToken(self.token_label.clone())),
+            [slot] => *slot,
+            _ => return Err(HsmError::AmbiguousToken(self.token_label.clone())),
+        };
+        let hardware = pkcs11
+            .get_slot_info(slot)
+            .map_err(token_error)?
+            .hardware_slot();
+        if !hardware && !self.allow_software_token {
+            return Err(HsmError::SoftwareToken(self.token_label.clone()));
+        }
         let session = pkcs11.open_rw_session(slot).map_err(token_error)?;
         let pin = read_pin(&self.pin_file)?;
         match session.login(UserType::User, Some(&pin)) {
@@ -131,9 +167,17 @@ impl KeyLocation {
     }
 }
 
-/// The PIN in `path`, without a trailing newline.
+/// The PIN in `path` (at most 1 KiB), without a trailing newline.
 fn read_pin(path: &Path) -> Result<AuthPin, HsmError> {
-    let raw = Zeroizing::new(std::fs::read_to_string(path).map_err(|_| HsmError::Pin)?);
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|_| HsmError::Pin)?;
+    let mut raw = Zeroizing::new(String::with_capacity(1025));
+    file.take(1025)
+        .read_to_string(&mut raw)
+        .map_err(|_| HsmError::Pin)?;
+    if raw.len() > 1024 {
+        return Err(HsmError::Pin);
+    }
     let pin = raw.trim_end_matches(['\n', '\r']);
     if pin.is_empty() {
         return Err(HsmError::Pin);
@@ -142,7 +186,10 @@ fn read_pin(path: &Path) -> Result<AuthPin, HsmError> {
 }
 
 /// The private and public halves labelled `label`: exactly one of each.
-fn key_pair(session: &Session, label: &str) -> Result<(ObjectHandle, ObjectHandle), HsmError> {
+pub(crate) fn key_pair(
+    session: &Session,
+    label: &str,
+) -> Result<(ObjectHandle, ObjectHandle), HsmError> {
     let find = |class| {
         session
             .find_objects(&[
@@ -155,15 +202,32 @@ fn key_pair(session: &Session, label: &str) -> Result<(ObjectHandle, ObjectHandl
         find(ObjectClass::PRIVATE_KEY)?,
         find(ObjectClass::PUBLIC_KEY)?,
     );
-    match (private.as_slice(), public.as_slice()) {
-        ([], []) => Err(HsmError::NoKey(label.to_owned())),
-        ([private], [public]) => Ok((*private, *public)),
-        _ => Err(HsmError::Ambiguous(label.to_owned())),
+    let (private, public) = match (private.as_slice(), public.as_slice()) {
+        ([], []) => return Err(HsmError::NoKey(label.to_owned())),
+        ([private], [public]) => (*private, *public),
+        _ => return Err(HsmError::Ambiguous(label.to_owned())),
+    };
+    // The halves of one pair carry one CKA_ID (ours always do): the halves of two pairs that
+    // share a label are no pair.
+    let id = |half| {
+        session
+            .get_attributes(half, &[AttributeType::Id])
+            .map_err(token_error)
+            .map(|found| {
+                found.into_iter().find_map(|a| match a {
+                    Attribute::Id(id) => Some(id),
+                    _ => None,
+                })
+            })
+    };
+    if id(private)? != id(public)? {
+        return Err(HsmError::Ambiguous(label.to_owned()));
     }
+    Ok((private, public))
 }
 
 /// The secp256k1 public key of `public`.
-fn public_key(
+pub(crate) fn public_key(
     session: &Session,
     public: ObjectHandle,
     label: &str,
@@ -212,7 +276,7 @@ impl Protection {
 }
 
 /// How `private` is protected, read from the token.
-fn protection(session: &Session, private: ObjectHandle) -> Result<Protection, HsmError> {
+pub(crate) fn protection(session: &Session, private: ObjectHandle) -> Result<Protection, HsmError> {
     let flags = session
         .get_attributes(
             private,
@@ -253,8 +317,11 @@ fn protection(session: &Session, private: ObjectHandle) -> Result<Protection, Hs
 /// half on the token, private, sensitive, not extractable, for signing only; returns its
 /// Ethereum address. Refused when the label is already used (a key is never replaced).
 pub fn generate(location: &KeyLocation) -> Result<Address, HsmError> {
-    let session = location.session()?;
     let label = location.key_label.as_str();
+    if label.is_empty() || label.len() > 32 {
+        return Err(HsmError::BadLabel);
+    }
+    let session = location.session()?;
     match key_pair(&session, label) {
         Err(HsmError::NoKey(_)) => {}
         Ok(_) | Err(HsmError::Ambiguous(_)) => return Err(HsmError::Exists(label.to_owned())),
@@ -281,10 +348,14 @@ pub fn generate(location: &KeyLocation) -> Result<Address, HsmError> {
         Attribute::Extractable(false),
         Attribute::Sign(true),
     ]);
-    let (public, _) = session
+    let (public, private) = session
         .generate_key_pair(&Mechanism::EccKeyPairGen, &public, &private)
         .map_err(token_error)?;
     let key = public_key(&session, public, label)?;
+    // What the token made is what was asked for, or the key is not used.
+    if !protection(&session, private)?.holds() {
+        return Err(HsmError::Exposed(label.to_owned()));
+    }
     Ok(Address::from_public_key(&key))
 }
 
@@ -297,61 +368,4 @@ pub fn inspect(location: &KeyLocation) -> Result<(Address, Protection), HsmError
         Address::from_public_key(&key),
         protection(&session, private)?,
     ))
-}
-
-/// A hot wallet's key in a PKCS#11 token: signs through one logged-in session. Opened only when
-/// the key is there, is secp256k1, and cannot leave the token.
-pub struct Pkcs11Key {
-    session: Mutex<Session>,
-    private: ObjectHandle,
-    public: VerifyingKey,
-    address: Address,
-    label: String,
-}
-
-impl fmt::Debug for Pkcs11Key {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Pkcs11Key")
-            .field("label", &self.label)
-            .field("address", &self.address)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Pkcs11Key {
-    /// Opens the key at `location`: the token must be present, the PIN right, the key pair there
-    /// once, secp256k1, sensitive and not extractable.
-    pub fn open(location: &KeyLocation) -> Result<Pkcs11Key, HsmError> {
-        let session = location.session()?;
-        let label = location.key_label.clone();
-        let (private, public) = key_pair(&session, &label)?;
-        let public = public_key(&session, public, &label)?;
-        if !protection(&session, private)?.holds() {
-            return Err(HsmError::Exposed(label));
-        }
-        Ok(Pkcs11Key {
-            session: Mutex::new(session),
-            private,
-            address: Address::from_public_key(&public),
-            public,
-            label,
-        })
-    }
-}
-
-impl KeyProvider for Pkcs11Key {
-    fn address(&self) -> Address {
-        self.address
-    }
-
-    fn sign_hash(&self, hash: &B256) -> Result<Signature, SignError> {
-        let raw = {
-            let session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
-            session
-                .sign(&Mechanism::Ecdsa, self.private, hash.as_slice())
-                .map_err(|e| SignError::Provider(format!("the token failed to sign: {e}")))?
-        };
-        recover::ethereum_signature(&raw, hash, &self.public, self.address)
-            .map_err(|e| SignError::Provider(e.to_string()))
-    }
 }

@@ -226,8 +226,25 @@ pub struct Pkcs11Wallet {
     pub token_label: String,
     /// The key pair's label (`CKA_LABEL`), as given to `opledger-admin hsm keygen`.
     pub key_label: String,
-    /// File holding the token's user PIN (trailing newline ignored); never logged.
+    /// File holding the token's user PIN (trailing newline ignored, at most 1 KiB); never
+    /// logged.
     pub pin_file: PathBuf,
+    /// The wallet's address (`0x` and 40 hex digits), as `opledger-admin hsm keygen` printed it:
+    /// a key under the label with another address (another token or partition labelled alike)
+    /// refuses the start.
+    pub address: String,
+    /// Accept a software token (SoftHSM2: the key in this process and on its disk, encrypted
+    /// under the PIN, no better than a keystore). Development and tests only.
+    #[serde(default)]
+    pub allow_software_token: bool,
+    /// How long one signature may take the token before it counts as failed, in milliseconds
+    /// (nothing is stored for it; the claim is given back).
+    #[serde(default = "default_sign_timeout_ms")]
+    pub sign_timeout_ms: u64,
+}
+
+fn default_sign_timeout_ms() -> u64 {
+    5_000
 }
 
 impl Default for Config {
@@ -400,6 +417,16 @@ impl Config {
                     return invalid(
                         "wallets.pkcs11",
                         "token_label and key_label must be 1 to 32 bytes",
+                    );
+                }
+                let hex = token.address.strip_prefix("0x").unwrap_or("");
+                if hex.len() != 40 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return invalid("wallets.pkcs11.address", "must be 0x and 40 hex digits");
+                }
+                if !(100..=60_000).contains(&token.sign_timeout_ms) {
+                    return invalid(
+                        "wallets.pkcs11.sign_timeout_ms",
+                        "must be from 100 to 60000",
                     );
                 }
             }

@@ -58,6 +58,12 @@ pub enum WalletError {
         /// Why.
         source: opledger_hsm::HsmError,
     },
+    /// The key in the token is not the configured address.
+    #[error("wallet {index}: the key in the token is not the configured address")]
+    AddressMismatch {
+        /// Position in the configuration.
+        index: usize,
+    },
     /// Neither or both of `keystore` and `pkcs11` (refused by the configuration check first).
     #[error("wallet {index}: need exactly one of keystore and pkcs11")]
     Backend {
@@ -277,9 +283,14 @@ fn key(index: usize, wallet: &WalletConfig) -> Result<Arc<dyn KeyProvider>, Wall
                 token_label: token.token_label.clone(),
                 key_label: token.key_label.clone(),
                 pin_file: token.pin_file.clone(),
+                allow_software_token: token.allow_software_token,
             };
-            let key = opledger_hsm::Pkcs11Key::open(&location)
+            let timeout = std::time::Duration::from_millis(token.sign_timeout_ms);
+            let key = opledger_hsm::Pkcs11Key::open(&location, timeout)
                 .map_err(|source| WalletError::Token { index, source })?;
+            if !format!("{:#x}", key.address()).eq_ignore_ascii_case(&token.address) {
+                return Err(WalletError::AddressMismatch { index });
+            }
             Ok(Arc::new(key))
         }
         _ => Err(WalletError::Backend { index }),
