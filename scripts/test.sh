@@ -23,6 +23,9 @@
 #   8. after a full nextest run (no RUNNER ARGS), prints the go/no-go report of the 13 controls
 #      from that run's results (opledger-admin controls report; written to target/controls/) and
 #      fails unless it says GO.
+#   9. then runs the signer's suites (tests/signer, tests/redteam, tests/broadcaster) once more
+#      with every in-process signer's wallets held in a SoftHSM2 token
+#      (OPLEDGER_TEST_KEY_BACKEND=pkcs11).
 set -euo pipefail
 
 # shellcheck source=lib.sh
@@ -138,5 +141,11 @@ if [[ $# -eq 0 && "${runner[1]}" == "nextest" && -s "$junit" ]]; then
     log "controls report (opledger-admin controls report)"
     "$OPLEDGER_REPO_ROOT/target/debug/opledger-admin" controls report --junit "$junit" \
         --repo "$OPLEDGER_REPO_ROOT" --out "$OPLEDGER_REPO_ROOT/target/controls" || status=1
+    # The signer's suites again, every in-process signer's wallets held in a SoftHSM2 token
+    # instead of memory (controls 02, 04 and 06, the red team, rotations, the broadcaster's
+    # end-to-end runs; tests/support/signer.rs, OPLEDGER_TEST_KEY_BACKEND).
+    log "the signer's suites with their wallets in a PKCS#11 token"
+    OPLEDGER_TEST_KEY_BACKEND=pkcs11 cargo nextest run --no-fail-fast -p opledger-tests \
+        --test signer --test redteam --test broadcaster || status=1
 fi
 exit "$status"

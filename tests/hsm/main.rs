@@ -6,8 +6,6 @@
 
 use alloy_primitives::{Address, B256, U256};
 use cryptoki::object::{Attribute, AttributeInfo, AttributeType, ObjectClass};
-use cryptoki::session::UserType;
-use cryptoki::types::AuthPin;
 use opledger_evm::signer::KeyProvider;
 use opledger_hsm::{HsmError, KeyLocation, Pkcs11Key};
 use opledger_testkit::hsm::TestToken;
@@ -29,24 +27,7 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A logged-in session on `token`, through cryptoki directly (not the code under test).
 fn session(token: &TestToken) -> anyhow::Result<cryptoki::session::Session> {
-    let pkcs11 = opledger_hsm::module(&token.module)?;
-    let slot = pkcs11
-        .get_slots_with_token()?
-        .into_iter()
-        .find(|s| {
-            pkcs11
-                .get_token_info(*s)
-                .is_ok_and(|i| i.label() == token.label)
-        })
-        .ok_or_else(|| anyhow::anyhow!("no token {}", token.label))?;
-    let session = pkcs11.open_rw_session(slot)?;
-    let pin = std::fs::read_to_string(&token.pin_file)?;
-    match session.login(UserType::User, Some(&AuthPin::new(pin.trim().into()))) {
-        Ok(()) => {}
-        Err(cryptoki::error::Error::Pkcs11(cryptoki::error::RvError::UserAlreadyLoggedIn, _)) => {}
-        Err(e) => return Err(e.into()),
-    }
-    Ok(session)
+    token.session()
 }
 
 #[test]

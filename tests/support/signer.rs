@@ -282,13 +282,13 @@ impl InProcessSigner {
         let mut config = config(&url, tenant, Path::new("unused"), Path::new("unused"), 30);
         adjust(&mut config);
         let mut wallets = Wallets::default();
-        let hot = Arc::new(LocalKey::from_secret_bytes(hot_secret()?)?);
+        let hot = held_key(hot_secret()?)?;
         match held {
             TestWallets::Hot(initial_nonce) => {
                 wallets.insert(tenant, NETWORK, hot, initial_nonce);
             }
             TestWallets::Rotated(keep_old) => {
-                let rotated = Arc::new(LocalKey::from_secret_bytes(dev_secret(1)?)?);
+                let rotated = held_key(dev_secret(1)?)?;
                 wallets.insert(tenant, NETWORK, rotated, 0);
                 if keep_old {
                     wallets.insert_retiring(tenant, NETWORK, hot);
@@ -329,6 +329,41 @@ impl InProcessSigner {
             sweep,
             retirement,
         })
+    }
+}
+
+/// The variable that runs the in-process signers with their keys held in a SoftHSM2 token
+/// (`pkcs11`) instead of in memory: `scripts/test.sh` runs the signer's suites both ways.
+pub const KEY_BACKEND_ENV: &str = "OPLEDGER_TEST_KEY_BACKEND";
+
+/// The key of `secret` as the signer holds it: in this process's memory, or, with
+/// `OPLEDGER_TEST_KEY_BACKEND=pkcs11`, imported into this test process's SoftHSM2 token under a
+/// label of its own and used through it, so that the suites keep their funded test wallets.
+/// (One token per process: a module initialised in a process does not see tokens made after.)
+fn held_key(
+    secret: Zeroizing<[u8; 32]>,
+) -> anyhow::Result<Arc<dyn opledger_evm::signer::KeyProvider>> {
+    static TOKEN: std::sync::OnceLock<opledger_testkit::hsm::TestToken> =
+        std::sync::OnceLock::new();
+    match std::env::var(KEY_BACKEND_ENV).as_deref() {
+        Ok("pkcs11") => {
+            let token = match TOKEN.get() {
+                Some(token) => token,
+                None => {
+                    let made = opledger_testkit::hsm::TestToken::create()?;
+                    TOKEN.get_or_init(|| made)
+                }
+            };
+            let label = format!("wallet-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+            token.import(&label, &secret)?;
+            let key = opledger_hsm::Pkcs11Key::open(
+                &token.location(&label),
+                std::time::Duration::from_secs(5),
+            )?;
+            Ok(Arc::new(key))
+        }
+        Ok("keystore") | Err(_) => Ok(Arc::new(LocalKey::from_secret_bytes(secret)?)),
+        Ok(other) => anyhow::bail!("{KEY_BACKEND_ENV}={other}: keystore or pkcs11"),
     }
 }
 

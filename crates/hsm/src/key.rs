@@ -30,7 +30,7 @@ impl Opened {
         let label = location.key_label.as_str();
         let (private, public) = key_pair(&session, label)?;
         let public = public_key(&session, public, label)?;
-        if !protection(&session, private)?.holds() {
+        if !protection(&session, private)?.usable(location.allow_software_token) {
             return Err(HsmError::Exposed(label.to_owned()));
         }
         Ok((Opened { session, private }, public))
@@ -53,7 +53,11 @@ struct Job {
 /// A hot wallet's key in a PKCS#11 token. Opened only when the key is there, is secp256k1,
 /// cannot leave the token, and signs a probe hash that recovers to its public key.
 pub struct Pkcs11Key {
-    jobs: mpsc::Sender<Job>,
+    /// `None` only while dropping.
+    jobs: Option<mpsc::Sender<Job>>,
+    /// The token thread, joined on drop so that its session is closed before anything else
+    /// (the process's exit, say) tears the module down.
+    thread: Option<std::thread::JoinHandle<()>>,
     public: VerifyingKey,
     address: Address,
     label: String,
@@ -84,12 +88,13 @@ impl Pkcs11Key {
             .map_err(|e| HsmError::Token(e.to_string()))?;
         let (jobs, queue) = mpsc::channel::<Job>();
         let thread_location = location.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name(format!("pkcs11-{}", location.key_label))
             .spawn(move || serve(thread_location, opened, public, queue))
             .map_err(|e| HsmError::Token(format!("cannot start the token thread: {e}")))?;
         Ok(Pkcs11Key {
-            jobs,
+            jobs: Some(jobs),
+            thread: Some(thread),
             public,
             address,
             label: location.key_label.clone(),
@@ -138,6 +143,16 @@ fn signed(
     }
 }
 
+impl Drop for Pkcs11Key {
+    fn drop(&mut self) {
+        // The thread ends when its queue closes, closing the session on its way out.
+        drop(self.jobs.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 impl KeyProvider for Pkcs11Key {
     fn address(&self) -> Address {
         self.address
@@ -146,6 +161,8 @@ impl KeyProvider for Pkcs11Key {
     fn sign_hash(&self, hash: &B256) -> Result<Signature, SignError> {
         let (answer, answered) = mpsc::sync_channel(1);
         self.jobs
+            .as_ref()
+            .ok_or_else(|| SignError::Provider("the token's thread has stopped".to_owned()))?
             .send(Job {
                 hash: *hash,
                 answer,

@@ -273,6 +273,14 @@ impl Protection {
     pub fn holds(&self) -> bool {
         self.sensitive && !self.extractable && self.always_protected && self.value_withheld
     }
+
+    /// What a key must show to be used: [`Protection::holds`]; on a software token (development
+    /// and tests only), a key imported with its value and sensitive and not extractable from
+    /// then on is accepted too, since that token keeps every key on its disk anyway.
+    pub fn usable(&self, software_token: bool) -> bool {
+        self.holds()
+            || (software_token && self.sensitive && !self.extractable && self.value_withheld)
+    }
 }
 
 /// How `private` is protected, read from the token.
