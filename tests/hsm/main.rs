@@ -326,6 +326,12 @@ fn a_token_that_lost_the_login_is_opened_again_and_signs() -> anyhow::Result<()>
             .ok(),
         Some(address)
     );
+    let reopened = || {
+        opledger_hsm::failures()
+            .reopened
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    assert_eq!(reopened(), 0);
     session(&token)?.logout()?;
     for n in 0_u8..3 {
         let hash = alloy_primitives::keccak256([n]);
@@ -335,6 +341,14 @@ fn a_token_that_lost_the_login_is_opened_again_and_signs() -> anyhow::Result<()>
             Some(address)
         );
     }
+    // Opened again once, and counted where the signer's /metrics shows it.
+    assert_eq!(reopened(), 1);
+    let metrics = opledger_hsm::failures().render();
+    assert!(
+        metrics.contains("opledger_signer_token_sessions_reopened_total 1\n")
+            && metrics.contains("opledger_signer_key_failures_total{kind=\"token\"} 0\n"),
+        "{metrics}"
+    );
     Ok(())
 }
 

@@ -13,8 +13,53 @@ use cryptoki::session::Session;
 use k256::ecdsa::VerifyingKey;
 use opledger_evm::signer::{KeyProvider, SignError};
 use std::fmt;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{OnceLock, mpsc};
 use std::time::Duration;
+
+/// What went wrong with this process's tokens since it started (the signer's `/metrics`).
+#[derive(Debug, Default)]
+pub struct Failures {
+    /// Signatures the token did not answer within the wallet's timeout.
+    pub timeouts: AtomicU64,
+    /// Signatures the token refused or failed (after the session was opened again once).
+    pub token_errors: AtomicU64,
+    /// Answers that were no signature of the key over the hash (never used).
+    pub bad_signatures: AtomicU64,
+    /// Sessions opened again after a failed call.
+    pub reopened: AtomicU64,
+}
+
+impl Failures {
+    /// The counters in Prometheus text format.
+    pub fn render(&self) -> String {
+        let count = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        format!(
+            "# HELP opledger_signer_key_failures_total Signatures a PKCS#11 key failed to give, \
+             by kind: timeout (no answer within sign_timeout_ms), token (refused or failed after \
+             one reopen), signature (the answer did not recover to the key). Nothing was stored \
+             for any of them; the claim was given back.\n\
+             # TYPE opledger_signer_key_failures_total counter\n\
+             opledger_signer_key_failures_total{{kind=\"timeout\"}} {}\n\
+             opledger_signer_key_failures_total{{kind=\"token\"}} {}\n\
+             opledger_signer_key_failures_total{{kind=\"signature\"}} {}\n\
+             # HELP opledger_signer_token_sessions_reopened_total Token sessions opened again \
+             after a failed call.\n\
+             # TYPE opledger_signer_token_sessions_reopened_total counter\n\
+             opledger_signer_token_sessions_reopened_total {}\n",
+            count(&self.timeouts),
+            count(&self.token_errors),
+            count(&self.bad_signatures),
+            count(&self.reopened),
+        )
+    }
+}
+
+/// This process's token failure counters.
+pub fn failures() -> &'static Failures {
+    static FAILURES: OnceLock<Failures> = OnceLock::new();
+    FAILURES.get_or_init(Failures::default)
+}
 
 /// A logged-in session on the key's token and the key's private half there.
 struct Opened {
@@ -111,6 +156,7 @@ fn serve(location: KeyLocation, opened: Opened, public: VerifyingKey, queue: mps
         let mut answer = signed(&location, &mut current, &public, &job.hash);
         if answer.is_err() {
             tracing::warn!(key = %location.key_label, "the token failed to sign: opening its session again");
+            failures().reopened.fetch_add(1, Ordering::Relaxed);
             current = None;
             answer = signed(&location, &mut current, &public, &job.hash);
         }
@@ -170,8 +216,12 @@ impl KeyProvider for Pkcs11Key {
             .map_err(|_| SignError::Provider("the token's thread has stopped".to_owned()))?;
         let raw = match answered.recv_timeout(self.timeout) {
             Ok(Ok(raw)) => raw,
-            Ok(Err(why)) => return Err(SignError::Provider(format!("the token failed: {why}"))),
+            Ok(Err(why)) => {
+                failures().token_errors.fetch_add(1, Ordering::Relaxed);
+                return Err(SignError::Provider(format!("the token failed: {why}")));
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => {
+                failures().timeouts.fetch_add(1, Ordering::Relaxed);
                 return Err(SignError::Provider(format!(
                     "the token did not answer within {} ms",
                     self.timeout.as_millis()
@@ -183,7 +233,9 @@ impl KeyProvider for Pkcs11Key {
                 ));
             }
         };
-        recover::ethereum_signature(&raw, hash, &self.public, self.address)
-            .map_err(|e| SignError::Provider(e.to_string()))
+        recover::ethereum_signature(&raw, hash, &self.public, self.address).map_err(|e| {
+            failures().bad_signatures.fetch_add(1, Ordering::Relaxed);
+            SignError::Provider(e.to_string())
+        })
     }
 }

@@ -21,7 +21,7 @@
 pub mod key;
 pub mod recover;
 
-pub use key::Pkcs11Key;
+pub use key::{Failures, Pkcs11Key, failures};
 
 use alloy_primitives::Address;
 use cryptoki::context::{CInitializeArgs, CInitializeFlags, Pkcs11};

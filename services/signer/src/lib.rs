@@ -9,6 +9,7 @@
 
 mod batch;
 pub mod config;
+pub mod metrics;
 mod service;
 mod setup;
 pub mod signing;
@@ -47,6 +48,7 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     }
     let tls = config.tls.as_ref().map(tls_config).transpose()?;
     let mut runtime = Runtime::start(SERVICE_NAME, &config.base).await?;
+    runtime.metrics(metrics::router());
     let store = runtime.store().signer();
     let sweep = std::time::Duration::from_millis(config.release_sweep_ms);
     runtime.background(release_sweep(store.clone(), sweep));
