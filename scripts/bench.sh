@@ -8,7 +8,10 @@
 #   scripts/bench.sh sign [ARGS...]     signatures persisted per second by the real signer
 #                                       (in-process, under its restricted database role) for one
 #                                       and for eight sender addresses, vs evm::sign alone (ARGS
-#                                       go to `opledger-bench sign`, e.g. --withdrawals 4000)
+#                                       go to `opledger-bench sign`, e.g. --withdrawals 4000
+#                                       --backend pkcs11); without ARGS it runs twice, the keys in
+#                                       memory (--backend keystore) then in a SoftHSM2 token
+#                                       (--backend pkcs11, scripts/hsm.sh)
 #   scripts/bench.sh pipeline [ARGS...] create -> approve -> sign -> broadcast -> CONFIRMED with
 #                                       every service in-process on anvil (1-second blocks), the
 #                                       reconciler and the witness polling with their defaults,
@@ -70,7 +73,23 @@ bash scripts/pg.sh destroy "$dir"
 trap 'bash scripts/pg.sh destroy "$dir" || true' EXIT
 url="$(OPLEDGER_PG_FAST=0 bash scripts/pg.sh start "$dir")"
 if [[ "$what" == "sign" ]]; then
-    "$OPLEDGER_REPO_ROOT/target/release/opledger-bench" sign --admin-url "$url" "$@"
+    # SoftHSM2 for --backend pkcs11: a token directory of the run's own, removed on exit.
+    OPLEDGER_PKCS11_MODULE="$(bash scripts/hsm.sh ensure-installed)"
+    export OPLEDGER_PKCS11_MODULE
+    hsm_dir="$OPLEDGER_REPO_ROOT/.data/bench-hsm"
+    rm -rf "$hsm_dir"
+    trap 'bash scripts/pg.sh destroy "$dir" || true; rm -rf "$hsm_dir"' EXIT
+    SOFTHSM2_CONF="$(bash scripts/hsm.sh conf "$hsm_dir")"
+    export SOFTHSM2_CONF
+    if [[ $# -eq 0 ]]; then
+        # Both key backends, one after the other: their figures side by side.
+        for backend in keystore pkcs11; do
+            "$OPLEDGER_REPO_ROOT/target/release/opledger-bench" sign --admin-url "$url" --backend "$backend"
+            echo
+        done
+    else
+        "$OPLEDGER_REPO_ROOT/target/release/opledger-bench" sign --admin-url "$url" "$@"
+    fi
 elif [[ "$what" == "webhook" ]]; then
     "$OPLEDGER_REPO_ROOT/target/release/opledger-bench" webhook --admin-url "$url" "$@"
 elif [[ "$what" == "pipeline" ]]; then

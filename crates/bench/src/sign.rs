@@ -46,7 +46,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let network = network();
     let mut wallets = Wallets::default();
-    let (warmup_sender, mut phases) = setup::phases(&setup, &mut wallets, &args.senders).await?;
+    let keys = setup::Keys::of(args.backend)?;
+    let (warmup_sender, mut phases) =
+        setup::phases(&setup, &mut wallets, &keys, &args.senders).await?;
 
     let prepare_start = Instant::now();
     let warmup_work = prepare(&setup, std::slice::from_ref(&warmup_sender), WARMUP).await?;

@@ -21,6 +21,20 @@ pub struct Args {
     /// Seconds each `evm::sign` baseline runs.
     #[arg(long, default_value_t = 3)]
     pub(super) baseline_seconds: u64,
+    /// Where the hot wallets' keys are: `keystore` (in the signer's memory) or `pkcs11` (generated
+    /// in a SoftHSM2 token of the run's own: needs SOFTHSM2_CONF and OPLEDGER_PKCS11_MODULE, which
+    /// scripts/bench.sh sets).
+    #[arg(long, value_enum, default_value_t = Backend::Keystore)]
+    pub(super) backend: Backend,
+}
+
+/// Where the benchmark's hot-wallet keys are held.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// In the signer's memory (a keystore's key).
+    Keystore,
+    /// In a PKCS#11 token (SoftHSM2), one session per wallet.
+    Pkcs11,
 }
 
 impl Args {

@@ -24,6 +24,14 @@ pub(super) fn print(
     );
     println!("machine: {}", machine());
     println!(
+        "key backend: {}",
+        match args.backend {
+            super::options::Backend::Keystore => "keystore (keys in the signer's memory)",
+            super::options::Backend::Pkcs11 =>
+                "pkcs11 (keys generated in a SoftHSM2 token, one session and thread per wallet)",
+        }
+    );
+    println!(
         "setup: opledger-signer in-process as a login role in opledger_signer, pool {pool_size} \
          connections; PostgreSQL (fsync on) on this machine; {} approved withdrawals per phase \
          (native ETH, random destinations), prepared in {:.1} s, then ANALYZE; {WARMUP} warm-up \

@@ -67,10 +67,47 @@ pub(super) fn account_name(i: usize) -> String {
     format!("treasury-{i}")
 }
 
+/// Where new hot-wallet keys are made: in memory, or in a SoftHSM2 token of the run's own.
+pub(super) enum Keys {
+    /// A random key in the signer's memory.
+    Memory,
+    /// A key generated in this token, used through it.
+    Token(opledger_testkit::hsm::TestToken),
+}
+
+impl Keys {
+    /// The keys of `backend` (a new token for `pkcs11`).
+    pub(super) fn of(backend: super::options::Backend) -> anyhow::Result<Keys> {
+        Ok(match backend {
+            super::options::Backend::Keystore => Keys::Memory,
+            super::options::Backend::Pkcs11 => {
+                Keys::Token(opledger_testkit::hsm::TestToken::create()?)
+            }
+        })
+    }
+
+    /// A new key.
+    fn key(&self) -> anyhow::Result<Arc<dyn KeyProvider>> {
+        match self {
+            Keys::Memory => Ok(Arc::new(LocalKey::from_secret_bytes(random_secret())?)),
+            Keys::Token(token) => {
+                let label = format!("bench-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+                let location = token.location(&label);
+                opledger_hsm::generate(&location)?;
+                Ok(Arc::new(opledger_hsm::Pkcs11Key::open(
+                    &location,
+                    std::time::Duration::from_secs(5),
+                )?))
+            }
+        }
+    }
+}
+
 /// A tenant with client and approver keys, funded source accounts and a fresh hot wallet.
 pub(super) async fn new_sender(
     store: &Store,
     wallets: &mut Wallets,
+    keys: &Keys,
     name: &str,
 ) -> anyhow::Result<Sender> {
     let tenant = store.create_tenant(name).await.map_err(store_err)?;
@@ -98,7 +135,7 @@ pub(super) async fn new_sender(
             .await
             .map_err(store_err)?;
     }
-    let key = Arc::new(LocalKey::from_secret_bytes(random_secret())?);
+    let key = keys.key()?;
     let address = format!("{:#x}", key.address());
     anyhow::ensure!(
         wallets.insert(tenant, NETWORK, key, 0),
@@ -118,14 +155,15 @@ pub(super) async fn new_sender(
 pub(super) async fn phases(
     store: &Store,
     wallets: &mut Wallets,
+    keys: &Keys,
     counts: &[usize],
 ) -> anyhow::Result<(Sender, Vec<Phase>)> {
-    let warmup_sender = new_sender(store, wallets, "bench-sign-warmup").await?;
+    let warmup_sender = new_sender(store, wallets, keys, "bench-sign-warmup").await?;
     let mut phases = Vec::new();
     for (p, &n) in counts.iter().enumerate() {
         let mut senders = Vec::new();
         for i in 0..n {
-            senders.push(new_sender(store, wallets, &format!("bench-sign-{p}-{i}")).await?);
+            senders.push(new_sender(store, wallets, keys, &format!("bench-sign-{p}-{i}")).await?);
         }
         let label = if n == 1 {
             "1 sender".to_owned()
