@@ -293,16 +293,7 @@ async fn without_evidence_of_its_chain_an_approved_withdrawal_is_not_sent() -> a
         Duration::from_secs(20),
     )
     .await?;
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let paid = loop {
-        if let Some(t) = sim.transfers_of(&w.withdrawal_id).await?.first() {
-            break t["hash"].as_str().unwrap_or_default().to_owned();
-        }
-        anyhow::ensure!(std::time::Instant::now() < deadline, "never paid");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    sim.anvil()?
-        .wait_receipt(&paid, Duration::from_secs(20))
+    sim.mined_transfer(&w.withdrawal_id, Duration::from_secs(20))
         .await?;
     sim.anvil()?.mine(3).await?;
     drive_until(

@@ -125,16 +125,7 @@ impl Paired {
             .withdrawal_id;
         executor.pass(16, 4).await;
         // The provider pays A before B is requested.
-        let deadline = Instant::now() + WITHIN;
-        let paid_a = loop {
-            let transfers = sim.transfers_of(&a).await?;
-            if let Some(hash) = transfers.first().and_then(|t| t["hash"].as_str()) {
-                break hash.to_owned();
-            }
-            anyhow::ensure!(Instant::now() < deadline, "A never paid");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-        sim.anvil()?.wait_receipt(&paid_a, WITHIN).await?;
+        sim.mined_transfer(&a, WITHIN).await?;
         sim.set_faults(&json!({"seed": 5, "rules": [
             {"kind": "drop_response", "nth": 1, "profile": "prime"},
             {"kind": "reject", "profile": "prime"}

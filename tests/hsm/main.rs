@@ -11,17 +11,6 @@ use opledger_hsm::{HsmError, KeyLocation, Pkcs11Key};
 use opledger_testkit::hsm::TestToken;
 use std::time::Duration;
 
-/// Where a key labelled `key` is in `token`.
-fn location(token: &TestToken, key: &str) -> KeyLocation {
-    KeyLocation {
-        module: token.module.clone(),
-        token_label: token.label.clone(),
-        key_label: key.to_owned(),
-        pin_file: token.pin_file.clone(),
-        allow_software_token: true,
-    }
-}
-
 /// How long a test waits for one signature of the token.
 const TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -33,7 +22,7 @@ fn session(token: &TestToken) -> anyhow::Result<cryptoki::session::Session> {
 #[test]
 fn a_generated_key_never_leaves_the_token() -> anyhow::Result<()> {
     let token = TestToken::create()?;
-    let address = opledger_hsm::generate(&location(&token, "hot-1"))?;
+    let address = opledger_hsm::generate(&token.location("hot-1"))?;
     // The token itself, asked directly: the private half is sensitive, never extractable, and
     // its value is withheld.
     let session = session(&token)?;
@@ -64,11 +53,11 @@ fn a_generated_key_never_leaves_the_token() -> anyhow::Result<()> {
     }
     // What the signer opens is that key; a second key under the label is refused.
     assert_eq!(
-        Pkcs11Key::open(&location(&token, "hot-1"), TIMEOUT)?.address(),
+        Pkcs11Key::open(&token.location("hot-1"), TIMEOUT)?.address(),
         address
     );
     assert!(matches!(
-        opledger_hsm::generate(&location(&token, "hot-1")),
+        opledger_hsm::generate(&token.location("hot-1")),
         Err(HsmError::Exists(_))
     ));
     Ok(())
@@ -77,7 +66,7 @@ fn a_generated_key_never_leaves_the_token() -> anyhow::Result<()> {
 #[test]
 fn thousands_of_token_signatures_are_low_s_and_recover_to_the_key() -> anyhow::Result<()> {
     let token = TestToken::create()?;
-    let location = location(&token, "hot-1");
+    let location = token.location("hot-1");
     let address = opledger_hsm::generate(&location)?;
     let key = Pkcs11Key::open(&location, TIMEOUT)?;
     // The token's own answers: SoftHSM2 gives a high s about half the time.
@@ -116,7 +105,7 @@ fn thousands_of_token_signatures_are_low_s_and_recover_to_the_key() -> anyhow::R
 async fn a_transfer_signed_in_the_token_is_accepted_by_the_chain_from_its_address()
 -> anyhow::Result<()> {
     let token = TestToken::create()?;
-    let location = location(&token, "hot-1");
+    let location = token.location("hot-1");
     let address = opledger_hsm::generate(&location)?;
     let key = Pkcs11Key::open(&location, TIMEOUT)?;
     let anvil = opledger_testkit::Anvil::start().await?;
@@ -154,20 +143,20 @@ async fn a_transfer_signed_in_the_token_is_accepted_by_the_chain_from_its_addres
 #[test]
 fn a_wrong_token_pin_or_key_refuses_to_open_and_no_error_shows_the_pin() -> anyhow::Result<()> {
     let token = TestToken::create()?;
-    opledger_hsm::generate(&location(&token, "hot-1"))?;
+    opledger_hsm::generate(&token.location("hot-1"))?;
     let pin = std::fs::read_to_string(&token.pin_file)?.trim().to_owned();
     let wrong_pin = token.pin_file.with_file_name("wrong-pin");
     std::fs::write(&wrong_pin, "not-the-pin\n")?;
     let cases = [
         KeyLocation {
             token_label: "no-such-token".into(),
-            ..location(&token, "hot-1")
+            ..token.location("hot-1")
         },
         KeyLocation {
             pin_file: wrong_pin,
-            ..location(&token, "hot-1")
+            ..token.location("hot-1")
         },
-        location(&token, "no-such-key"),
+        token.location("no-such-key"),
     ];
     let mut errors = Vec::new();
     for case in &cases {
@@ -210,7 +199,7 @@ fn a_key_that_can_leave_the_token_is_refused() -> anyhow::Result<()> {
             Attribute::Sign(true),
         ],
     )?;
-    let opened = Pkcs11Key::open(&location(&token, "exposed"), TIMEOUT);
+    let opened = Pkcs11Key::open(&token.location("exposed"), TIMEOUT);
     assert!(matches!(opened, Err(HsmError::Exposed(_))), "{opened:?}");
     Ok(())
 }
@@ -221,7 +210,7 @@ fn a_key_that_can_leave_the_token_is_refused() -> anyhow::Result<()> {
 async fn the_signer_signs_a_withdrawal_with_a_key_that_stays_in_the_token() -> anyhow::Result<()> {
     use opledger_tests::signer::{InProcessSigner, TestWallets, approve, client, sign_request};
     let token = TestToken::create()?;
-    let location = location(&token, "hot-1");
+    let location = token.location("hot-1");
     let address = opledger_hsm::generate(&location)?;
     let key = std::sync::Arc::new(Pkcs11Key::open(&location, TIMEOUT)?);
     let stack = opledger_tests::Stack::start().await?;
@@ -269,7 +258,7 @@ fn opledger_admin_generates_a_key_in_the_token_and_shows_it_protected() -> anyho
     assert!(made.status.success(), "{made:?}");
     let address = String::from_utf8(made.stdout)?.trim().to_owned();
     assert_eq!(address.len(), 42, "{address}");
-    let opened = Pkcs11Key::open(&location(&token, "cli-1"), TIMEOUT)?;
+    let opened = Pkcs11Key::open(&token.location("cli-1"), TIMEOUT)?;
     assert_eq!(format!("{:#x}", opened.address()), address);
     // Shown as the token protects it.
     let shown = run("show")?;
@@ -296,13 +285,13 @@ fn a_software_token_is_refused_unless_allowed() -> anyhow::Result<()> {
     let token = TestToken::create()?;
     let strict = KeyLocation {
         allow_software_token: false,
-        ..location(&token, "hot-1")
+        ..token.location("hot-1")
     };
     assert!(matches!(
         opledger_hsm::generate(&strict),
         Err(HsmError::SoftwareToken(_))
     ));
-    opledger_hsm::generate(&location(&token, "hot-1"))?;
+    opledger_hsm::generate(&token.location("hot-1"))?;
     assert!(matches!(
         Pkcs11Key::open(&strict, TIMEOUT),
         Err(HsmError::SoftwareToken(_))
@@ -316,7 +305,7 @@ fn a_software_token_is_refused_unless_allowed() -> anyhow::Result<()> {
 #[test]
 fn a_token_that_lost_the_login_is_opened_again_and_signs() -> anyhow::Result<()> {
     let token = TestToken::create()?;
-    let location = location(&token, "hot-1");
+    let location = token.location("hot-1");
     let address = opledger_hsm::generate(&location)?;
     let key = Pkcs11Key::open(&location, TIMEOUT)?;
     let hash = alloy_primitives::keccak256(b"before");
@@ -358,7 +347,7 @@ fn a_token_that_lost_the_login_is_opened_again_and_signs() -> anyhow::Result<()>
 fn a_pkcs11_wallet_with_another_address_refuses_the_start() -> anyhow::Result<()> {
     use opledger_signer::config::Pkcs11Wallet;
     let token = TestToken::create()?;
-    let address = opledger_hsm::generate(&location(&token, "hot-1"))?;
+    let address = opledger_hsm::generate(&token.location("hot-1"))?;
     let wallet = |address: String| Pkcs11Wallet {
         module: token.module.clone(),
         token_label: token.label.clone(),

@@ -877,6 +877,26 @@ impl Sim {
     /// The one transfer the double put on chain for `reference`, checked against its node:
     /// mined and successful, to `destination`, whose balance is exactly `amount` (a fresh
     /// address: paid once). Gives the transfer and the receipt's block hash.
+    /// The hash of the double's first transfer for `reference`, once it is mined (within
+    /// `within`).
+    pub async fn mined_transfer(
+        &self,
+        reference: &str,
+        within: Duration,
+    ) -> anyhow::Result<String> {
+        let deadline = std::time::Instant::now() + within;
+        let hash = loop {
+            let transfers = self.transfers_of(reference).await?;
+            if let Some(hash) = transfers.first().and_then(|t| t["hash"].as_str()) {
+                break hash.to_owned();
+            }
+            anyhow::ensure!(std::time::Instant::now() < deadline, "never paid");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        self.anvil()?.wait_receipt(&hash, within).await?;
+        Ok(hash)
+    }
+
     pub async fn paid_once(
         &self,
         reference: &str,

@@ -93,11 +93,6 @@ impl Chains {
         self
     }
 
-    /// Whether `network` has evidence endpoints here.
-    pub fn watches(&self, network: &str) -> bool {
-        self.readers.contains_key(network)
-    }
-
     /// The bound of a request stored now on `network`: its final block and pinned head, by the
     /// same quorum and finality as every settlement. `Ok(None)` when the network is not watched,
     /// an error when the endpoints do not agree now (nothing is sent until they do).
